@@ -1,0 +1,1 @@
+"""What a trial measures: workloads, the aiohttp load generator, metrics and scoring."""
