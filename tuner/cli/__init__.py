@@ -1,0 +1,42 @@
+"""The ``spectune`` command line: one small module per command, errors become messages here only.
+
+Each command module parses its options and calls one function elsewhere in the package; heavy imports
+happen inside the command so ``spectune --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tuner import __version__
+from tuner.errors import SpectuneError
+
+
+class SpectuneGroup(click.Group):
+    """A click group that turns ``SpectuneError`` into a message and its exit code — never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except SpectuneError as exc:
+            for line in str(exc).splitlines() or [type(exc).__name__]:
+                click.echo(f"error: {line}", err=True)
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=SpectuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="spectune")
+def main() -> None:
+    """Tune SGLang speculative-decoding servers with Bayesian optimization."""
+
+
+def _register() -> None:
+    from tuner.cli import bench, simulate, validate
+
+    for module in (validate, simulate, bench):
+        main.add_command(module.command)
+
+
+_register()
