@@ -38,6 +38,9 @@ class WorkloadSpec:
     seed: int = 0
     request_timeout_s: float = 300.0
     connect_timeout_s: float = 10.0
+    # Longest silence inside one streaming response before the request counts as stalled: long enough for
+    # a request queued behind a full batch to get its first token, far shorter than the request timeout.
+    stall_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)

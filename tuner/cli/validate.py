@@ -1,4 +1,4 @@
-"""``spectune validate STUDY`` — placeholder until the study file lands."""
+"""``spectune validate STUDY`` — check a study file and show the search space it defines."""
 
 from __future__ import annotations
 
@@ -8,5 +8,41 @@ import click
 @click.command("validate")
 @click.argument("study", type=click.Path(dir_okay=False, path_type=str))
 def command(study: str) -> None:
-    """Check a study file and show the search space it defines."""
-    raise click.ClickException("not built yet")
+    """Check a study file and show the search space it defines.
+
+    Prints every problem (one line each, exit code 2), or the tuned flags with their encoding, the size of
+    the space and an example launch command. Nothing is deployed.
+    """
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tuner.validate import validate_study
+
+    report = validate_study(study)
+    console = Console(highlight=False, width=120)
+    spec = report.spec
+    console.print(f"[bold]{spec.study.name}[/bold]  ({spec.path}) — target {spec.target.kind}, "
+                  f"{spec.study.n_trials} trials, sampler {spec.study.sampler}, storage {spec.study.storage}")
+    table = Table(title="Search space")
+    table.add_column("flag", no_wrap=True)
+    table.add_column("Optuna parameter", no_wrap=True)
+    table.add_column("values")
+    for d in report.dimensions:
+        table.add_row(d.flag, d.name, escape(d.describe()))
+    console.print(table)
+    s = report.summary
+    how = "all points decoded" if s.complete else f"{s.examined:,} random points decoded"
+    console.print(f"Size: {s.total_points:,} parameter points → {s.distinct_valid:,} distinct valid "
+                  f"configurations ({s.valid:,} valid points, {s.examined - s.valid:,} rejected; {how})")
+    for reason, n in s.top_rejections(5):
+        console.print(f"  rejected {n:,}×: {escape(reason)}")
+    phases = ", ".join(f"C={p.concurrency}" for p in spec.benchmark.phases)
+    weights = ", ".join(f"c{c}={w:g}" for c, w in sorted(spec.objective.weights.items()))
+    console.print(f"Benchmark: {phases} ({spec.benchmark.workload.api} API, {spec.benchmark.workload.dataset} "
+                  f"prompts); objective {spec.objective.mode}: {weights}")
+    label = "Baseline launch command" if spec.baseline else "Example launch command"
+    console.print(f"{label}:")
+    click.echo(report.example.shell(multiline=True))
+    for repair in report.example_repairs:
+        console.print(f"  adjusted: {escape(repair)}")

@@ -147,9 +147,9 @@ def check(args: Mapping[str, Any]) -> list[RuleViolation]:
             "dp-attention",
             f"Currently {name.lower()} speculative decoding does not support dp attention."))
 
-    if resolved.num_steps is not None and resolved.eagle_topk is not None and resolved.num_draft_tokens:
-        if resolved.num_draft_tokens > max_draft_tokens(resolved.num_steps, resolved.eagle_topk):
-            violations.append(RuleViolation("tree-too-large", "selected index k out of range", stage="runtime"))
+    steps, topk_, draft = resolved.num_steps, resolved.eagle_topk, resolved.num_draft_tokens
+    if steps is not None and topk_ is not None and draft and draft > max_draft_tokens(steps, topk_):
+        violations.append(RuleViolation("tree-too-large", "selected index k out of range", stage="runtime"))
     return violations
 
 

@@ -1,0 +1,180 @@
+"""One streaming request in, one ``RequestRecord`` out — whatever the server does.
+
+The client never raises for a bad response: refused connections, HTTP errors, broken or silent streams,
+garbage events and impossible token counts all end as a record with an ``ErrorKind``. Only cancellation
+(the phase ending) propagates; the phase then turns the request's ``Trace`` into a record itself.
+
+The loop over a stream is the hot path of the load generator: one ``perf_counter`` per socket read (every
+event in that read arrived at the same moment, as far as the client can know), one ``json.loads`` and a few
+dictionary look-ups per event, three list appends per token-bearing event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from time import perf_counter
+
+import aiohttp
+
+from objectives.api import ApiFormat
+from objectives.records import ErrorKind, RequestRecord
+from objectives.sse import SSEDecoder, SSEError
+from objectives.usage import UsageProblem, chunk_tokens
+
+_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+_DONE = b"[DONE]"
+_ERROR_BODY_BYTES = 500
+
+
+class _StreamProblem(Exception):
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """``connect``: TCP connect; ``stall``: longest silence inside a response; ``request``: the whole request."""
+
+    connect_s: float
+    stall_s: float
+    request_s: float
+
+
+@dataclass(eq=False)
+class Trace:
+    """The mutable state of one request in flight; readable by the phase while the request runs."""
+
+    index: int
+    start: float = 0.0  # perf_counter when the request was sent
+    times: list[float] = field(default_factory=list)  # absolute perf_counter of each token-bearing event
+    cumulative: list[int | None] = field(default_factory=list)
+    chars: list[int] = field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    status: int | None = None
+
+    def record(self, t0: float, end: float, kind: ErrorKind | None = None, message: str | None = None,
+               cancelled: bool = False) -> RequestRecord:
+        """Freeze into a record; ``t0`` is the phase's measured start, ``end`` an absolute perf_counter."""
+        try:
+            chunks = chunk_tokens(self.times, self.cumulative, self.chars)
+        except UsageProblem as problem:
+            chunks = None
+            if kind is None and not cancelled:
+                kind, message = problem.kind, str(problem)
+        start = self.start
+        return RequestRecord(
+            index=self.index,
+            start_s=start - t0,
+            end_s=end - start,
+            chunk_times_s=tuple(t - start for t in chunks.times) if chunks else (),
+            chunk_tokens=chunks.tokens if chunks else (),
+            output_tokens=chunks.total if chunks else 0,
+            prompt_tokens=self.prompt_tokens if isinstance(self.prompt_tokens, int) else None,
+            finish_reason=self.finish_reason if isinstance(self.finish_reason, str) else None,
+            tokens_exact=chunks.exact if chunks else True,
+            http_status=self.status,
+            error_kind=kind,
+            error_message=message,
+            cancelled=cancelled,
+        )
+
+
+async def send(session: aiohttp.ClientSession, url: str, body: bytes, api: ApiFormat, trace: Trace,
+               timeouts: Timeouts, t0: float) -> RequestRecord:
+    """POST ``body`` to ``url`` and stream the answer into ``trace``; always returns a record."""
+    trace.start = perf_counter()
+    try:
+        async with asyncio.timeout(timeouts.request_s):
+            end = await _stream(session, url, body, api, trace, timeouts)
+    except _StreamProblem as problem:
+        return trace.record(t0, perf_counter(), problem.kind, str(problem))
+    except aiohttp.ConnectionTimeoutError:
+        return trace.record(t0, perf_counter(), ErrorKind.CONNECT,
+                            f"no connection within {timeouts.connect_s:g} s")
+    except aiohttp.SocketTimeoutError:
+        return trace.record(t0, perf_counter(), ErrorKind.STALL,
+                            f"nothing received for {timeouts.stall_s:g} s")
+    except TimeoutError:
+        return trace.record(t0, perf_counter(), ErrorKind.TIMEOUT,
+                            f"not finished within {timeouts.request_s:g} s")
+    except aiohttp.ClientConnectorError as exc:
+        return trace.record(t0, perf_counter(), ErrorKind.CONNECT, _describe(exc))
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
+            ConnectionError) as exc:
+        return trace.record(t0, perf_counter(), ErrorKind.DISCONNECT, _describe(exc))
+    except aiohttp.ClientResponseError as exc:  # e.g. an invalid HTTP status line or header
+        return trace.record(t0, perf_counter(), ErrorKind.MALFORMED, _describe(exc))
+    except Exception as exc:  # one request must never crash the phase
+        return trace.record(t0, perf_counter(), ErrorKind.CLIENT, _describe(exc))
+    return trace.record(t0, end)
+
+
+async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: ApiFormat, trace: Trace,
+                  timeouts: Timeouts) -> float:
+    """Read the response to its ``[DONE]``; returns the time it arrived. Raises on any problem."""
+    request_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s, sock_read=timeouts.stall_s)
+    async with session.post(url, data=body, headers=_HEADERS, timeout=request_timeout) as response:
+        trace.status = response.status
+        if response.status >= 400:
+            text = (await response.content.read(_ERROR_BODY_BYTES)).decode("utf-8", "replace").strip()
+            kind = ErrorKind.HTTP_5XX if response.status >= 500 else ErrorKind.HTTP_4XX
+            raise _StreamProblem(kind, f"HTTP {response.status}: {' '.join(text.split())}")
+        decoder = SSEDecoder()
+        loads = json.loads
+        extract = api.extract
+        times, cumulative, chars = trace.times, trace.cumulative, trace.chars
+        events = 0
+
+        def handle(payloads: list[bytes], now: float) -> bool:
+            """Record the events of one socket read; True once ``[DONE]`` arrived."""
+            nonlocal events
+            for payload in payloads:
+                events += 1
+                if payload == _DONE:
+                    return True
+                try:
+                    obj = loads(payload)
+                    if "error" in obj:
+                        raise _StreamProblem(ErrorKind.SERVER_ERROR, _server_error(obj["error"]))
+                    completion, n, finish, prompt = extract(obj)
+                except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+                    raise _StreamProblem(ErrorKind.MALFORMED,
+                                         f"bad event {payload[:120]!r}: {type(exc).__name__}") from None
+                if completion is not None or n:
+                    times.append(now)
+                    cumulative.append(completion)
+                    chars.append(n)
+                if finish is not None:
+                    trace.finish_reason = finish
+                if prompt is not None:
+                    trace.prompt_tokens = prompt
+            return False
+
+        now = perf_counter()
+        try:
+            async for data in response.content.iter_any():
+                now = perf_counter()
+                if handle(decoder.feed(data), now):
+                    return now
+            if handle(decoder.close(), now):
+                return now
+        except SSEError as exc:
+            raise _StreamProblem(ErrorKind.MALFORMED, str(exc)) from None
+    if events == 0:
+        raise _StreamProblem(ErrorKind.MALFORMED, "HTTP 200 without any SSE event (is streaming supported?)")
+    raise _StreamProblem(ErrorKind.DISCONNECT, f"the stream ended after {events} events without [DONE]")
+
+
+def _server_error(error: object) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,162 @@
+"""The phase metrics, one function each, with its formula. Definitions follow sglang.bench_serving where the
+two overlap (see docs/metrics.md); where they differ the docstring says so and why.
+
+Every function takes the phase's records and, where time matters, the measured window ``[0, window_s]``
+(seconds since the measured part started; records' ``start_s`` are on the same clock). A function returns
+None when its metric is undefined (e.g. no successful request).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from objectives.records import RequestRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """mean, p50, p90, p99 of a sample (numpy's linear-interpolation percentiles, as bench_serving)."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+    @staticmethod
+    def of(values: Sequence[float] | np.ndarray, scale: float = 1.0) -> Summary:
+        data = np.asarray(values, dtype=float)
+        if data.size == 0:
+            return Summary(None, None, None, None)
+        p50, p90, p99 = np.percentile(data, [50, 90, 99]) * scale
+        return Summary(float(data.mean() * scale), float(p50), float(p90), float(p99))
+
+
+def _ok(records: Sequence[RequestRecord]) -> list[RequestRecord]:
+    return [r for r in records if r.ok]
+
+
+def tokens_in_window(records: Sequence[RequestRecord], window_s: float) -> int:
+    """Σ output tokens that arrived inside the window, over successful and still-running requests.
+
+    Counting by arrival time (not per finished request) lets a phase stop while requests are in flight
+    without losing their tokens or counting tokens from after the window. Failed requests do not count:
+    nobody got a usable answer from them.
+    """
+    total = 0
+    for r in records:
+        if r.error_kind is not None:
+            continue
+        if r.cancelled:
+            horizon = window_s - r.start_s
+            total += sum(n for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=True) if t <= horizon)
+        else:
+            total += r.output_tokens
+    return total
+
+
+def aggregate_tok_s(records: Sequence[RequestRecord], window_s: float) -> float | None:
+    """Output throughput = tokens_in_window / window. bench_serving's "Output token throughput" is
+    Σ output tokens / duration; the same when no request is left running at the end of the window."""
+    if window_s <= 0:
+        return None
+    return tokens_in_window(records, window_s) / window_s
+
+
+def request_rate(records: Sequence[RequestRecord], window_s: float) -> float | None:
+    """Request throughput = successful requests completed / window (bench_serving: completed / duration)."""
+    if window_s <= 0:
+        return None
+    return len(_ok(records)) / window_s
+
+
+def achieved_concurrency(records: Sequence[RequestRecord], window_s: float) -> float | None:
+    """Σ time each request was in flight inside the window / window. bench_serving's "Concurrency" is
+    Σ E2E / duration; clipping to the window keeps requests still running at the end from inflating it.
+    Close to the phase's C in a healthy closed loop; lower means the client could not keep C in flight."""
+    if window_s <= 0:
+        return None
+    busy = 0.0
+    for r in records:
+        busy += max(0.0, min(r.start_s + r.end_s, window_s) - max(r.start_s, 0.0))
+    return busy / window_s
+
+
+def decode_tok_s(record: RequestRecord) -> float | None:
+    """One request's decode speed = (output tokens − tokens of the first chunk) / (last chunk − first chunk).
+
+    Prefill and queueing are excluded (they are the TTFT), so at C=1 this is the speed a user watches the
+    answer stream at. It equals bench_serving's 1000 / TPOT when the first chunk carries one token (SGLang's
+    usual case) and stays exact when it carries more. Undefined with fewer than two chunks.
+    """
+    times = record.chunk_times_s
+    if len(times) < 2 or times[-1] <= times[0]:
+        return None
+    return (record.output_tokens - record.chunk_tokens[0]) / (times[-1] - times[0])
+
+
+def per_request_tok_s(records: Sequence[RequestRecord]) -> list[float]:
+    return [v for v in (decode_tok_s(r) for r in _ok(records)) if v is not None]
+
+
+def ttft_s(records: Sequence[RequestRecord]) -> list[float]:
+    """TTFT = time from sending the request to the first chunk carrying an output token."""
+    return [r.chunk_times_s[0] for r in _ok(records) if r.chunk_times_s]
+
+
+def e2e_s(records: Sequence[RequestRecord]) -> list[float]:
+    """E2E latency = time from sending the request to the end of its stream (``[DONE]``)."""
+    return [r.end_s for r in _ok(records)]
+
+
+def tpot_s(records: Sequence[RequestRecord]) -> list[float]:
+    """TPOT = (E2E − TTFT) / (output tokens − 1), per request with at least two tokens (as bench_serving)."""
+    return [(r.end_s - r.chunk_times_s[0]) / (r.output_tokens - 1)
+            for r in _ok(records) if r.chunk_times_s and r.output_tokens > 1]
+
+
+def itl_s(records: Sequence[RequestRecord]) -> np.ndarray:
+    """ITL = each inter-chunk gap divided by the tokens of the chunk that ended it, counted once per token.
+
+    This is bench_serving's native-backend definition: a speculative step delivering k tokens after a gap g
+    contributes k samples of g / k, so the ITL distribution is per token, not per chunk.
+    """
+    gaps: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    for r in _ok(records):
+        if len(r.chunk_times_s) > 1:
+            tokens = np.asarray(r.chunk_tokens[1:], dtype=float)
+            gaps.append(np.diff(np.asarray(r.chunk_times_s)) / tokens)
+            weights.append(tokens.astype(int))
+    if not gaps:
+        return np.empty(0)
+    return np.repeat(np.concatenate(gaps), np.concatenate(weights))
+
+
+def tokens_per_chunk(records: Sequence[RequestRecord]) -> float | None:
+    """Mean output tokens per chunk after the first = the client's view of the speculative accept length
+    (one chunk per decode step at SGLang's default ``--stream-interval 1``). A cross-check of the
+    server-side accept length; meaningful only with exact per-chunk counts."""
+    chunks = tokens = 0
+    for r in _ok(records):
+        if r.tokens_exact and len(r.chunk_tokens) > 1:
+            chunks += len(r.chunk_tokens) - 1
+            tokens += r.output_tokens - r.chunk_tokens[0]
+    return tokens / chunks if chunks else None
+
+
+def errors_by_kind(records: Sequence[RequestRecord]) -> dict[str, int]:
+    """How many measured requests failed, per ``ErrorKind`` (requests cancelled at a normal stop are not)."""
+    counts = Counter(str(r.error_kind) for r in records if r.error_kind is not None)
+    return dict(sorted(counts.items()))
+
+
+def error_rate(records: Sequence[RequestRecord]) -> float | None:
+    """Failed / (successful + failed) measured requests; requests cancelled at a normal stop are neither."""
+    finished = [r for r in records if not r.cancelled]
+    if not finished:
+        return None
+    return sum(1 for r in finished if r.error_kind is not None) / len(finished)

@@ -1,0 +1,125 @@
+"""What a benchmark produces: one frozen ``PhaseResult`` per phase, gathered in a ``BenchmarkResult``.
+
+Metric fields are flat and named as study-file constraints name them (``ttft_p99_ms``, ``error_rate``,
+``c64.aggregate_tok_s`` ...), so a trial can store ``to_dict()`` as is and re-rank later without re-running.
+Latencies are in milliseconds, as bench_serving prints them. The per-request records travel with the result
+for whoever wants them but stay out of ``to_dict()`` unless asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from objectives.accept_length import AcceptLength
+from objectives.records import RequestRecord
+from objectives.spec import BenchmarkSpec, PhaseSpec
+
+StopReason = Literal["requests", "duration", "ci", "deadline", "failures"]
+
+#: The metric names a phase reports, in the order the results table shows them.
+METRICS = (
+    "per_request_tok_s_mean", "per_request_tok_s_median", "aggregate_tok_s", "request_rate",
+    "accept_length", "tokens_per_chunk", "achieved_concurrency", "error_rate",
+    *(f"{m}_{s}_ms" for m in ("ttft", "itl", "tpot", "e2e") for s in ("mean", "p50", "p90", "p99")),
+)
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    spec: PhaseSpec
+    stopped_by: StopReason
+    duration_s: float  # the measured window
+    completed: int  # successful measured requests
+    failed: int
+    cancelled: int  # still running when the phase stopped normally; their in-window tokens count
+    errors: dict[str, int]
+    output_tokens: int  # tokens that arrived inside the window
+    tokens_exact: bool  # False when some server sent only totals (see objectives.usage)
+    ci_half_width: float | None  # relative 95 % half-width of aggregate_tok_s (batch means)
+    warmup_failed: int
+    accept_length_source: str
+
+    per_request_tok_s_mean: float | None
+    per_request_tok_s_median: float | None
+    aggregate_tok_s: float | None
+    request_rate: float | None
+    accept_length: float | None
+    tokens_per_chunk: float | None
+    achieved_concurrency: float | None
+    error_rate: float | None
+    ttft_mean_ms: float | None
+    ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p99_ms: float | None
+    itl_mean_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p99_ms: float | None
+    tpot_mean_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p90_ms: float | None
+    tpot_p99_ms: float | None
+    e2e_mean_ms: float | None
+    e2e_p50_ms: float | None
+    e2e_p90_ms: float | None
+    e2e_p99_ms: float | None
+
+    records: tuple[RequestRecord, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def accept(self) -> AcceptLength:
+        return AcceptLength(self.accept_length, self.accept_length_source)  # type: ignore[arg-type]
+
+    def metric(self, name: str) -> float | None:
+        """A metric by the name study files use; ``KeyError`` for an unknown name."""
+        if name not in METRICS:
+            raise KeyError(name)
+        value: float | None = getattr(self, name)
+        return value
+
+    def to_dict(self, records: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"phase": self.label}
+        for f in dataclasses.fields(self):
+            if f.name == "records":
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = dataclasses.asdict(value) if f.name == "spec" else value
+        if records:
+            out["records"] = [_record_dict(r) for r in self.records]
+        return out
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    base_url: str
+    spec: BenchmarkSpec
+    model: str | None
+    phases: tuple[PhaseResult, ...]
+
+    def phase(self, concurrency: int) -> PhaseResult:
+        for p in self.phases:
+            if p.spec.concurrency == concurrency:
+                return p
+        raise KeyError(f"no phase with concurrency {concurrency}")
+
+    def to_dict(self, records: bool = False) -> dict[str, Any]:
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "workload": dataclasses.asdict(self.spec.workload),
+            "phases": [p.to_dict(records) for p in self.phases],
+        }
+
+
+def _record_dict(record: RequestRecord) -> dict[str, Any]:
+    out = dataclasses.asdict(record)
+    out["error_kind"] = None if record.error_kind is None else str(record.error_kind)
+    out["chunk_times_s"] = list(record.chunk_times_s)
+    out["chunk_tokens"] = list(record.chunk_tokens)
+    return out

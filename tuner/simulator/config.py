@@ -1,0 +1,251 @@
+"""From a ``launch_server`` command line to the resolved configuration the simulator runs.
+
+This is the one code path shared by the live simulator and the ground-truth function, so both agree on what a
+command line means: SGLang's parser (the shipped option table, abbreviations on), SGLang's validity rules
+(``tuner.sglang.rules``), and the derived values SGLang computes at startup (attention backend, page size,
+running-request cap, CUDA-graph batch sizes, memory fraction, KV capacity).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, NoReturn
+
+from tuner.errors import SpectuneError
+from tuner.sglang import rules
+from tuner.sglang.options import load_option_table
+from tuner.simulator.memory import MemoryPlan, plan_memory
+from tuner.simulator.profile import Profile
+
+PROG = "launch_server.py"  # what `python -m sglang.launch_server` shows as argv[0]
+
+
+class InvalidServerArgs(SpectuneError):
+    """A command line SGLang would refuse, for callers that want an exception (the ground truth).
+
+    ``kind`` is ``flags`` (argparse, exit 2), ``config`` (a validation error before weights load), ``oom``
+    (memory at load or CUDA-graph capture) or ``runtime`` (starts, then every request fails).
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise InvalidServerArgs("flags", message)
+
+
+@cache
+def _parser(raising: bool) -> argparse.ArgumentParser:
+    parser = load_option_table().build_parser(allow_abbrev=True, prog=PROG)
+    if raising:
+        # Same options, but errors become exceptions instead of exit 2.
+        parser.__class__ = _RaisingParser
+    return parser
+
+
+def parse_server_args(argv: Sequence[str], *, exit_on_error: bool = True) -> dict[str, Any]:
+    """argparse ``dest`` → value, exactly as SGLang 0.5.23's parser gives them.
+
+    With ``exit_on_error`` (the live server) bad flags print usage and exit 2, as the real server does;
+    otherwise they raise ``InvalidServerArgs("flags", …)``.
+    """
+    return vars(_parser(not exit_on_error).parse_args(list(argv)))
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything the simulator needs about one server, after SGLang's own resolution."""
+
+    argv: tuple[str, ...]
+    args: Mapping[str, Any]  # every resolved server argument, as /server_info shows them
+    model_path: str
+    served_model_name: str
+    host: str
+    port: int
+    tp_size: int
+    speculative: bool
+    algorithm: str | None
+    num_steps: int  # 0 without speculation
+    topk: int  # 1 without speculation
+    draft_tokens: int  # tokens verified per request per iteration (1 without speculation)
+    attention_backend: str
+    page_size: int
+    max_running_requests: int
+    chunked_prefill_size: int
+    max_prefill_tokens: int
+    context_length: int
+    mem_fraction_static: float
+    cuda_graph_bs: tuple[int, ...]  # empty: decode CUDA graphs disabled
+    memory: MemoryPlan
+    warnings: tuple[str, ...]  # logged at startup, in order
+    startup_error: rules.RuleViolation | None  # the server exits before loading weights
+    runtime_error: str | None  # the server starts, then every generation fails
+
+    @property
+    def cuda_graph_max_bs(self) -> int:
+        return max(self.cuda_graph_bs, default=0)
+
+    @property
+    def max_total_num_tokens(self) -> int:
+        return self.memory.kv_tokens
+
+
+def default_graph_ladder(max_bs: int) -> list[int]:
+    """SGLang's speculative capture ladder: 1–8, 10–32 step 2, 40–64 step 4, 72–256 step 8, then step 16."""
+    ladder = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, 4097, 16)]
+    return [bs for bs in ladder if bs <= max_bs]
+
+
+def _default_chunked_prefill(gpu_gb: float) -> int:
+    if gpu_gb < 20:
+        return 2048
+    if gpu_gb < 60:
+        return 4096
+    return 8192 if gpu_gb < 160 else 16384
+
+
+def _default_graph_max_bs(gpu_gb: float, tp: int) -> int:
+    if gpu_gb < 20:
+        return 8
+    if gpu_gb < 35:
+        return 160 if tp >= 4 else 48
+    if gpu_gb < 60:
+        return 160 if tp >= 4 else 32
+    if gpu_gb < 160:
+        return 512 if tp >= 4 else 256
+    return 512
+
+
+def _auto_mem_fraction(gpu_gb: float, chunked: int, graph_max_bs: int) -> float:
+    # memory_hook.py: a reserve of at least 10 GB on big GPUs, 1.5 MB per chunked-prefill token and
+    # 2 MB per decode-graph batch unit.
+    floor_gb = 10.0 if gpu_gb > 60 else gpu_gb * 0.12
+    reserve = max(floor_gb, 0.0015 * max(chunked, 0) + 0.002 * graph_max_bs)
+    return round((gpu_gb - reserve) / gpu_gb, 3)
+
+
+def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True) -> ServerConfig:
+    """Parse ``argv`` and apply SGLang's rules and derivations. Never raises for SGLang-level errors: those
+    are recorded on the config (``startup_error``, ``memory.failure``, ``runtime_error``) so the live server
+    can fail at the right moment of its startup."""
+    args = parse_server_args(argv, exit_on_error=exit_on_error)
+    hw = profile.hardware
+    violations = rules.check(args)
+    startup_error = next((v for v in violations if v.stage == "startup"), None)
+    runtime_error = next((v.message for v in violations if v.stage == "runtime"), None)
+
+    spec = rules.resolve_speculative(args) if startup_error is None else rules.SpeculativeSettings(
+        None, None, None, None)
+    speculative = spec.enabled and startup_error is None
+    steps = (spec.num_steps or 0) if speculative else 0
+    topk = (spec.eagle_topk or 1) if speculative else 1
+    draft = (spec.num_draft_tokens or 1) if speculative else 1
+    warnings: list[str] = list(spec.adjustments)
+
+    backend = args.get("attention_backend") or args.get("decode_attention_backend")
+    if backend is None:
+        # model_override_base.py: the tree backend only for an explicit topk > 1.
+        explicit_topk = args.get("speculative_eagle_topk")
+        backend = hw.tree_attention_backend if (explicit_topk or 1) > 1 else hw.default_attention_backend
+    page_size = hw.forced_page_size.get(backend, args.get("page_size") or 1)
+
+    tp = int(args.get("tp_size") or 1)
+    if startup_error is None and tp > hw.num_gpus:
+        # torch.cuda.set_device on a rank without a GPU.
+        startup_error = rules.RuleViolation("gpus", "CUDA error: invalid device ordinal")
+    chunked = args.get("chunked_prefill_size")
+    chunked = _default_chunked_prefill(hw.gpu_memory_gb) if chunked is None else int(chunked)
+    graph_max = args.get("cuda_graph_max_bs_decode")
+    graph_max = _default_graph_max_bs(hw.gpu_memory_gb, tp) if graph_max is None else int(graph_max)
+    mem_fraction = args.get("mem_fraction_static")
+    mem_fraction = (_auto_mem_fraction(hw.gpu_memory_gb, chunked, graph_max) if mem_fraction is None
+                    else float(mem_fraction))
+    context_length = int(args.get("context_length") or profile.model.context_length)
+
+    explicit_running = rules.effective_max_running_requests(args) if speculative else (
+        args.get("max_running_requests"))
+    if speculative and args.get("max_running_requests") is None:
+        warnings.append(rules.MAX_RUNNING_WARNING)
+
+    graphs_off = bool(args.get("disable_cuda_graph") or args.get("disable_decode_cuda_graph")
+                      or args.get("cuda_graph_backend_decode") == "disabled")
+    # Graph sizes depend on the running-request cap, which (without speculation) depends on KV capacity:
+    # plan memory with the uncapped list first, then clip.
+    explicit_bs = args.get("cuda_graph_bs_decode")
+    ladder = sorted(set(explicit_bs)) if explicit_bs else default_graph_ladder(graph_max)
+    memory = plan_memory(profile, tp_size=tp, mem_fraction=mem_fraction, speculative=speculative,
+                         graph_tokens=0, max_total_tokens=args.get("max_total_tokens"))
+    if explicit_running is not None:
+        max_running = int(explicit_running)
+    else:
+        kv = memory.kv_tokens
+        max_running = min(max(kv // context_length * 512, 2048), 4096)
+        max_running = max(1, min(max_running, kv // 2))
+    graph_bs: tuple[int, ...] = () if graphs_off else tuple(bs for bs in ladder if bs <= max_running)
+    if not graphs_off and not graph_bs:
+        graph_bs = (1,)
+    memory = plan_memory(profile, tp_size=tp, mem_fraction=mem_fraction, speculative=speculative,
+                         graph_tokens=max(graph_bs, default=0) * draft,
+                         max_total_tokens=args.get("max_total_tokens"))
+
+    resolved = dict(args)
+    resolved.update(
+        model_path=args.get("model_path") or profile.model.path,
+        served_model_name=args.get("served_model_name") or args.get("model_path") or profile.model.path,
+        speculative_algorithm=spec.algorithm if speculative else args.get("speculative_algorithm"),
+        speculative_num_steps=spec.num_steps if speculative else args.get("speculative_num_steps"),
+        speculative_eagle_topk=spec.eagle_topk if speculative else args.get("speculative_eagle_topk"),
+        speculative_num_draft_tokens=spec.num_draft_tokens if speculative else args.get(
+            "speculative_num_draft_tokens"),
+        attention_backend=backend,
+        page_size=page_size,
+        max_running_requests=max_running,
+        chunked_prefill_size=chunked,
+        cuda_graph_max_bs_decode=max(graph_bs, default=graph_max),
+        cuda_graph_bs_decode=list(graph_bs),
+        mem_fraction_static=mem_fraction,
+        context_length=context_length,
+        tp_size=tp,
+    )
+    return ServerConfig(
+        argv=tuple(argv),
+        args=resolved,
+        model_path=resolved["model_path"],
+        served_model_name=resolved["served_model_name"],
+        host=str(args.get("host") or "127.0.0.1"),
+        port=int(args.get("port") or 30000),
+        tp_size=tp,
+        speculative=speculative,
+        algorithm=spec.algorithm if speculative else None,
+        num_steps=steps,
+        topk=topk,
+        draft_tokens=draft,
+        attention_backend=backend,
+        page_size=page_size,
+        max_running_requests=max_running,
+        chunked_prefill_size=chunked,
+        max_prefill_tokens=int(args.get("max_prefill_tokens") or 16384),
+        context_length=context_length,
+        mem_fraction_static=mem_fraction,
+        cuda_graph_bs=graph_bs,
+        memory=memory,
+        warnings=tuple(warnings),
+        startup_error=startup_error,
+        runtime_error=runtime_error,
+    )
+
+
+def require_valid(config: ServerConfig) -> None:
+    """Raise ``InvalidServerArgs`` if this server would not start or would fail every request."""
+    if config.startup_error is not None:
+        raise InvalidServerArgs("config", config.startup_error.message)
+    if config.memory.failure is not None:
+        raise InvalidServerArgs("oom", config.memory.failure)
+    if config.runtime_error is not None:
+        raise InvalidServerArgs("runtime", config.runtime_error)

@@ -1,0 +1,182 @@
+"""A simulated deployment: one model + draft on one GPU box, described by a handful of physical parameters.
+
+A profile is a TOML data file (``profiles/*.toml`` ship with spectune; any path works too). Everything the
+simulator models comes from it: memory (weights, KV bytes per token, graph memory), timings of one decode
+iteration (draft step, verify token, fixed overhead), prefill, acceptance per draft position, and how long
+startup takes. Parameters are plain numbers so that a profile can be fitted offline (``bench/``) and
+hard-coded; the runtime needs no fitting library.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tuner.errors import SpectuneError
+
+DEFAULT_PROFILE = "qwen3.5-122b-a10b-eagle3-4x-rtx-pro-6000"
+
+
+class ProfileError(SpectuneError):
+    """A profile name that does not exist, or a profile file that is missing a value or malformed."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    path: str
+    architecture: str
+    context_length: int
+    weights_gb: float  # target weights, summed over all tensor-parallel ranks
+    draft_path: str
+    draft_weights_gb: float  # replicated on every rank
+    kv_bytes_per_token: float  # per GPU, target + draft pools together, at tp_size = hardware.num_gpus
+    num_layers: int
+    # EOS rule when ignore_eos is false: natural length uniform on [eos_min_tokens, eos_max_tokens]
+    eos_min_tokens: int
+    eos_max_tokens: int
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    gpu_name: str
+    gpu_memory_gb: float
+    num_gpus: int
+    default_attention_backend: str  # chosen when topk is unset or 1
+    tree_attention_backend: str  # chosen for an explicit topk > 1
+    forced_page_size: dict[str, int]  # backends that force a page size (e.g. trtllm_mha → 64)
+
+
+@dataclass(frozen=True)
+class TimingSpec:
+    """Milliseconds, at the batch/graph sizes described by each name (see docs/simulator.md)."""
+
+    scheduler_ms: float  # CPU work per iteration (scheduling, sampling bookkeeping), overlapped with the GPU
+    overlap_sharpness: float  # how completely the overlap scheduler hides the shorter of CPU and GPU time
+    iteration_base_ms: float  # fixed GPU part of the verify forward (weights read once per iteration)
+    draft_step_ms: float  # fixed cost of one autoregressive draft forward
+    draft_token_ms: float  # extra per token in a draft forward (batch × topk tokens)
+    verify_token_ms: float  # extra per token in the verify forward (batch × draft tokens)
+    context_ms_per_ktok: float  # attention over the context, per request per 1000 context tokens
+    prefill_base_ms: float
+    prefill_token_ms: float  # per prompt token (target prefill + draft extend)
+    eager_factor: float  # a decode iteration without CUDA graphs is this much slower ...
+    eager_launch_ms: float  # ... plus this per forward (kernel launches)
+    noise: float  # half-width of the uniform multiplicative noise on each iteration
+    attention_backend_factor: dict[str, float]  # multiplies the per-token parts; missing → 1.0
+
+
+@dataclass(frozen=True)
+class AcceptanceSpec:
+    """Probability that draft position i is accepted given i−1 was: ``first · decay^(i−1)``."""
+
+    first: float
+    decay: float
+    topk_exponent: float  # w siblings act like w^e independent tries at a position
+    temperature_penalty: float  # acceptance × exp(−penalty · temperature)
+    predictability_sensitivity: float  # how much prompt repetitiveness moves acceptance
+    reference_compression_ratio: float  # zlib ratio of a typical prompt (multiplier 1)
+    max_rate: float
+    jitter: float  # spread of accepted drafts per iteration around the expectation
+
+
+@dataclass(frozen=True)
+class MemorySpec:
+    non_torch_gb: float  # CUDA context, NCCL buffers: outside the static pool
+    graph_base_gb: float
+    graph_gb_per_token: float  # graph memory per (batch size × tokens per request) captured
+
+
+@dataclass(frozen=True)
+class StartupSpec:
+    """Seconds at time scale 1."""
+
+    process_start_s: float
+    load_weights_s: float
+    load_draft_s: float
+    kv_alloc_s: float
+    graph_base_s: float  # per captured graph family (target verify, draft decode, draft extend)
+    graph_per_bs_s: float  # per captured batch size ...
+    graph_per_token_factor: float  # ... × (1 + factor · (tokens per request − 1))
+    draft_graph_factor: float  # draft capture is slower than target capture (#10088)
+    server_start_s: float
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: loaded once (cached), used as a cache key
+class Profile:
+    name: str
+    description: str
+    source: str  # file it was read from
+    model: ModelSpec
+    hardware: HardwareSpec
+    timing: TimingSpec
+    acceptance: AcceptanceSpec
+    memory: MemorySpec
+    startup: StartupSpec
+
+
+_T = TypeVar("_T")
+
+
+def _section(cls: type[_T], data: dict[str, Any], name: str, source: str) -> _T:
+    table = data.get(name)
+    if not isinstance(table, dict):
+        raise ProfileError(f"{source}: missing section [{name}]")
+    values: dict[str, Any] = {}
+    problems = []
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in table:
+            if f.type.startswith("dict"):  # type: ignore[union-attr]
+                values[f.name] = {}
+                continue
+            problems.append(f"{source}: [{name}] is missing {f.name}")
+            continue
+        values[f.name] = table[f.name]
+    unknown = sorted(set(table) - {f.name for f in fields(cls)})  # type: ignore[arg-type]
+    problems += [f"{source}: [{name}] has unknown key {key}" for key in unknown]
+    if problems:
+        raise ProfileError("\n".join(problems))
+    return cls(**values)
+
+
+def parse_profile(data: dict[str, Any], source: str) -> Profile:
+    return Profile(
+        name=str(data.get("name", Path(source).stem)),
+        description=str(data.get("description", "")),
+        source=source,
+        model=_section(ModelSpec, data, "model", source),
+        hardware=_section(HardwareSpec, data, "hardware", source),
+        timing=_section(TimingSpec, data, "timing", source),
+        acceptance=_section(AcceptanceSpec, data, "acceptance", source),
+        memory=_section(MemorySpec, data, "memory", source),
+        startup=_section(StartupSpec, data, "startup", source),
+    )
+
+
+def shipped_profiles() -> list[str]:
+    folder = resources.files("tuner.simulator").joinpath("profiles")
+    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+@cache
+def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
+    """A shipped profile by name, or any profile file by path (cached: benchmarks call this a lot)."""
+    shipped = resources.files("tuner.simulator").joinpath("profiles").joinpath(f"{name_or_path}.toml")
+    if "/" not in name_or_path and shipped.is_file():
+        text, source = shipped.read_text(encoding="utf-8"), f"{name_or_path}.toml"
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            names = ", ".join(shipped_profiles())
+            raise ProfileError(f"no simulator profile {name_or_path!r}: not a shipped name ({names}) nor a file")
+        text, source = path.read_text(encoding="utf-8"), str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{source}: {exc}") from exc
+    return parse_profile(data, source)
