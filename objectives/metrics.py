@@ -50,11 +50,11 @@ def tokens_in_window(records: Sequence[RequestRecord], window_s: float) -> int:
     for r in records:
         if r.error_kind is not None:
             continue
-        if r.cancelled:
+        if r.start_s + r.end_s <= window_s:
+            total += r.output_tokens
+        else:
             horizon = window_s - r.start_s
             total += sum(n for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=True) if t <= horizon)
-        else:
-            total += r.output_tokens
     return total
 
 

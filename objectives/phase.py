@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Literal
@@ -81,6 +81,7 @@ class PhaseRunner:
         self.inflight: dict[int, Trace] = {}
         self.stop = asyncio.Event()
         self.stopped_by: StopReason | None = None
+        self.finished = 0
         self.failed = 0
         self.consecutive_failures = 0
         self.finished_tokens = 0
@@ -138,22 +139,24 @@ class PhaseRunner:
             at_deadline = end >= deadline
             self._stop("deadline" if at_deadline else "duration")
         ticker.cancel()
+        # Without per-chunk counts a cancelled request has no token count at all (the total only comes at
+        # the end), so then the in-flight requests may finish; only their tokens up to t1 count.
+        drain = self.stopped_by != "deadline" and not all(r.tokens_exact for r in self.records)
+        if not drain:
+            for worker in workers:  # now, before any await: nothing may keep streaming past t1 unnoticed
+                worker.cancel()
         await _cancel([ticker])
-        if self.stopped_by == "deadline":
-            await _cancel(workers)
-            self._close_inflight(ErrorKind.DEADLINE)
-            return
-        if all(r.tokens_exact for r in self.records):
-            await _cancel(workers)
-            self._close_inflight(None)
-            return
-        # Without per-chunk counts a cancelled request has no token count at all (the total comes at the
-        # end), so let the in-flight requests finish; only their tokens up to t1 count.
-        _, pending = await asyncio.wait(workers, timeout=max(0.0, deadline - perf_counter()))
-        await _cancel(pending)
-        self._close_inflight(ErrorKind.DEADLINE)
-        self.records = [dataclasses.replace(r, cancelled=True) if r.start_s + r.end_s > self.t1 - self.t0
-                        and r.error_kind is None else r for r in self.records]
+        if drain:
+            _, pending = await asyncio.wait(workers, timeout=max(0.0, deadline - perf_counter()))
+            workers = list(pending)
+        await _cancel(workers)
+        self._close_inflight(None if self.stopped_by != "deadline" and not drain else ErrorKind.DEADLINE)
+        # A request that ended after t1 was still running at the end of the window: like one cancelled
+        # there, its tokens count up to t1 but it is not a finished request of this phase.
+        window = self.t1 - self.t0
+        self.records = [dataclasses.replace(r, cancelled=True)
+                        if r.error_kind is None and not r.cancelled and r.start_s + r.end_s > window else r
+                        for r in self.records]
 
     async def _worker(self) -> None:
         while not self.stop.is_set():
@@ -173,6 +176,7 @@ class PhaseRunner:
             self._account(record)
 
     def _account(self, record: RequestRecord) -> None:
+        self.finished += 1
         if record.error_kind is None:
             self.consecutive_failures = 0
             self.finished_tokens += record.output_tokens
@@ -181,7 +185,7 @@ class PhaseRunner:
             self.consecutive_failures += 1
         if self.stop.is_set():
             return
-        if self.spec.requests is not None and len(self.records) >= self.spec.requests:
+        if self.spec.requests is not None and self.finished >= self.spec.requests:
             self._stop("requests")
         elif self.consecutive_failures >= failure_limit(self.spec.concurrency):
             self._stop("failures")
@@ -200,7 +204,7 @@ class PhaseRunner:
                     self._stop("ci")
 
     def _ci_reached(self, now: float) -> bool:
-        if len(self.records) - self.failed < max(_CI_MIN_REQUESTS, self.spec.concurrency):
+        if self.finished - self.failed < max(_CI_MIN_REQUESTS, self.spec.concurrency):
             return False
         arrivals, tokens = self._arrivals()
         self.ci_half_width = relative_half_width(arrivals, tokens, now - self.t0)
@@ -244,7 +248,7 @@ class PhaseRunner:
         if self.progress is None:
             return
         elapsed = (perf_counter() if stage != "done" else self.t1) - self.t0 if self.t0 else 0.0
-        self.progress(PhaseProgress(self.spec.label, stage, len(self.records), self.failed,
+        self.progress(PhaseProgress(self.spec.label, stage, self.finished, self.failed,
                                     self.spec.requests, elapsed, self.spec.duration_s, self.finished_tokens))
 
     def _result(self, warmup_failed: int, accept: AcceptLength) -> PhaseResult:
@@ -299,7 +303,7 @@ def _window_arrivals(records: list[RequestRecord], window: float) -> tuple[np.nd
     return np.asarray(times), np.asarray(tokens, dtype=float)
 
 
-async def _cancel(tasks: list[asyncio.Future[None]] | set[asyncio.Future[None]]) -> None:
+async def _cancel(tasks: Collection[asyncio.Future[None]]) -> None:
     for task in tasks:
         task.cancel()
     if tasks:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
@@ -17,6 +16,9 @@ from objectives.spec import WorkloadSpec
 from tuner.errors import SpectuneError
 
 Message = tuple[str, str]  # (role, content)
+
+#: Package data next to this module (declared in pyproject); a plain path works for wheels and editable installs.
+BUILTIN_PROMPTS = Path(__file__).with_name("data") / "prompts.jsonl"
 
 
 class WorkloadError(SpectuneError):
@@ -105,8 +107,8 @@ def load_source(workload: WorkloadSpec) -> PromptSource:
     if workload.dataset == "synthetic":
         return SyntheticPrompts(workload.input_tokens, workload.seed)
     if workload.dataset == "builtin":
-        text = resources.files("objectives").joinpath("data/prompts.jsonl").read_text(encoding="utf-8")
-        return FixedPrompts(parse_jsonl(text, "builtin prompts"), workload.seed)
+        return FixedPrompts(parse_jsonl(BUILTIN_PROMPTS.read_text(encoding="utf-8"), "builtin prompts"),
+                            workload.seed)
     path = Path(workload.dataset).expanduser()
     try:
         text = path.read_text(encoding="utf-8")

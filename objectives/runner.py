@@ -30,29 +30,63 @@ def run_benchmark(base_url: str, spec: BenchmarkSpec, progress: ProgressCallback
     return asyncio.run(run_benchmark_async(base_url, spec, progress))
 
 
+def run_phase(base_url: str, spec: BenchmarkSpec, phase_index: int,
+              progress: ProgressCallback | None = None) -> PhaseResult:
+    """Only ``spec.phases[phase_index]``, exactly as ``run_benchmark`` runs it (same prompts), so that a
+    trial can stop between phases. Synchronous; must not be called from a running event loop."""
+    return asyncio.run(run_phase_async(base_url, spec, phase_index, progress))
+
+
 async def run_benchmark_async(base_url: str, spec: BenchmarkSpec,
                               progress: ProgressCallback | None = None) -> BenchmarkResult:
-    workload = spec.workload
-    source = load_source(workload)  # before any request: a bad prompt file is a usage error
-    api = APIS[workload.api]
-    timeouts = timeouts_for(workload)
-    base_url = base_url.rstrip("/")
-    # No connection limit: the phase's concurrency is the limit. Keep-alive connections are reused between
-    # a worker's consecutive requests, so connection setup is not part of a request's TTFT.
-    connector = aiohttp.TCPConnector(limit=0, force_close=False)
-    async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
-        model = workload.model
-        if model is None and workload.api != "generate":
-            model = await discover_model(session, base_url, timeouts)
-        phases: list[PhaseResult] = []
-        for number, phase in enumerate(spec.phases):
-            def body(index: int, _model: str | None = model) -> bytes:
-                return api.body(source.prompt(index), workload, _model)
+    async with _Bench(base_url, spec, progress) as bench:
+        phases = [await bench.phase(i) for i in range(len(spec.phases))]
+    return BenchmarkResult(base_url=bench.base_url, spec=spec, model=bench.model, phases=tuple(phases))
 
-            runner = PhaseRunner(session, base_url, api, body, phase, timeouts, progress,
-                                 first_index=number * PHASE_INDEX_STRIDE)
-            phases.append(await runner.run())
-    return BenchmarkResult(base_url=base_url, spec=spec, model=model, phases=tuple(phases))
+
+async def run_phase_async(base_url: str, spec: BenchmarkSpec, phase_index: int,
+                          progress: ProgressCallback | None = None) -> PhaseResult:
+    if not 0 <= phase_index < len(spec.phases):
+        raise IndexError(f"phase {phase_index} of a benchmark with {len(spec.phases)} phases")
+    async with _Bench(base_url, spec, progress) as bench:
+        return await bench.phase(phase_index)
+
+
+class _Bench:
+    """One HTTP session, the prompts and the model name shared by the phases of one benchmark."""
+
+    def __init__(self, base_url: str, spec: BenchmarkSpec, progress: ProgressCallback | None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.spec = spec
+        self.progress = progress
+        self.source = load_source(spec.workload)  # before any request: a bad prompt file is a usage error
+        self.api = APIS[spec.workload.api]
+        self.timeouts = timeouts_for(spec.workload)
+        self.model: str | None = spec.workload.model
+        self.session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> _Bench:
+        # No connection limit: the phase's concurrency is the limit. Keep-alive connections are reused
+        # between a worker's consecutive requests, so connection setup is not part of every TTFT.
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False)
+        if self.model is None and self.spec.workload.api != "generate":
+            self.model = await discover_model(self.session, self.base_url, self.timeouts)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.session is not None
+        await self.session.close()
+
+    async def phase(self, index: int) -> PhaseResult:
+        assert self.session is not None
+        workload, source, api, model = self.spec.workload, self.source, self.api, self.model
+
+        def body(request: int) -> bytes:
+            return api.body(source.prompt(request), workload, model)
+
+        runner = PhaseRunner(self.session, self.base_url, api, body, self.spec.phases[index], self.timeouts,
+                             self.progress, first_index=index * PHASE_INDEX_STRIDE)
+        return await runner.run()
 
 
 def timeouts_for(workload: WorkloadSpec) -> Timeouts:

@@ -46,6 +46,15 @@ class ServerConfig:
         """A canonical string identifying this deployment (used to spot already-measured configurations)."""
         return json.dumps({"flags": self.flags, "env": self.env}, sort_keys=True, default=str)
 
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe form stored on each trial (``from_json`` gives the same config back)."""
+        return {"flags": [[k, v] for k, v in self.flags], "env": [[k, v] for k, v in self.env]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ServerConfig:
+        return cls(flags=tuple((str(k), v) for k, v in data["flags"]),
+                   env=tuple((str(k), str(v)) for k, v in data.get("env", [])))
+
     def argv(self, table: OptionTable) -> list[str]:
         """The server arguments, full option names only (never abbreviations)."""
         args: list[str] = []

@@ -215,6 +215,13 @@ class SearchSpace:
             repairs.append(f"--max-running-requests {needed} (SGLang caps running requests at "
                            f"{rules.SPECULATIVE_MAX_RUNNING_REQUESTS} under speculation; C={needed} would queue)")
 
+    def emittable_flags(self) -> list[str]:
+        """Every option name a configuration of this space can carry (for the target's preflight)."""
+        flags = set(self.spec.server_flags) | {d.flag for d in self.dimensions}
+        if ALGORITHM in flags:
+            flags |= {STEPS, TOPK, DRAFT, MAX_RUNNING}
+        return sorted(flags)
+
     # ----- size and enumeration -----------------------------------------------------------------------
     def raw_size(self) -> int:
         return math.prod(d.size() for d in self.dimensions) if self.dimensions else 1

@@ -252,7 +252,8 @@ _TARGET_KEYS: dict[str, tuple[str, ...]] = {
     "simulated": ("kind", "profile", "time_scale", "seed", "port", "startup_timeout", "log_dir"),
     "local": ("kind", "command", "host", "port", "startup_timeout", "log_dir", "stop_grace"),
     "systemd-ssh": ("kind", "host", "ssh_port", "user", "key_file", "known_hosts", "accept_unknown_host_key",
-                    "unit", "command", "server_port", "sudo", "startup_timeout", "connect_timeout"),
+                    "unit", "command", "server_port", "sudo", "startup_timeout", "connect_timeout",
+                    "server_host", "listen_host", "systemd_dir"),
 }
 
 
@@ -296,6 +297,13 @@ def _target(problems: Problems, data: Any, base_dir: Path) -> TargetSpec:
         settings["unit"] = unit
         settings["command"] = _command(s, required=True)
         settings["server_port"] = _port(s, "server_port", 30000)
+        # Where the tuner connects (default: the SSH host) and what the server binds (its --host).
+        settings["server_host"] = s.get("server_host", "str", None)
+        settings["listen_host"] = s.get("listen_host", "str", "0.0.0.0")
+        systemd_dir = s.get("systemd_dir", "str", "/etc/systemd/system")
+        if isinstance(systemd_dir, str) and not systemd_dir.startswith("/"):
+            problems.add("target.systemd_dir", f"must be an absolute path on the host: {systemd_dir!r}")
+        settings["systemd_dir"] = systemd_dir
         settings["sudo"] = s.get("sudo", "bool", False)
         settings["connect_timeout"] = s.positive("connect_timeout", "duration", 15.0)
     return TargetSpec(kind=cast(TargetKind, kind), settings=settings, startup_timeout_s=timeout)

@@ -33,9 +33,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from tuner.cli import bench, simulate, validate
+    from tuner.cli import bench, deploy, simulate, tune, validate
 
-    for module in (validate, simulate, bench):
+    for module in (validate, tune, deploy, simulate, bench):
         main.add_command(module.command)
 
 

@@ -1,12 +1,66 @@
-"""``spectune bench`` — benchmark one running server (owned by the benchmark work; placeholder)."""
+"""``spectune bench URL`` — benchmark one running server with the same code every trial uses."""
 
 from __future__ import annotations
 
 import click
 
+from objectives.spec import DEFAULT_IGNORE_EOS, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, WorkloadSpec
+
 
 @click.command("bench")
 @click.argument("url")
-def command(url: str) -> None:
-    """Benchmark the SGLang server at URL."""
-    raise click.ClickException("the benchmark is not built yet")
+@click.option("--phase", "phases", multiple=True, metavar="SPEC",
+              help="A closed-loop phase, repeatable: C=64:n=256, C=64:t=30s, C=1:n=8:warmup=1, "
+                   "C=64:n=512:ci=0.02 (stop once the throughput's 95% CI is within ±2%). "
+                   "Default: C=1:n=8 then C=64:n=256:warmup=8.")
+@click.option("--api", type=click.Choice(["chat", "completions", "generate"]), default="chat", show_default=True,
+              help="OpenAI chat or completions API, or SGLang's native /generate.")
+@click.option("--dataset", default="builtin", show_default=True,
+              help="'builtin' (spectune's prompt set), 'synthetic' (--input-tokens long), or a JSONL file.")
+@click.option("--input-tokens", type=click.IntRange(min=1), default=WorkloadSpec.input_tokens, show_default=True,
+              help="Prompt length of the synthetic dataset.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=DEFAULT_MAX_TOKENS, show_default=True)
+@click.option("--temperature", type=click.FloatRange(min=0), default=DEFAULT_TEMPERATURE, show_default=True,
+              help="Sampling temperature. 0 inflates speculative acceptance (see docs/metrics.md).")
+@click.option("--ignore-eos/--no-ignore-eos", default=DEFAULT_IGNORE_EOS, show_default=True,
+              help="Generate past EOS up to --max-tokens (inflates acceptance; off by default).")
+@click.option("--model", default=None, help="Model name to send (default: the first of /v1/models).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Prompt order and synthetic prompts.")
+@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True,
+              help="Seconds one request may take.")
+@click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True)
+@click.option("--stall-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="Seconds of silence inside a stream before the request counts as stalled.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+@click.option("--records", is_flag=True, help="With --json: include every request's record.")
+def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tokens: int, max_tokens: int,
+            temperature: float, ignore_eos: bool, model: str | None, seed: int, request_timeout: float,
+            connect_timeout: float, stall_timeout: float, as_json: bool, records: bool) -> None:
+    """Benchmark the SGLang server at URL (e.g. http://127.0.0.1:30000)."""
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from objectives.phase_syntax import parse_phase
+    from objectives.report import ProgressDisplay, results_table
+    from objectives.runner import run_benchmark
+    from objectives.spec import BenchmarkSpec
+    from tuner.errors import UsageError
+
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"URL must start with http:// or https://, not {url!r}")
+    workload = WorkloadSpec(api=api, dataset=dataset, input_tokens=input_tokens,  # type: ignore[arg-type]
+                            max_tokens=max_tokens, temperature=temperature, ignore_eos=ignore_eos, model=model,
+                            seed=seed, request_timeout_s=request_timeout, connect_timeout_s=connect_timeout,
+                            stall_timeout_s=stall_timeout)
+    spec = BenchmarkSpec(workload=workload)
+    if phases:
+        spec = BenchmarkSpec(workload=workload, phases=tuple(parse_phase(p) for p in phases))
+    with ProgressDisplay(Console(stderr=True)) as progress:
+        result = run_benchmark(url, spec, progress=progress)
+    if as_json:
+        json.dump(result.to_dict(records=records), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        Console().print(results_table(result))

@@ -77,7 +77,7 @@ def position_rates(profile: Profile, config: ServerConfig, *, temperature: float
     tries = width**acc.topk_exponent
     rates = []
     for i in range(depth):
-        p = min(acc.max_rate, acc.first * acc.decay**i * m)
+        p = min(acc.max_rate, (acc.limit - (acc.limit - acc.first) * acc.decay**i) * m)
         rates.append(1.0 - (1.0 - p) ** tries)
     return tuple(rates)
 

@@ -73,9 +73,13 @@ class TimingSpec:
 
 @dataclass(frozen=True)
 class AcceptanceSpec:
-    """Probability that draft position i is accepted given i−1 was: ``first · decay^(i−1)``."""
+    """Probability that draft position i is accepted given i−1 was: it starts at ``first`` and moves
+    geometrically towards ``limit`` (``limit − (limit − first)·decay^(i−1)``). The limit may lie above the
+    first position: acceptance is bursty, so a draft that got position 1 right is in a predictable stretch
+    and likely to get the next one right too."""
 
     first: float
+    limit: float
     decay: float
     topk_exponent: float  # w siblings act like w^e independent tries at a position
     temperature_penalty: float  # acceptance × exp(−penalty · temperature)

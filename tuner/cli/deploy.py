@@ -1,0 +1,69 @@
+"""``spectune deploy STUDY --trial N | --best | --original`` — apply a stored configuration on purpose."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("deploy")
+@click.argument("study", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--trial", "trial", type=int, default=None, help="Deploy the configuration of trial N.")
+@click.option("--best", is_flag=True, help="Deploy the best feasible configuration measured so far.")
+@click.option("--original", is_flag=True,
+              help="Return to the original configuration (systemd: remove spectune's drop-in).")
+def command(study: str, trial: int | None, best: bool, original: bool) -> None:
+    """Apply a configuration of a study to its target and wait until the server is ready.
+
+    systemd-ssh targets keep serving after this command exits; local and simulated servers are children of
+    this command and run until Ctrl-C.
+    """
+    if sum((trial is not None, best, original)) != 1:
+        raise click.UsageError("give exactly one of --trial N, --best, --original")
+    from tuner.study_file import load_study_file
+    from tuner.targets import make_target
+    from tuner.targets.stored import best_config, original_config, trial_config
+
+    spec = load_study_file(study)
+    target = make_target(spec)
+    with target:
+        leftover = target.detect_leftover()
+        if leftover:
+            click.echo(f"found {leftover}; it is replaced now")
+        if original and spec.target.kind == "systemd-ssh":
+            target.restore()
+            click.echo(f"removed spectune's drop-in and restarted {spec.target.settings['unit']} with its own "
+                       f"configuration")
+            return
+        if original:
+            what, config = "the original configuration", original_config(spec)
+        elif best:
+            number, config = best_config(spec)
+            what = f"the best configuration (trial {number})"
+        else:
+            assert trial is not None
+            what, config = f"trial {trial}", trial_config(spec, trial)
+        click.echo(f"deploying {what} to the {spec.target.kind} target …")
+        deployment = target.deploy(config)
+        click.echo(f"ready at {deployment.base_url} after {deployment.deploy_s + deployment.ready_s:.1f} s")
+        click.echo(deployment.launch.shell(multiline=True))
+        if spec.target.kind != "systemd-ssh":
+            _serve_until_interrupted(target)
+
+
+def _serve_until_interrupted(target: object) -> None:
+    import signal
+    import threading
+
+    from tuner.targets.base import Target
+
+    assert isinstance(target, Target)
+    click.echo("serving; Ctrl-C stops the server")
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        target.restore()

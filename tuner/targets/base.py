@@ -1,0 +1,103 @@
+"""The deployment-target contract: apply one server configuration, report ready or why not.
+
+Three implementations (``systemd-ssh``, ``local``, ``simulated``) honour the same contract and are checked by one
+contract test suite. The study loop only ever sees this module's types.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from tuner.errors import SpectuneError
+from tuner.launch import LaunchCommand, ServerConfig
+
+FailureClass = Literal["invalid-flags", "out-of-memory", "startup-timeout", "unreachable", "crashed", "other"]
+FAILURE_CLASSES: tuple[FailureClass, ...] = (
+    "invalid-flags", "out-of-memory", "startup-timeout", "unreachable", "crashed", "other",
+)
+
+
+class DeployFailed(SpectuneError):
+    """The server did not become ready with this configuration — the configuration's fault.
+
+    The study records it on the trial (COMPLETE + constraint, so samplers learn to avoid the region) and
+    goes on. ``failure_class`` is one of ``FAILURE_CLASSES``; ``log_tail`` the last lines the server wrote.
+    """
+
+    def __init__(self, failure_class: FailureClass, message: str, log_tail: str = "") -> None:
+        self.failure_class = failure_class
+        self.log_tail = log_tail
+        super().__init__(f"{failure_class}: {message}")
+
+
+class TargetUnavailable(SpectuneError):
+    """The target itself cannot be used (host unreachable, SSH refused, host key mismatch) — not the config's
+    fault. The study retries with backoff and then stops with this message; nothing is recorded as measured."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A server that answered its readiness check. ``base_url`` is where benchmarks connect."""
+
+    config: ServerConfig
+    launch: LaunchCommand
+    base_url: str
+    deploy_s: float  # writing/starting until the process or unit was started
+    ready_s: float  # started until the readiness check answered 200
+    log_location: str = ""
+
+
+class Target(ABC):
+    """Apply configurations to one SGLang server.
+
+    Contract:
+    - ``deploy`` stops whatever this target started before, starts ``config``, and returns once
+      ``/health_generate`` (else ``/health``) answers 200 — never on ``/v1/models``. If the server exits while
+      we wait, it raises ``DeployFailed`` within 5 s of the exit, with the classified cause and the log tail; if
+      it is not ready by the startup timeout, ``DeployFailed("startup-timeout")``.
+    - ``TargetUnavailable`` means the target cannot be reached at all; nothing was changed that ``restore``
+      cannot undo.
+    - ``restore`` puts back the server's original configuration (for systemd: removes our drop-in and restarts;
+      for a local process: stops it). It is idempotent and safe after an interrupted run.
+    - ``detect_leftover`` reports what an interrupted earlier run left behind; ``restore`` cleans it up even
+      when this process never deployed anything.
+    - ``close`` releases connections; it does not change what runs.
+    """
+
+    kind: str
+
+    @abstractmethod
+    def preflight(self, flags: Iterable[str]) -> None:
+        """Check that the installed server knows every option in ``flags`` (its own ``--help``).
+
+        Raises ``TargetUnavailable`` when the target cannot be reached and ``DeployFailed("invalid-flags")``
+        naming the unknown options."""
+
+    @abstractmethod
+    def deploy(self, config: ServerConfig) -> Deployment: ...
+
+    @abstractmethod
+    def restore(self) -> None: ...
+
+    @abstractmethod
+    def log_tail(self, lines: int = 50) -> str: ...
+
+    def detect_leftover(self) -> str | None:
+        """What an interrupted earlier run of spectune left running or written on this target (a drop-in of
+        ours, a server process of ours), described in one line — or None. ``restore`` removes it; ``deploy``
+        replaces it. Default: nothing can be left over."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections (default: nothing to release)."""
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,248 @@
+"""The ``local`` target: the server as a child process group on this machine.
+
+Each deploy stops the previous server (SIGTERM to its whole process group — SGLang forks scheduler and detokenizer
+processes — then SIGKILL after ``stop_grace``), checks that the port is free, and starts the launch command in a
+new session with its output in one log file per deploy. The child's environment carries ``SPECTUNE_STUDY`` so a
+server left by an interrupted run can be recognised as ours (and stopped) by the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from tuner.launch import LaunchCommand, ServerConfig, launch_command
+from tuner.sglang.options import OptionTable, load_option_table
+from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
+from tuner.targets.classify import ExitInfo, classify
+from tuner.targets.preflight import check_flags
+from tuner.targets.readiness import NotReady, wait_ready
+
+log = logging.getLogger(__name__)
+
+PID_FILE = "server.pid"
+STUDY_ENV = "SPECTUNE_STUDY"
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    command: tuple[str, ...]
+    log_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 30000
+    stop_grace_s: float = 30.0
+    startup_timeout_s: float = 900.0
+    help_timeout_s: float = 120.0
+    study: str = "spectune"
+
+
+class LocalTarget(Target):
+    kind = "local"
+
+    def __init__(self, settings: LocalSettings, table: OptionTable | None = None) -> None:
+        self.settings = settings
+        self.table = table or load_option_table()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_path: Path | None = None
+        self._deploys = 0
+        self._leftover_checked = False
+
+    @property
+    def base_url(self) -> str:
+        host = self.settings.host
+        connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
+        return f"http://{connect}:{self.settings.port}"
+
+    def launch(self, config: ServerConfig) -> LaunchCommand:
+        return launch_command(self.settings.command, config, self.table,
+                              ["--host", self.settings.host, "--port", str(self.settings.port)])
+
+    # ----- preflight ----------------------------------------------------------------------------------
+    def preflight(self, flags: Iterable[str]) -> None:
+        argv = [*self.settings.command, "--help"]
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=self.settings.help_timeout_s, check=False,
+                                  env=self._env(()), stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise TargetUnavailable(f"server command not found: {argv[0]}") from None
+        except subprocess.TimeoutExpired:
+            raise TargetUnavailable(f"`{' '.join(argv)}` did not answer within "
+                                    f"{self.settings.help_timeout_s:g} s") from None
+        text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+        if done.returncode != 0:
+            raise TargetUnavailable(f"`{' '.join(argv)}` exited {done.returncode}: {text.strip()[-800:]}")
+        check_flags(flags, text, where="this machine")
+
+    # ----- deploy -------------------------------------------------------------------------------------
+    def deploy(self, config: ServerConfig) -> Deployment:
+        self._handle_leftover()
+        self._stop()
+        launch = self.launch(config)
+        self._check_port_free()
+        started = time.monotonic()
+        self._proc, self._log_path = self._start(launch.argv, launch.env)
+        deploy_s = time.monotonic() - started
+        try:
+            ready = wait_ready(self.base_url, timeout_s=self.settings.startup_timeout_s, watch=self._exit_info)
+        except NotReady as exc:
+            raise self._failure(exc) from None
+        return Deployment(config=config, launch=launch, base_url=self.base_url, deploy_s=deploy_s,
+                          ready_s=ready.elapsed_s, log_location=str(self._log_path))
+
+    def _failure(self, exc: NotReady) -> DeployFailed:
+        if exc.exit is None:
+            # Timed out: stop it, so a slow configuration does not hold the port and the GPUs.
+            self._stop()
+            return DeployFailed("startup-timeout", str(exc), self.log_tail(200))
+        tail = self.log_tail(200)
+        verdict = classify(tail, exc.exit)
+        self._stop()
+        return DeployFailed(verdict.failure_class, f"{exc}: {verdict.reason}", tail)
+
+    def _start(self, argv: Sequence[str], env: Iterable[tuple[str, str]]) -> tuple[subprocess.Popen[bytes], Path]:
+        self.settings.log_dir.mkdir(parents=True, exist_ok=True)
+        self._deploys += 1
+        log_path = self.settings.log_dir / f"{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}-{self._deploys:03d}.log"
+        with open(log_path, "ab") as log_file:
+            try:
+                # A new session: the server and everything it forks share one process group we can signal, and
+                # a Ctrl-C in the terminal reaches only us (we then restore in order).
+                proc = subprocess.Popen(list(argv), stdout=log_file, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env=self._env(env), start_new_session=True)
+            except FileNotFoundError:
+                raise TargetUnavailable(f"server command not found: {argv[0]}") from None
+        (self.settings.log_dir / PID_FILE).write_text(f"{proc.pid}\n")
+        return proc, log_path
+
+    def _env(self, extra: Iterable[tuple[str, str]]) -> dict[str, str]:
+        # Unbuffered Python output: the log tail we classify must hold the last lines before an exit.
+        return {**os.environ, "PYTHONUNBUFFERED": "1", **dict(extra), STUDY_ENV: self.settings.study}
+
+    def _exit_info(self) -> ExitInfo | None:
+        code = self._proc.poll() if self._proc is not None else None
+        if code is None:
+            return None
+        return ExitInfo(signal=-code) if code < 0 else ExitInfo(code=code)
+
+    def _check_port_free(self) -> None:
+        host = self.settings.host or "0.0.0.0"
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            # SO_REUSEADDR as servers set it: a port in TIME_WAIT after our last server is free for the next.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, self.settings.port))
+            except OSError as exc:
+                raise TargetUnavailable(
+                    f"port {self.settings.port} on {host} is already in use ({exc.strerror}); stop what listens "
+                    f"there or choose another port in [target]") from None
+
+    # ----- stop / restore -----------------------------------------------------------------------------
+    def _stop(self) -> None:
+        if self._proc is None:
+            return
+        stop_group(self._proc.pid, self.settings.stop_grace_s, self._proc)
+        self._proc = None
+        (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
+
+    def restore(self) -> None:
+        """Stop the server we started (a local server has no configuration of its own to go back to), and one
+        an interrupted run left."""
+        self._stop()
+        self._handle_leftover()
+
+    def close(self) -> None:
+        """Nothing to release. The server keeps running (``[finish] deploy = "best"`` leaves it up)."""
+
+    # ----- leftovers ----------------------------------------------------------------------------------
+    def detect_leftover(self) -> str | None:
+        pid = self._leftover_pid()
+        return None if pid is None else f"a server of study {self.settings.study!r} is still running (pid {pid})"
+
+    def _leftover_pid(self) -> int | None:
+        try:
+            pid = int((self.settings.log_dir / PID_FILE).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        if self._proc is not None and pid == self._proc.pid:
+            return None
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            return None  # gone (or not ours to read)
+        return pid if f"{STUDY_ENV}={self.settings.study}".encode() in environ else None
+
+    def _handle_leftover(self) -> None:
+        if self._leftover_checked:
+            return
+        self._leftover_checked = True
+        pid = self._leftover_pid()
+        if pid is not None:
+            log.warning("stopping a server left running by an interrupted run (pid %d)", pid)
+            stop_group(pid, self.settings.stop_grace_s, None)
+            (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
+
+    # ----- logs ---------------------------------------------------------------------------------------
+    def log_tail(self, lines: int = 50) -> str:
+        if self._log_path is None or not self._log_path.exists():
+            return ""
+        return tail_file(self._log_path, lines)
+
+
+def stop_group(pgid: int, grace_s: float, proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM the process group, SIGKILL what is left after ``grace_s``; returns once the group is gone."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        _reap(proc)
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        _reap(proc)
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.02)
+    _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and (_reap(proc) or _group_alive(pgid)):
+        time.sleep(0.02)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _reap(proc: subprocess.Popen[bytes] | None) -> bool:
+    """Collect the leader's exit status (a zombie still counts as a group member); True while it runs."""
+    return proc is not None and proc.poll() is None
+
+
+def tail_file(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a (possibly large) log file, read from the end."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        block = min(size, max(65536, lines * 400))
+        f.seek(size - block)
+        data = f.read()
+    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])

@@ -1,0 +1,203 @@
+"""The ``systemd-ssh`` target: a systemd service on a GPU host, reconfigured over SSH with a drop-in.
+
+Apply = upload ``UNIT.d/50-spectune.conf`` atomically (its ``ExecStart=`` carries the launch command), then
+``systemctl daemon-reload`` and ``systemctl restart UNIT``. The user's unit file is never edited: deleting our
+drop-in (``restore``) brings back their configuration. ``restart`` blocks until the old server is stopped, so the
+readiness poll can never be answered by the previous configuration. While we wait, ``systemctl show`` tells us
+within about a second when the unit failed (or went to ``auto-restart`` under ``Restart=``), and the journal of
+this start alone (``--since`` the restart) is classified.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tuner.launch import LaunchCommand, ServerConfig, launch_command
+from tuner.sglang.options import OptionTable, load_option_table
+from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
+from tuner.targets.classify import ExitInfo, classify
+from tuner.targets.preflight import check_flags
+from tuner.targets.readiness import NotReady, wait_ready
+from tuner.targets.ssh import Connection, RemoteCommandFailed, Result, SSHSettings
+from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
+
+log = logging.getLogger(__name__)
+
+READY_LINE = "The server is fired up and ready to roll!"
+_DEAD_SUBSTATES = ("dead", "failed", "exited", "auto-restart")
+
+
+@dataclass(frozen=True)
+class SystemdSettings:
+    ssh: SSHSettings
+    unit: str
+    command: tuple[str, ...]
+    server_port: int = 30000
+    server_host: str | None = None  # where the tuner connects; default: the SSH host
+    listen_host: str = "0.0.0.0"  # the server's --host
+    systemd_dir: str = "/etc/systemd/system"
+    startup_timeout_s: float = 900.0
+    restart_timeout_s: float = 300.0  # restart waits for the old server to stop (TimeoutStopSec)
+    help_timeout_s: float = 120.0
+    status_interval_s: float = 1.0
+    study: str = "spectune"
+
+    @property
+    def dropin_path(self) -> str:
+        return f"{self.systemd_dir.rstrip('/')}/{self.unit}.d/{DROPIN_NAME}"
+
+    @property
+    def base_url(self) -> str:
+        host = self.server_host or self.ssh.host
+        return f"http://[{host}]:{self.server_port}" if ":" in host else f"http://{host}:{self.server_port}"
+
+
+class SystemdSshTarget(Target):
+    kind = "systemd-ssh"
+
+    def __init__(self, settings: SystemdSettings, table: OptionTable | None = None,
+                 connection: Connection | None = None) -> None:
+        self.settings = settings
+        self.table = table or load_option_table()
+        self.conn = connection or Connection(settings.ssh)
+        self._since: int | None = None  # remote epoch second of our last restart (journal filter)
+        self._checked = False
+        self._was_active: bool | None = None
+        self._last_status = 0.0
+
+    @property
+    def where(self) -> str:
+        return f"{self.settings.unit} on {self.settings.ssh.host}"
+
+    def launch(self, config: ServerConfig) -> LaunchCommand:
+        return launch_command(self.settings.command, config, self.table,
+                              ["--host", self.settings.listen_host, "--port", str(self.settings.server_port)])
+
+    # ----- preflight ----------------------------------------------------------------------------------
+    def preflight(self, flags: Iterable[str]) -> None:
+        self._first_use()
+        argv = [*self.settings.command, "--help"]
+        result = self.conn.run(argv, check=False, sudo=False, timeout_s=self.settings.help_timeout_s)
+        text = result.stdout + result.stderr
+        if not result.ok:
+            raise TargetUnavailable(f"`{result.command}` on {self.settings.ssh.host} exited {result.exit_status}: "
+                                    f"{text.strip()[-800:]}")
+        check_flags(flags, text, where=self.settings.ssh.host)
+
+    # ----- deploy -------------------------------------------------------------------------------------
+    def deploy(self, config: ServerConfig) -> Deployment:
+        launch = self.launch(config)
+        try:
+            dropin = render_dropin(launch, self.settings.study)
+        except ValueError as exc:  # an environment variable name systemd cannot take
+            raise DeployFailed("invalid-flags", str(exc)) from None
+        self._first_use()
+        started = time.monotonic()
+        s = self.settings
+        self.conn.put(dropin.encode(), s.dropin_path)
+        self._systemctl("daemon-reload")
+        self._since = int(self.conn.run(["date", "+%s"], sudo=False).stdout.strip())
+        restarted = self._systemctl("restart", s.unit, check=False, timeout_s=s.restart_timeout_s)
+        deploy_s = time.monotonic() - started
+        if not restarted.ok:
+            # systemd could not even start it (e.g. the executable is missing): the journal says why.
+            tail = self.log_tail(200)
+            verdict = classify(tail, self._exit_info(force=True))
+            raise DeployFailed(verdict.failure_class, f"`systemctl restart {s.unit}` failed: "
+                               f"{restarted.stderr.strip()} — {verdict.reason}", tail)
+        self._last_status = 0.0
+        try:
+            ready = wait_ready(s.base_url, timeout_s=s.startup_timeout_s, watch=self._exit_info)
+        except NotReady as exc:
+            raise self._failure(exc) from None
+        return Deployment(config=config, launch=launch, base_url=s.base_url, deploy_s=deploy_s,
+                          ready_s=ready.elapsed_s, log_location=f"journalctl -u {s.unit} --since @{self._since}")
+
+    def _failure(self, exc: NotReady) -> DeployFailed:
+        tail = self.log_tail(200)
+        if exc.exit is not None:
+            verdict = classify(tail, exc.exit)
+            return DeployFailed(verdict.failure_class, f"{self.where}: {exc}: {verdict.reason}", tail)
+        if not exc.connected and READY_LINE in tail:
+            return DeployFailed("unreachable", f"{self.where} logged that it is ready, but {self.settings.base_url} "
+                                f"never answered ({exc.last_error}); check --host/server_host and firewalls", tail)
+        return DeployFailed("startup-timeout", f"{self.where}: {exc}", tail)
+
+    def _exit_info(self, force: bool = False) -> ExitInfo | None:
+        """None while the unit runs (or is starting); how it ended otherwise. At most one SSH round trip per
+        ``status_interval_s``: readiness polls more often than that."""
+        now = time.monotonic()
+        if not force and now - self._last_status < self.settings.status_interval_s:
+            return None
+        self._last_status = now
+        props = self._show("ActiveState", "SubState", "ExecMainCode", "ExecMainStatus")
+        if props.get("ActiveState") not in ("failed", "inactive") and props.get("SubState") not in _DEAD_SUBSTATES:
+            return None
+        status = int(props.get("ExecMainStatus") or 0)
+        # ExecMainCode is the waitid() si_code: 1 exited, 2 killed, 3 dumped core.
+        return ExitInfo(signal=status) if props.get("ExecMainCode") in ("2", "3") else ExitInfo(code=status)
+
+    def _show(self, *names: str) -> dict[str, str]:
+        result = self._systemctl("show", "-p", ",".join(names), self.settings.unit)
+        return dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+
+    def _systemctl(self, *args: str, check: bool = True, timeout_s: float | None = None) -> Result:
+        return self.conn.run(["systemctl", *args], check=check, timeout_s=timeout_s)
+
+    # ----- first contact, leftovers, restore ----------------------------------------------------------
+    def _read_dropin(self) -> str | None:
+        result = self.conn.run(["cat", "--", self.settings.dropin_path], check=False)
+        if result.ok:
+            return result.stdout
+        if "No such file" in result.stderr:
+            return None
+        raise RemoteCommandFailed(result, self.settings.ssh.where)
+
+    def _first_use(self) -> None:
+        """Once per target: note whether the unit runs, and make sure a drop-in at our path is ours."""
+        if self._checked:
+            return
+        text = self._read_dropin()
+        if text is not None and marker_study(text) is None:
+            raise TargetUnavailable(f"{self.settings.dropin_path} on {self.settings.ssh.host} exists and was not "
+                                    f"written by spectune; refusing to overwrite it (rename it or remove it)")
+        if text is not None:
+            log.warning("%s: found a drop-in left by an interrupted spectune run (study %r); it is replaced by "
+                        "the next deploy and removed by restore", self.where, marker_study(text))
+        active = self._systemctl("is-active", self.settings.unit, check=False)
+        self._was_active = active.stdout.strip() in ("active", "activating", "reloading")
+        self._checked = True
+
+    def detect_leftover(self) -> str | None:
+        text = self._read_dropin()
+        study = marker_study(text) if text is not None else None
+        if study is None:
+            return None
+        return f"{self.settings.dropin_path} on {self.settings.ssh.host} (written by spectune, study {study!r})"
+
+    def restore(self) -> None:
+        """Remove our drop-in, reload, and restart the unit with its own configuration (or leave it stopped
+        when it was stopped before we first touched it). Does nothing when no drop-in of ours is there."""
+        text = self._read_dropin()
+        if text is None or marker_study(text) is None:
+            return
+        was_active = self._was_active  # None when this process never looked: restart then
+        self.conn.run(["rm", "-f", "--", self.settings.dropin_path])
+        self._systemctl("daemon-reload")
+        if was_active is False:
+            self._systemctl("stop", self.settings.unit, timeout_s=self.settings.restart_timeout_s)
+        else:
+            self._systemctl("restart", self.settings.unit, timeout_s=self.settings.restart_timeout_s)
+
+    def log_tail(self, lines: int = 50) -> str:
+        argv = ["journalctl", "-u", self.settings.unit, "-n", str(lines), "--no-pager", "-o", "cat"]
+        if self._since is not None:
+            argv += ["--since", f"@{self._since}"]
+        result = self.conn.run(argv, check=False)
+        return result.stdout
+
+    def close(self) -> None:
+        self.conn.close()
