@@ -9,7 +9,9 @@ Figures printed:
 * gap overhead: per event, client arrival stamp − server send stamp (``perf_counter`` is CLOCK_MONOTONIC,
   shared by both processes), and |client gap − server gap| for consecutive events;
 * throughput error: the generator's aggregate tok/s against the tokens the server actually sent inside the
-  same measured window, at the seed's C=64 event rate (≈1900 tok/s, 2.5 tokens/event) and at a high rate.
+  same measured window, at the seed's C=64 event rate (≈1900 tok/s, 2.5 tokens/event) and at a high rate;
+* a control for the paced runs: the same streams read by a raw socket that only stamps each read, so that
+  what the machine adds (scheduling, VM wake-ups) can be told from what the generator adds.
 
 Run: ``.venv/bin/python bench/client_capacity.py`` (about 30 s). Results go in docs/benchmarks.md.
 """
@@ -212,6 +214,49 @@ async def _measure(port: int, run: Run) -> dict[str, Any]:
     }
 
 
+async def _control(port: int, run: Run) -> dict[str, Any]:
+    """The same paced streams read by the least a client can do: a raw socket that stamps each read and
+    counts the events in it — no HTTP parsing, no SSE, no JSON. What the machine itself adds to latency and
+    gaps; the generator's overhead is its figures minus these."""
+    import numpy as np
+
+    async def stream(rid: int) -> None:
+        body = json.dumps({"rid": f"control-{rid}", "bench": {"events": run.events_per_request,
+                                                               "pattern": [2, 3], "interval": run.interval}})
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s"
+                     % (len(body), body.encode()))
+        stamps: list[float] = []
+        while True:
+            data = await reader.read(65536)
+            now = time.perf_counter()
+            if not data:
+                break
+            stamps.extend([now] * data.count(b"\n\n"))
+            if data.endswith(b"0\r\n\r\n"):
+                break
+        writer.close()
+        received.append((f"control-{rid}", stamps[:-1]))  # the last "\n\n" is [DONE]
+
+    received: list[tuple[str, list[float]]] = []
+    await asyncio.gather(*(stream(i) for i in range(run.concurrency)))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /log HTTP/1.1\r\nhost: x\r\n\r\n")
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    log = json.loads(await reader.readexactly(length))
+    writer.close()
+    lat_all, gap_all = [], []
+    for rid, stamps in received:
+        sent = np.asarray([t for t, _ in log.get(rid, [])][: len(stamps)])
+        client = np.asarray(stamps[: len(sent)])
+        lat_all.append(client - sent)
+        gap_all.append(np.abs(np.diff(client) - np.diff(sent)))
+    lat_us, gap_us = np.concatenate(lat_all) * 1e6, np.concatenate(gap_all) * 1e6
+    return {"latency_us_mean": float(lat_us.mean()), "latency_us_p99": float(np.percentile(lat_us, 99)),
+            "gap_error_us_mean": float(gap_us.mean()), "gap_error_us_p99": float(np.percentile(gap_us, 99))}
+
+
 RUNS = (
     Run("zero-delay stream, C=1", 1, 4000, 0.0, requests=12),
     Run("zero-delay stream, C=64", 64, 500, 0.0, duration_s=6.0),
@@ -251,6 +296,9 @@ def main() -> None:
         port = int(server.stdout.readline())
         os.sched_setaffinity(0, {client_cpu})
         results = [asyncio.run(_measure(port, run)) for run in RUNS]
+        for run, result in zip(RUNS, results, strict=True):
+            if run.interval > 0:
+                result["control"] = asyncio.run(_control(port, run))
     finally:
         server.terminate()
         server.wait(10)
@@ -270,6 +318,11 @@ def main() -> None:
               f"{r['events_per_cpu_s']:>9,.0f} "
               f"{err:>9} {us(r['latency_us_mean']):>9} {us(r['latency_us_p99']):>9} "
               f"{us(r['gap_error_us_mean']):>8} {us(r['gap_error_us_p99']):>8}")
+        if "control" in r:
+            c = r["control"]
+            print(f"{'  control: raw socket reader':38} {'':>9} {'':>9} {'':>10} {'':>9} {'':>9} "
+                  f"{us(c['latency_us_mean']):>9} {us(c['latency_us_p99']):>9} "
+                  f"{us(c['gap_error_us_mean']):>8} {us(c['gap_error_us_p99']):>8}")
 
 
 if __name__ == "__main__":

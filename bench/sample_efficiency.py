@@ -27,15 +27,15 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tuner.oracle import OracleMeasurer, true_scores  # noqa: E402
-from tuner.samplers import make_sampler  # noqa: E402
-from tuner.sglang.options import load_option_table  # noqa: E402
-from tuner.simulator.profile import load_profile  # noqa: E402
-from tuner.space import SearchSpace  # noqa: E402
-from tuner.study_file import load_study_file  # noqa: E402
-from tuner.study_spec import StudySpec, StudySettings  # noqa: E402
-from tuner.trial import COUNTS, TrialRunner  # noqa: E402
-from tuner.tune import best_trial, enqueue_baseline, measured_trials  # noqa: E402
+from tuner.oracle import OracleMeasurer, true_scores
+from tuner.samplers import make_sampler
+from tuner.sglang.options import load_option_table
+from tuner.simulator.profile import load_profile
+from tuner.space import SearchSpace
+from tuner.study_file import load_study_file
+from tuner.study_spec import StudySpec
+from tuner.trial import COUNTS, TrialRunner
+from tuner.tune import best_trial, enqueue_baseline
 
 REPO = Path(__file__).resolve().parent.parent
 CHECKPOINTS = (10, 20, 40)

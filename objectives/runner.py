@@ -1,7 +1,8 @@
-"""``run_benchmark``: every phase of a ``BenchmarkSpec`` against one server, in order. The one entry point
-that ``spectune bench`` and every trial call.
+"""``run_benchmark``: every phase of a ``BenchmarkSpec`` against one server, in order — what ``spectune bench``
+calls; ``run_phase``: one of those phases alone, exactly as ``run_benchmark`` runs it — what a trial calls, so
+that it can stop between phases.
 
-Asynchronous at the core (``run_benchmark_async``) with a synchronous wrapper. Raises only for a workload
+Asynchronous at the core (``*_async``) with synchronous wrappers. Raises only for a workload
 that cannot be built (``WorkloadError``: unreadable prompt file); anything the server does ends up in the
 results as data.
 """
@@ -68,7 +69,7 @@ class _Bench:
     async def __aenter__(self) -> _Bench:
         # No connection limit: the phase's concurrency is the limit. Keep-alive connections are reused
         # between a worker's consecutive requests, so connection setup is not part of every TTFT.
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False)
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         if self.model is None and self.spec.workload.api != "generate":
             self.model = await discover_model(self.session, self.base_url, self.timeouts)
         return self

@@ -216,11 +216,18 @@ class SearchSpace:
                            f"{rules.SPECULATIVE_MAX_RUNNING_REQUESTS} under speculation; C={needed} would queue)")
 
     def emittable_flags(self) -> list[str]:
-        """Every option name a configuration of this space can carry (for the target's preflight)."""
-        flags = set(self.spec.server_flags) | {d.flag for d in self.dimensions}
-        if ALGORITHM in flags:
-            flags |= {STEPS, TOPK, DRAFT, MAX_RUNNING}
-        return sorted(flags)
+        """Every option string a launch command of this space can contain (for the target's preflight),
+        including the ``--no-x`` spelling of switches that can be false."""
+        names = set(self.spec.server_flags) | {d.flag for d in self.dimensions}
+        if ALGORITHM in names:
+            names |= {STEPS, TOPK, DRAFT, MAX_RUNNING}
+        options: set[str] = set()
+        for name in names:
+            spec = self.table.lookup(name)
+            options.add(spec.name)
+            if spec.negation is not None:
+                options.add(spec.negation)
+        return sorted(options)
 
     # ----- size and enumeration -----------------------------------------------------------------------
     def raw_size(self) -> int:

@@ -12,6 +12,7 @@ import fcntl
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -132,7 +133,9 @@ def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, direct
         raise SpectuneError(f"study {name!r} in {redact(url)} was created with other objectives "
                             f"({[d.name.lower() for d in study.directions]}); use a new study name")
     if metric_names and study.metric_names != metric_names:
-        study.set_metric_names(metric_names)
+        with warnings.catch_warnings():  # experimental since 3.2, stable in practice; names show in the dashboard
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(metric_names)
     return study
 
 

@@ -20,6 +20,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 
+from tuner.confirm import Confirmation, confirm_top, confirmed_winner
 from tuner.errors import SpectuneError
 from tuner.launch import ServerConfig, launch_command
 from tuner.progress import LiveView
@@ -78,7 +79,8 @@ def interruptible() -> Iterator[None]:
 
 
 def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float | None = None,
-              console: Console | None = None, target: Target | None = None) -> TuneOutcome:
+              console: Console | None = None, target: Target | None = None, confirm: int = 0,
+              repeats: int = 3) -> TuneOutcome:
     console = console or Console(stderr=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     n_trials = n_trials or spec.study.n_trials
@@ -112,7 +114,12 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                 runner = TrialRunner(spec, space, measurer, TrialEvents(view.on_stage, view.on_done))
                 with interruptible():
                     stopped_by = _loop(study, runner, spec, n_trials, timeout_s, started)
+                    confirmations = _confirm(study, spec, runner, measurer, confirm, repeats, console, pareto)
             best = None if pareto else best_trial(study)
+            if confirmations:
+                winner = confirmed_winner(confirmations)
+                if winner is not None:
+                    best = study.trials[winner.trial]
             command = _finish(spec, target, best, table, console)
         except (Interrupted, TargetUnavailable, KeyboardInterrupt):
             _requeue_failed_running(study)
@@ -124,6 +131,19 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         finally:
             target.close()
     return TuneOutcome(spec.study.name, len(measured_trials(study)), stopped_by, best, command)
+
+
+def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer: Any, top: int, repeats: int,
+             console: Console, pareto: bool) -> list[Confirmation]:
+    if top <= 0 or pareto:
+        return []
+    console.print(f"confirmation: re-measuring the top {top} configurations {repeats}× each on fresh restarts")
+    results = confirm_top(study, spec, runner, measurer, top=top, repeats=repeats)
+    for c in results:
+        spread = f"{min(c.scores):.3f}–{max(c.scores):.3f}" if c.scores else "–"
+        console.print(f"  trial {c.trial}: study score {c.original_score:.3f}, confirmed mean {c.mean:.3f} "
+                      f"± {c.stdev:.3f} (range {spread}, {c.failed_restarts} failed restarts)", highlight=False)
+    return results
 
 
 def _loop(study: optuna.Study, runner: TrialRunner, spec: StudySpec, n_trials: int, timeout_s: float | None,

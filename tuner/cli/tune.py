@@ -9,7 +9,11 @@ import click
 @click.argument("study", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--n-trials", type=click.IntRange(min=1), help="Measured trials to reach (default: the study file's).")
 @click.option("--timeout", "timeout", help="Stop starting trials after this long, e.g. 8h (default: the study file's).")
-def command(study: str, n_trials: int | None, timeout: str | None) -> None:
+@click.option("--confirm", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Re-measure the top K configurations on fresh restarts at the end.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Fresh restarts per confirmed configuration.")
+def command(study: str, n_trials: int | None, timeout: str | None, confirm: int, repeats: int) -> None:
     """Run a study against its target; running it again resumes it.
 
     Each trial deploys one configuration, waits until the server is ready, benchmarks it and records the
@@ -29,7 +33,8 @@ def command(study: str, n_trials: int | None, timeout: str | None) -> None:
         timeout_s = parse_duration(timeout) if timeout is not None else None
     except ValueError as exc:
         raise UsageError(f"--timeout: {exc}") from None
-    outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True))
+    outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True),
+                        confirm=confirm, repeats=repeats)
     console = Console(highlight=False)
     console.print(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
     if outcome.best is None:

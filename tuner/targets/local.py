@@ -62,8 +62,11 @@ class LocalTarget(Target):
         return f"http://{connect}:{self.settings.port}"
 
     def launch(self, config: ServerConfig) -> LaunchCommand:
-        return launch_command(self.settings.command, config, self.table,
-                              ["--host", self.settings.host, "--port", str(self.settings.port)])
+        try:
+            return launch_command(self.settings.command, config, self.table,
+                                  ["--host", self.settings.host, "--port", str(self.settings.port)])
+        except LookupError as exc:  # an option this SGLang version does not have (or an ambiguous prefix)
+            raise DeployFailed("invalid-flags", str(exc)) from None
 
     # ----- preflight ----------------------------------------------------------------------------------
     def preflight(self, flags: Iterable[str]) -> None:
@@ -223,13 +226,25 @@ def _signal_group(pgid: int, sig: int) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    """Whether any live (non-zombie) process is left in the group. A zombie leader that is not our child (a
+    leftover's) cannot be reaped by us, and would make ``killpg(pgid, 0)`` succeed forever."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[2] == str(pgid) and fields[0] != "Z":  # state, ppid, pgrp, ...
+            return True
+    return False
 
 
 def _reap(proc: subprocess.Popen[bytes] | None) -> bool:

@@ -73,8 +73,11 @@ class SystemdSshTarget(Target):
         return f"{self.settings.unit} on {self.settings.ssh.host}"
 
     def launch(self, config: ServerConfig) -> LaunchCommand:
-        return launch_command(self.settings.command, config, self.table,
-                              ["--host", self.settings.listen_host, "--port", str(self.settings.server_port)])
+        try:
+            return launch_command(self.settings.command, config, self.table,
+                                  ["--host", self.settings.listen_host, "--port", str(self.settings.server_port)])
+        except LookupError as exc:  # an option this SGLang version does not have (or an ambiguous prefix)
+            raise DeployFailed("invalid-flags", str(exc)) from None
 
     # ----- preflight ----------------------------------------------------------------------------------
     def preflight(self, flags: Iterable[str]) -> None:

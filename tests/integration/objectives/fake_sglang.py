@@ -195,6 +195,11 @@ class FakeServer:
         ready.set()
         await self._stop.wait()
         await runner.cleanup()
+        # Handlers still sleeping in a stall would otherwise die with the loop, noisily.
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
 
     @contextmanager
     def running(self) -> Iterator[FakeServer]:

@@ -6,8 +6,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import spectune_command
 from tests.integration.objectives.fake_sglang import Mode, fake_server
+
+pytestmark = pytest.mark.timeout(60)
 
 
 def spectune(*args: str) -> subprocess.CompletedProcess[str]:

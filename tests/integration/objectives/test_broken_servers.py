@@ -8,9 +8,11 @@ import time
 
 import pytest
 
-from objectives.runner import run_benchmark
+from objectives.runner import run_benchmark, run_phase
 from objectives.spec import BenchmarkSpec, PhaseSpec, WorkloadSpec
 from tests.integration.objectives.fake_sglang import FakeServer, Mode, Script, fake_server
+
+pytestmark = pytest.mark.timeout(30)  # a hang is a failure, not a stuck CI job
 
 
 def bench(url: str, *phases: PhaseSpec, **workload: object):
@@ -128,3 +130,18 @@ def test_warmup_is_separate_and_the_model_is_discovered() -> None:
     phase = result.phases[0]
     assert phase.warmup_failed == 1 and phase.failed == 0 and phase.completed == 3
     assert result.model == "fake-model" and all(b["model"] == "fake-model" for b in bodies)
+
+
+def test_a_single_phase_sends_what_the_whole_benchmark_sends_in_that_phase() -> None:
+    spec = BenchmarkSpec(workload=WorkloadSpec(dataset="synthetic", input_tokens=32),
+                         phases=(PhaseSpec(1, requests=2, warmup=0), PhaseSpec(2, requests=3, warmup=0)))
+    with fake_server() as server:
+        run_benchmark(server.url, spec)
+        whole = [b["messages"] for b in server.script.bodies[2:]]
+        server.script.bodies.clear()
+        phase = run_phase(server.url, spec, 1)
+        alone = [b["messages"] for b in server.script.bodies]
+    assert phase.label == "C=2" and phase.completed == 3
+    assert alone[:3] == whole[:3]
+    with pytest.raises(IndexError):
+        run_phase(server.url, spec, 2)

@@ -137,7 +137,7 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return not Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 # ----- systemctl ------------------------------------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""`spectune tune` for real: the console script, the simulator as its own process, SQLite storage.
+
+Includes the crash test of issue 6: the tuner is SIGKILLed at random moments several times; the resumed study
+must end with exactly the requested number of measured trials, none RUNNING, none measured twice, and no
+server of the study left running.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.helpers import STUDIES, spectune_command
+from tuner.trial import COUNTS
+
+N_TRIALS = 4
+
+
+def make_study(tmp_path: Path, name: str, *, n_trials: int = N_TRIALS, finish: str = "original") -> Path:
+    text = (STUDIES / "simulated.toml").read_text()
+    text = text.replace('name = "simulated-demo"', f'name = "{name}"')
+    text = text.replace("n_trials = 12", f"n_trials = {n_trials}")
+    text = text.replace("time_scale = 50.0", "time_scale = 400.0")
+    text = text.replace('deploy = "best"', f'deploy = "{finish}"')
+    text = text.replace("{ concurrency = 1, requests = 4, warmup = 1 }",
+                        "{ concurrency = 1, requests = 2, warmup = 1 }")
+    text = text.replace("{ concurrency = 64, requests = 128, warmup = 8 }",
+                        "{ concurrency = 64, requests = 64, warmup = 4 }")
+    text = text.replace("max_tokens = 256", "max_tokens = 64")
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def tune(study: Path, *args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([*spectune_command(), "tune", str(study), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=study.parent)
+
+
+def load(study: Path, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{study.with_suffix('.db')}")
+
+
+def servers_of(name: str) -> list[int]:
+    """Live processes started for study ``name`` (targets mark them with SPECTUNE_STUDY)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SPECTUNE_STUDY={name}".encode() in environ:
+            pids.append(int(entry.name))
+    return pids
+
+
+def wait_gone(name: str, timeout: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (left := servers_of(name)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_tune_runs_a_short_study_and_prints_the_best_command(tmp_path: Path) -> None:
+    study = make_study(tmp_path, "e2e-short", n_trials=3)
+    proc = tune(study)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    assert "measured trials" in out
+    assert "--speculative-num-steps" in out and "--speculative-algorithm EAGLE3" in out
+    s = load(study, "e2e-short")
+    counted = [t for t in s.trials if t.user_attrs.get(COUNTS)]
+    assert len(counted) == 3
+    assert s.trials[0].user_attrs.get("baseline") is True  # the current configuration runs first
+    assert s.trials[0].params["speculative-num-steps"] == 3
+    first = counted[0].user_attrs
+    assert first["phases"]["1"]["per_request_tok_s_mean"] > 0 and first["phases"]["64"]["aggregate_tok_s"] > 0
+    assert first["timings"]["ready_s"] > 0 and "launch" in first
+    assert "#0 measured" in err  # one summary line per trial
+    assert wait_gone("e2e-short") == []  # [finish] original: nothing of ours left running
+
+
+def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
+    name = "e2e-kill"
+    study = make_study(tmp_path, name)
+    rng = random.Random(20261130)
+    kills = 0
+    for _ in range(3):
+        proc = tune(study)
+        time.sleep(rng.uniform(1.0, 6.0))
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+        kills += 1
+    final = tune(study)
+    _, err = final.communicate(timeout=300)
+    assert final.returncode == 0, err
+    assert kills >= 2
+    s = load(study, name)
+    counted = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get(COUNTS)]
+    assert len(counted) == N_TRIALS
+    assert not [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING]
+    keys = [t.user_attrs["config_key"] for t in counted]
+    assert len(keys) == len(set(keys)), "a configuration was measured twice"
+    assert wait_gone(name) == []
+
+
+def test_sigterm_records_the_trial_and_restores(tmp_path: Path) -> None:
+    name = "e2e-term"
+    study = make_study(tmp_path, name, n_trials=50)
+    proc = tune(study)
+    deadline = time.monotonic() + 60
+    while not servers_of(name) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "interrupted by SIGTERM" in err
+    assert "Traceback" not in err
+    s = load(study, name)
+    assert not [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING]
+    interrupted = [t for t in s.trials if t.state == optuna.trial.TrialState.FAIL]
+    waiting = [t for t in s.trials if t.state == optuna.trial.TrialState.WAITING]
+    if interrupted:  # stopped mid-trial: its parameters are queued to be measured on resume
+        assert waiting and waiting[-1].params == interrupted[-1].params
+    assert wait_gone(name) == []
+
+
+@pytest.mark.parametrize("bad", ["--timeout=8 hours", "--n-trials=0"])
+def test_bad_options_are_one_line_errors(tmp_path: Path, bad: str) -> None:
+    study = make_study(tmp_path, "e2e-bad")
+    proc = tune(study, bad)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in err
