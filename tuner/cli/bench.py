@@ -57,8 +57,12 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     spec = BenchmarkSpec(workload=workload)
     if phases:
         spec = BenchmarkSpec(workload=workload, phases=tuple(parse_phase(p) for p in phases))
-    with ProgressDisplay(Console(stderr=True)) as progress:
-        result = run_benchmark(url, spec, progress=progress)
+    try:
+        with ProgressDisplay(Console(stderr=True)) as progress:
+            result = run_benchmark(url, spec, progress=progress)
+    except KeyboardInterrupt:  # Ctrl-C: the requests in flight are closed with the event loop
+        click.echo("interrupted", err=True)
+        sys.exit(130)
     if as_json:
         json.dump(result.to_dict(records=records), sys.stdout, indent=2)
         sys.stdout.write("\n")
