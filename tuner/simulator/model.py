@@ -6,7 +6,8 @@ Equations (docs/simulator.md has them with their reasons):
 * decode iteration (batch B, steps s, topk k, draft tokens d, backend factor f)::
 
       gpu = base + s·draft_step + f·(s·draft_token·B·k + verify_token·B·d + ctx_per_ktok·Σcontext/1000)
-      t = (scheduler^q + gpu^q)^(1/q)
+      cpu = scheduler + scheduler_request·B
+      t = (cpu^q + gpu^q)^(1/q)
 
   The overlap scheduler (spec v2, always on for EAGLE) runs the CPU side of the next iteration while the
   GPU works, so an iteration costs about the longer of the two; ``q`` (overlap_sharpness) says how cleanly
@@ -104,8 +105,9 @@ def decode_iteration_ms(profile: Profile, config: ServerConfig, batch: int, cont
     if batch > config.cuda_graph_max_bs:
         # No captured graph this large (or graphs off): eager kernels, each forward pays its launches.
         gpu = gpu * t.eager_factor + t.eager_launch_ms * (steps + 1)
+    cpu = t.scheduler_ms + t.scheduler_request_ms * batch
     q = t.overlap_sharpness
-    return float((t.scheduler_ms**q + gpu**q) ** (1.0 / q))
+    return float((cpu**q + gpu**q) ** (1.0 / q))
 
 
 def prefill_ms(profile: Profile, prompt_tokens: int) -> float:

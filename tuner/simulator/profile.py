@@ -57,6 +57,7 @@ class TimingSpec:
     """Milliseconds, at the batch/graph sizes described by each name (see docs/simulator.md)."""
 
     scheduler_ms: float  # CPU work per iteration (scheduling, sampling bookkeeping), overlapped with the GPU
+    scheduler_request_ms: float  # ... plus this per running request (Python work per request per iteration)
     overlap_sharpness: float  # how completely the overlap scheduler hides the shorter of CPU and GPU time
     iteration_base_ms: float  # fixed GPU part of the verify forward (weights read once per iteration)
     draft_step_ms: float  # fixed cost of one autoregressive draft forward
