@@ -743,3 +743,20 @@ def _check_space_is_feasible(problems: Problems, spec: StudySpec, table: OptionT
         if proposal.rejected:
             problems.add("baseline", f"the baseline configuration is invalid: {proposal.reason}")
 
+
+
+class _Collect(Problems):
+    """Problems without the file/key prefix, for text that did not come from a study file."""
+
+    def add(self, key: str, problem: str) -> None:
+        self.lines.append(problem)
+
+
+def parse_constraint(text: str, concurrencies: list[int]) -> ConstraintSpec:
+    """One constraint written as in ``[objective] constraints`` (``spectune best --constraint``);
+    ``ValueError`` naming the problem otherwise."""
+    problems = _Collect(Path("-"))
+    constraint = _constraint(problems, "", text, concurrencies)
+    if constraint is None:
+        raise ValueError(problems.lines[0])
+    return constraint

@@ -24,6 +24,7 @@ from tuner.confirm import Confirmation, confirm_top, confirmed_winner
 from tuner.errors import SpectuneError
 from tuner.launch import ServerConfig, launch_command
 from tuner.progress import LiveView
+from tuner.query.fingerprint import record_or_check
 from tuner.samplers import make_sampler, resolve_sampler_name
 from tuner.sglang.options import load_option_table
 from tuner.space import SearchSpace
@@ -94,6 +95,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
 
     with study_lock(spec.study.storage):
         study = open_study(spec.study.storage, spec.study.name, sampler, directions, metric_names)
+        record_or_check(study, spec)  # refuse to mix trials of a changed study file (tuner/query/fingerprint.py)
         study.set_user_attr("sampler", resolve_sampler_name(spec.study.sampler))
         recovered = recover_interrupted(study)
         if recovered:

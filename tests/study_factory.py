@@ -1,0 +1,61 @@
+"""Realistic stored studies in about a second: the real ``TrialRunner`` with the simulator's ground truth.
+
+The same path a study takes (baseline first, duplicates reused, failed starts and constraint violations stored
+as constraints), but ``OracleMeasurer`` answers instead of a server — see bench/sample_efficiency.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from tests.helpers import STUDIES
+from tuner.oracle import OracleMeasurer
+from tuner.query.fingerprint import record_or_check
+from tuner.samplers import make_sampler
+from tuner.sglang.options import load_option_table
+from tuner.simulator.profile import load_profile
+from tuner.space import SearchSpace
+from tuner.storage import open_study
+from tuner.study_file import load_study_file
+from tuner.trial import COUNTS, TrialRunner
+from tuner.tune import enqueue_baseline
+
+#: A C=64 latency bound some of the simulator's configurations break, so studies have infeasible trials.
+TTFT_BOUND = "c64.ttft_p99_ms < 90"
+
+
+def write_study_file(directory: Path, name: str = "demo", *, storage: str | None = None,
+                     constraints: tuple[str, ...] = ("error_rate <= 0.01", TTFT_BOUND)) -> Path:
+    text = (STUDIES / "simulated.toml").read_text()
+    text = text.replace('name = "simulated-demo"', f'name = "{name}"')
+    if storage is not None:
+        text = text.replace('n_trials = 12', f'n_trials = 12\nstorage = "{storage}"')
+    # Up to 0.98 so that part of the space runs out of memory at CUDA-graph capture (a failure class).
+    text = text.replace("max = 0.92, step = 0.02", "max = 0.98, step = 0.02")
+    listed = ", ".join(f'"{c}"' for c in constraints)
+    text = text.replace('constraints = ["error_rate <= 0.01"]', f"constraints = [{listed}]")
+    path = directory / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def run_oracle_study(study_file: Path, n_measured: int = 14, *, seed: int = 3, noise: float = 0.02,
+                     sampler: str = "tpe") -> optuna.Study:
+    """Run (or continue) the study of ``study_file`` until ``n_measured`` trials used the 'server'."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec = load_study_file(study_file)
+    table = load_option_table(spec.study.sglang_version)
+    space = SearchSpace(spec, table)
+    study = open_study(spec.study.storage, spec.study.name, make_sampler(sampler, seed), ["maximize"], ["score"])
+    record_or_check(study, spec)
+    enqueue_baseline(study, space, spec)
+    measurer = OracleMeasurer(load_profile(spec.target.settings["profile"]), table, spec.benchmark,
+                              noise=noise, seed=seed)
+    runner = TrialRunner(spec, space, measurer)
+    free = 0
+    while sum(1 for t in study.trials if t.user_attrs.get(COUNTS)) < n_measured and free < 100:
+        study.optimize(runner, n_trials=1)
+        free = 0 if study.trials[-1].user_attrs.get(COUNTS) else free + 1
+    return study
