@@ -33,9 +33,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from tuner.cli import bench, deploy, simulate, tune, validate
+    from tuner.cli import bench, best, dashboard, deploy, report, simulate, trials, tune, validate
 
-    for module in (validate, tune, deploy, simulate, bench):
+    for module in (validate, tune, deploy, simulate, bench, best, trials, report, dashboard):
         main.add_command(module.command)
 
 

@@ -1,0 +1,25 @@
+"""``spectune trials STUDY`` — every trial of a study as a table (or JSON)."""
+
+from __future__ import annotations
+
+import shutil
+
+import click
+
+
+@click.command("trials")
+@click.argument("study", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--sort", "sort", default="number", show_default=True, metavar="KEY",
+              help="number, score, c1, c64 (a phase's tok/s), accept, status, or a tuned flag (e.g. num-steps).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def command(study: str, sort: str, as_json: bool) -> None:
+    """List a study's trials: tuned flags, per-phase tok/s, accept length, score, status and why it failed.
+
+    The score uses the study file's weights; ★ marks the best feasible trial.
+    """
+    from tuner.query.answers import trials
+
+    answer = trials(study, sort, as_json, width=max(shutil.get_terminal_size((200, 40)).columns, 100))
+    for note in answer.notes:
+        click.echo(note, err=True)
+    click.echo(answer.output, nl=not answer.output.endswith("\n"))

@@ -1,0 +1,89 @@
+"""The ``best`` and ``trials`` commands as functions: study file in, text out, nothing written.
+
+Each returns the text for stdout plus notes for stderr, so the CLI stays a parser and the answers are testable
+without a terminal.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.query.export import Format, export
+from tuner.query.load import StoredStudy, StudyNotFound, open_stored_study
+from tuner.query.options import parse_constraints, parse_weights
+from tuner.query.ranking import Ranking, rank
+from tuner.query.table import render, rows, sort_rows
+
+
+@dataclass(frozen=True)
+class Answer:
+    output: str  # for stdout: exactly what a user pipes or pastes
+    notes: tuple[str, ...] = ()  # for stderr: what the answer rests on, warnings
+
+
+def ranking_for(stored: StoredStudy, weights: str | None = None, constraints: tuple[str, ...] = ()) -> Ranking:
+    """Parse the options against this study's phases (bad input fails before anything is read)."""
+    spec = stored.spec
+    concurrencies = sorted(p.concurrency for p in spec.benchmark.phases)
+    parsed_weights = parse_weights(weights, concurrencies) if weights is not None else None
+    parsed_constraints = parse_constraints(constraints, concurrencies)
+    return rank(stored.study, spec, parsed_weights, parsed_constraints)
+
+
+def require_trials(stored: StoredStudy, ranking: Ranking) -> None:
+    if not ranking.trials:
+        raise StudyNotFound(f"study {stored.spec.study.name!r} is empty: it has no trials yet "
+                            f"(run `spectune tune {stored.spec.path}`)")
+
+
+def weights_text(ranking: Ranking) -> str:
+    total = sum(ranking.weights.values()) or 1.0
+    return ",".join(f"c{c}={w / total:g}" for c, w in sorted(ranking.weights.items()))
+
+
+def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ...], fmt: Format) -> Answer:
+    stored = open_stored_study(study_file)
+    ranking = ranking_for(stored, weights, constraints)
+    require_trials(stored, ranking)
+    winner = ranking.best
+    measured = [t for t in ranking.trials if t.outcome == "measured"]
+    if winner is None:
+        if not measured:
+            raise StudyNotFound(f"study {stored.spec.study.name!r} has no measured trial yet "
+                                f"({len(ranking.trials)} trial(s), none benchmarked)")
+        every = [c.text for c in stored.spec.objective.constraints] + [c.text for c in ranking.constraints]
+        raise StudyNotFound(f"no measured trial is feasible under these constraints ({'; '.join(every)}) and "
+                            f"weights {weights_text(ranking)}: {len(measured)} measured, none qualifies")
+    notes = [*(f"warning: {w}" for w in stored.warnings),
+             f"trial {winner.number} of {len(measured)} measured: score {winner.score:.3f} under weights "
+             f"{weights_text(ranking)} (1.0 = the reference run)"]
+    if ranking.constraints:
+        notes.append("extra constraints: " + "; ".join(c.text for c in ranking.constraints))
+    return Answer(export(stored.spec, ranking, winner, fmt), tuple(notes))
+
+
+def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, width: int = 200) -> Answer:
+    stored = open_stored_study(study_file)
+    ranking = ranking_for(stored)
+    require_trials(stored, ranking)
+    flags = [p.flag for p in stored.spec.search]
+    table = sort_rows(rows(ranking, flags), sort, flags, ranking.concurrencies)
+    best_trial = ranking.best
+    if as_json:
+        payload = {"study": stored.spec.study.name, "weights": {f"c{c}": w for c, w in ranking.weights.items()},
+                   "references": {f"c{c}": v for c, v in ranking.references.items()},
+                   "best": best_trial.number if best_trial else None, "trials": [r.to_json() for r in table]}
+        return Answer(json.dumps(payload, indent=2) + "\n", _warnings(stored))
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None).print(
+        render(table, ranking.concurrencies, best_trial.number if best_trial else None))
+    return Answer(buffer.getvalue(), _warnings(stored))
+
+
+def _warnings(stored: StoredStudy) -> tuple[str, ...]:
+    return tuple(f"warning: {w}" for w in stored.warnings)

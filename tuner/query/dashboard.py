@@ -1,0 +1,103 @@
+"""``spectune dashboard``: optuna-dashboard on the study's storage, with infeasible trials shown as infeasible.
+
+Optuna 5 stores each constraint as its own trial system attr, ``constraints:<name>``
+(``trial.set_constraint``). optuna-dashboard 0.21 only reads the pre-5.0 form, a list under ``constraints``
+(``_serializer.py``: ``trial_system_attrs.get("constraints", [])``), so out of the box every trial of a spectune
+study looks feasible there — an out-of-memory trial's placeholder value included. Writing the old list into
+the study as well would make Optuna count every constraint twice (it merges both forms), so instead the
+dashboard reads the study through ``FeasibilityStorage``: a pass-through that adds the list to the trials it
+hands out, in memory only, and answers "best trial" among feasible trials only. Nothing stored changes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Container
+from typing import Any
+
+import optuna
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.query.load import StoredStudy
+
+LEGACY_CONSTRAINTS_KEY = "constraints"
+
+
+def _delegate(name: str) -> Callable[..., Any]:
+    def method(self: FeasibilityStorage, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.inner, name)(*args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+def with_legacy_constraints(trial: FrozenTrial) -> FrozenTrial:
+    """A copy of ``trial`` whose system attrs also carry its constraints as the list optuna-dashboard reads."""
+    constraints = trial.constraints
+    if not constraints:
+        return trial
+    shown = copy.copy(trial)
+    attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith(LEGACY_CONSTRAINTS_KEY + ":")}
+    attrs[LEGACY_CONSTRAINTS_KEY] = [float(constraints[k]) for k in sorted(constraints)]
+    shown._system_attrs = attrs
+    return shown
+
+
+class FeasibilityStorage(optuna.storages.BaseStorage):
+    """Every storage call goes to ``inner``; trials come back with the legacy constraint list added."""
+
+    def __init__(self, inner: optuna.storages.BaseStorage) -> None:
+        self.inner = inner
+
+    # Plain forwarding for everything else (the class body's namespace is where methods are defined).
+    for _name in ("create_new_study", "delete_study", "set_study_user_attr", "set_study_system_attr",
+                  "get_study_id_from_name", "get_study_name_from_id", "get_study_directions",
+                  "get_study_user_attrs", "get_study_system_attrs", "get_all_studies", "create_new_trial",
+                  "set_trial_param", "set_trial_state_values", "set_trial_intermediate_value",
+                  "set_trial_user_attr", "set_trial_system_attr", "get_trial_id_from_study_id_trial_number",
+                  "get_n_trials", "remove_session"):
+        locals()[_name] = _delegate(_name)
+    del _name
+
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        return with_legacy_constraints(self.inner.get_trial(trial_id))
+
+    def get_all_trials(self, study_id: int, deepcopy: bool = True,
+                       states: Container[TrialState] | None = None) -> list[FrozenTrial]:
+        trials = self.inner.get_all_trials(study_id, deepcopy=deepcopy, states=states)
+        return [with_legacy_constraints(t) for t in trials]
+
+    def get_best_trial(self, study_id: int) -> FrozenTrial:
+        """The best *feasible* complete trial (Optuna's RDB storage ranks by value alone)."""
+        direction = self.inner.get_study_directions(study_id)[0]
+        trials = [t for t in self.inner.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
+                  if t.value is not None and all(v <= 0 for v in t.constraints.values())]
+        if not trials:
+            raise ValueError("no feasible trial is completed yet")
+        pick = max if direction == StudyDirection.MAXIMIZE else min
+        return with_legacy_constraints(pick(trials, key=lambda t: (t.value, -t.number)))
+
+
+def make_app(stored: StoredStudy) -> Any:
+    """The dashboard as a WSGI app (for tests and for serving)."""
+    from optuna_dashboard import wsgi
+
+    return wsgi(FeasibilityStorage(stored.study._storage))
+
+
+def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve the dashboard until interrupted (wsgiref, like ``optuna-dashboard`` itself)."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # one line per request would drown the URL
+            pass
+
+    app = make_app(stored)
+    with make_server(host, port, app, handler_class=QuietHandler) as server:
+        url_host = f"[{host}]" if ":" in host else host
+        study_id = stored.study._study_id
+        if on_ready is not None:
+            on_ready(f"http://{url_host}:{server.server_port}/dashboard/studies/{study_id}")
+        server.serve_forever()

@@ -1,0 +1,58 @@
+"""The winner of a ranking, ready to use: a launch command to paste, a systemd drop-in, or JSON.
+
+The command is built the way the study's target builds it (``Target.launch``) for local and systemd-ssh
+targets, so what you paste is exactly what spectune deployed; a simulated study prints the SGLang command the
+simulated server stands in for. The drop-in is rendered by the same code that writes spectune's own drop-in
+(``tuner.targets.unit_file``), quoting included.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from tuner.launch import LaunchCommand, ServerConfig, launch_command
+from tuner.query.ranking import Ranking, TrialView
+from tuner.sglang.options import load_option_table
+from tuner.study_spec import StudySpec
+from tuner.targets.unit_file import render_dropin
+
+Format = Literal["command", "dropin", "json"]
+FORMATS: tuple[str, ...] = ("command", "dropin", "json")
+SGLANG_LAUNCH = ("python3", "-m", "sglang.launch_server")
+
+
+def launch_for(spec: StudySpec, config: ServerConfig) -> LaunchCommand:
+    if spec.target.kind in ("local", "systemd-ssh"):
+        from tuner.targets import make_target
+
+        target: Any = make_target(spec)  # constructing a target contacts nothing
+        return target.launch(config)  # type: ignore[no-any-return]
+    return launch_command(SGLANG_LAUNCH, config, load_option_table(spec.study.sglang_version))
+
+
+def export(spec: StudySpec, ranking: Ranking, trial: TrialView, fmt: Format) -> str:
+    assert trial.config is not None
+    launch = launch_for(spec, trial.config)
+    if fmt == "command":
+        return launch.shell(multiline=True)
+    if fmt == "dropin":
+        return render_dropin(launch, spec.study.name)
+    return json.dumps(as_json(spec, ranking, trial, launch), indent=2) + "\n"
+
+
+def as_json(spec: StudySpec, ranking: Ranking, trial: TrialView, launch: LaunchCommand) -> dict[str, Any]:
+    assert trial.config is not None
+    return {
+        "study": spec.study.name,
+        "trial": trial.number,
+        "score": trial.score,
+        "weights": {f"c{c}": w for c, w in ranking.weights.items()},
+        "references": {f"c{c}": v for c, v in ranking.references.items()},
+        "constraints": [c.text for c in spec.objective.constraints] + [c.text for c in ranking.constraints],
+        "flags": {k: v for k, v in trial.config.flags},
+        "env": {k: v for k, v in trial.config.env},
+        "argv": launch.argv,
+        "command": launch.shell(),
+        "metrics": {f"c{c}": dict(m) for c, m in sorted(trial.metrics.items())},
+    }

@@ -1,0 +1,130 @@
+"""``spectune trials``: every trial as one row — tuned flags, C=1 and C=64 speed, accept length, score, status.
+
+Rows are plain frozen values so the same data feeds the terminal table, ``--json`` and the HTML report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from objectives.scoring import primary_metric
+from tuner.errors import UsageError
+from tuner.launch import FlagValue
+from tuner.query.ranking import Ranking, TrialView
+
+
+def short_flag(flag: str) -> str:
+    """``--speculative-num-steps`` → ``num-steps``: column headers that fit a terminal."""
+    return flag.removeprefix("--").removeprefix("speculative-")
+
+
+def phase_label(concurrency: int) -> str:
+    kind = "per-req" if primary_metric(concurrency) == "per_request_tok_s_mean" else "aggr"
+    return f"C={concurrency} {kind} tok/s"
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    number: int
+    status: str
+    flags: tuple[tuple[str, FlagValue | None], ...]  # every tuned flag, None where the trial did not set it
+    speeds: tuple[tuple[int, float | None], ...]  # (concurrency, primary metric)
+    accept_length: float | None
+    score: float | None
+    feasible: bool
+    failure: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "status": self.status, "flags": dict(self.flags),
+                **{f"c{c}_tok_s": v for c, v in self.speeds}, "accept_length": self.accept_length,
+                "score": self.score, "feasible": self.feasible, "failure": self.failure}
+
+
+def rows(ranking: Ranking, tuned_flags: Sequence[str]) -> list[TrialRow]:
+    return [_row(t, ranking, tuned_flags) for t in ranking.trials]
+
+
+def _row(t: TrialView, ranking: Ranking, tuned_flags: Sequence[str]) -> TrialRow:
+    return TrialRow(number=t.number, status=t.status, flags=tuple((f, t.tuned.get(f)) for f in tuned_flags),
+                    speeds=tuple((c, t.value(c)) for c in ranking.concurrencies), accept_length=t.accept_length(),
+                    score=t.score, feasible=t.feasible, failure=t.failure)
+
+
+def sort_keys(tuned_flags: Sequence[str], concurrencies: Sequence[int]) -> list[str]:
+    return ["number", "score", *(f"c{c}" for c in concurrencies), "accept", "status",
+            *(short_flag(f) for f in tuned_flags)]
+
+
+def sort_rows(table: list[TrialRow], key: str, tuned_flags: Sequence[str],
+              concurrencies: Sequence[int]) -> list[TrialRow]:
+    """Sort by ``key``: measurements best first, flags and status ascending; rows without a value last."""
+    valid = sort_keys(tuned_flags, concurrencies)
+    if key not in valid:
+        raise UsageError(f"--sort: unknown key {key!r}; use one of: {', '.join(valid)}")
+    get, descending = _getter(key, tuned_flags)
+    present = [r for r in table if get(r) is not None]
+    missing = [r for r in table if get(r) is None]
+    present.sort(key=lambda r: (_sortable(get(r)), -r.number if descending else r.number), reverse=descending)
+    return present + missing
+
+
+def _getter(key: str, tuned_flags: Sequence[str]) -> tuple[Callable[[TrialRow], Any], bool]:
+    """How to read ``key`` from a row, and whether larger is better (sorts first)."""
+    if key == "number":
+        return (lambda r: r.number), False
+    if key == "status":
+        return (lambda r: r.status), False
+    if key == "score":
+        return (lambda r: r.score), True
+    if key == "accept":
+        return (lambda r: r.accept_length), True
+    if key[0] == "c" and key[1:].isdigit():
+        concurrency = int(key[1:])
+        return (lambda r: dict(r.speeds).get(concurrency)), True
+    flag = next(f for f in tuned_flags if short_flag(f) == key)
+    return (lambda r: dict(r.flags).get(flag)), False
+
+
+def _sortable(value: Any) -> Any:
+    # Flag values of one column share a type, except choice lists mixing e.g. "off" and numbers.
+    return (0, value) if isinstance(value, int | float) and not isinstance(value, bool) else (1, str(value))
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}" if value != int(value) or digits else f"{value:g}"
+    return str(value)
+
+
+def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None) -> Any:
+    """A rich Table; the best trial's row is marked with ★."""
+    from rich.table import Table
+
+    out = Table(show_lines=False, header_style="bold")
+    out.add_column("#", justify="right")
+    out.add_column("status")
+    flags = [f for f, _ in table[0].flags] if table else []
+    for flag in flags:
+        out.add_column(short_flag(flag), justify="right")
+    for c in concurrencies:
+        out.add_column(phase_label(c), justify="right")
+    out.add_column("accept", justify="right")
+    out.add_column("score", justify="right")
+    out.add_column("failure")
+    for r in table:
+        mark = "★" if r.number == best else ""
+        out.add_row(f"{mark}{r.number}", r.status, *(_flag_text(v) for _, v in r.flags),
+                    *(fmt(v) for _, v in r.speeds), fmt(r.accept_length, 2), fmt(r.score, 3), r.failure or "")
+    return out
+
+
+def _flag_text(value: FlagValue | None) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return fmt(value)
