@@ -1,0 +1,212 @@
+"""The scheduler in-process, at a high time scale: batching limits, one chunk per iteration, lengths, seeds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from tuner.simulator import ground_truth, model, text
+from tuner.simulator.config import ServerConfig, resolve
+from tuner.simulator.engine import Chunk, Engine, GenerationFailed, GenerationRequest
+from tuner.simulator.profile import Profile, load_profile
+
+BASE = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3",
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+FAST = 20000.0  # an iteration of ~15 ms takes under a microsecond of sleeping
+PROMPT = "Explain how speculative decoding with a small draft model speeds up generation. " * 4
+
+
+@pytest.fixture(scope="module")
+def profile() -> Profile:
+    return load_profile()
+
+
+def configure(profile: Profile, *extra: str) -> ServerConfig:
+    return resolve(profile, [*BASE, *extra], exit_on_error=False)
+
+
+async def collect(engine: Engine, request: GenerationRequest) -> list[Chunk]:
+    return [chunk async for chunk in engine.submit(request).chunks()]
+
+
+async def run_all(engine: Engine, requests: Sequence[GenerationRequest]) -> list[list[Chunk]]:
+    engine.start()
+    try:
+        return list(await asyncio.gather(*(collect(engine, r) for r in requests)))
+    finally:
+        await engine.stop()
+
+
+def test_running_requests_never_exceed_the_cap(profile: Profile) -> None:
+    config = configure(profile, "--max-running-requests", "4")
+
+    async def scenario() -> tuple[int, int, int]:
+        engine = Engine(profile, config, time_scale=5.0, seed=1)
+        engine.start()
+        tasks = [asyncio.ensure_future(collect(engine, GenerationRequest(f"{PROMPT}{i}", 400, ignore_eos=True)))
+                 for i in range(10)]
+        peak = 0
+        for _ in range(40):
+            await asyncio.sleep(0.002)
+            peak = max(peak, engine.num_running)
+        running, waiting = engine.num_running, engine.num_waiting
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await engine.stop()
+        return peak, running, waiting
+
+    peak, running, waiting = asyncio.run(scenario())
+    assert peak == 4 and running == 4 and waiting == 6
+
+
+def test_kv_capacity_limits_the_batch_like_the_ground_truth(profile: Profile) -> None:
+    config = configure(profile, "--max-running-requests", "64", "--max-total-tokens", "2000")
+    prompt_tokens = text.count_prompt_tokens(PROMPT)
+    expected = ground_truth.running_batch(config, 10, prompt_tokens, 300)
+    assert 1 < expected < 10
+
+    async def scenario() -> tuple[int, int]:
+        engine = Engine(profile, config, time_scale=50.0, seed=1)
+        engine.start()
+        tasks = [asyncio.ensure_future(collect(engine, GenerationRequest(PROMPT, 300, ignore_eos=True)))
+                 for _ in range(10)]
+        await asyncio.sleep(0.03)
+        state = engine.num_running, engine.kv_used
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await engine.stop()
+        return state
+
+    running, used = asyncio.run(scenario())
+    assert running == expected
+    assert used <= config.max_total_num_tokens
+
+
+def test_one_chunk_per_iteration_with_every_token_accepted_in_it(profile: Profile) -> None:
+    config = configure(profile)
+    engine = Engine(profile, config, time_scale=FAST, seed=3)
+    [chunks] = asyncio.run(run_all(engine, [GenerationRequest(PROMPT, 200, temperature=0.0, ignore_eos=True)]))
+    sizes = [c.new_tokens for c in chunks]
+    assert sizes[0] == 1  # the prefill's token comes alone
+    assert all(1 <= n <= config.num_steps + 1 for n in sizes)
+    assert sum(sizes) == 200 and chunks[-1].completion_tokens == 200
+    assert max(sizes) > 1  # speculation did accept drafts
+    # Every chunk after the first is one verify (one decode iteration of this lone request).
+    assert chunks[-1].verify_ct == len(chunks) - 1 == engine.iterations
+    assert [c.finish_reason for c in chunks[:-1]] == [None] * (len(chunks) - 1)
+    assert chunks[-1].finish_reason == "length"
+    assert "".join(c.text for c in chunks).count(" ") == 200  # one word per token
+
+
+def test_output_length_follows_the_eos_rule(profile: Profile) -> None:
+    config = configure(profile)
+    engine = Engine(profile, config, time_scale=FAST, seed=5)
+    prompts = [f"question number {i}: {PROMPT}" for i in range(6)]
+    requests = [GenerationRequest(p, 2000, temperature=0.7) for p in prompts]
+    results = asyncio.run(run_all(engine, requests))
+    for prompt, chunks in zip(prompts, results, strict=True):
+        natural = text.output_length(profile, 5, prompt, 2000, False)
+        assert chunks[-1].completion_tokens == natural < 2000
+        assert chunks[-1].finish_reason == "stop"
+    short = asyncio.run(run_all(Engine(profile, config, time_scale=FAST, seed=5),
+                                [GenerationRequest(prompts[0], 5)]))
+    assert short[0][-1].completion_tokens == 5 and short[0][-1].finish_reason == "length"
+
+
+def test_same_seed_same_chunks_and_another_seed_differs(profile: Profile) -> None:
+    config = configure(profile)
+    requests = [GenerationRequest(f"{PROMPT}{i}", 120, temperature=0.5, ignore_eos=True) for i in range(8)]
+
+    def sizes(seed: int) -> list[list[int]]:
+        results = asyncio.run(run_all(Engine(profile, config, time_scale=FAST, seed=seed), requests))
+        return [[c.new_tokens for c in chunks] for chunks in results]
+
+    first = sizes(11)
+    assert sizes(11) == first
+    assert sizes(12) != first
+
+
+def test_accept_length_converges_to_the_model(profile: Profile) -> None:
+    config = configure(profile, "--max-running-requests", "64")
+    engine = Engine(profile, config, time_scale=FAST, seed=2)
+    requests = [GenerationRequest(f"{PROMPT}{i}", 256, temperature=0.0, ignore_eos=True) for i in range(64)]
+    asyncio.run(run_all(engine, requests))
+    c = engine.counters
+    assert c.generation_tokens_total == 64 * 256 and c.requests_total == 64
+    assert c.prompt_tokens_total == 64 * text.count_prompt_tokens(f"{PROMPT}0")
+    multiplier = model.predictability(profile.acceptance, f"{PROMPT}0")
+    rates = model.position_rates(profile, config, temperature=0.0, multiplier=multiplier)
+    expected = 1.0 + model.expected_accepted_drafts(rates)
+    # Scheduler-side average (per verify, every token that verify produced).
+    assert c.accepted_tokens / c.verify_forwards == pytest.approx(expected, rel=0.03)
+    # The windowed Prometheus ratio counts the prefill token too: within a few per cent of the expectation.
+    assert c.generation_tokens_total / c.verify_calls_total == pytest.approx(expected, rel=0.05)
+    assert c.avg_spec_accept_length is not None  # at least one decode-log interval passed
+
+
+def test_over_large_tree_fails_every_decoding_request(profile: Profile) -> None:
+    config = configure(profile, "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "16")
+    assert config.runtime_error is not None
+
+    async def scenario() -> tuple[list[Chunk], BaseException | None]:
+        engine = Engine(profile, config, time_scale=FAST, seed=0)
+        engine.start()
+        one = await collect(engine, GenerationRequest("health", 1))  # served by the prefill alone
+        error: BaseException | None = None
+        try:
+            await collect(engine, GenerationRequest(PROMPT, 50))
+        except GenerationFailed as exc:
+            error = exc
+        await engine.stop()
+        return one, error
+
+    one, error = asyncio.run(scenario())
+    assert one[-1].completion_tokens == 1
+    assert isinstance(error, GenerationFailed) and "selected index k out of range" in str(error)
+
+
+def test_flush_only_when_idle_and_it_resets_the_average(profile: Profile) -> None:
+    config = configure(profile)
+
+    async def scenario() -> tuple[bool, bool, float | None, float | None]:
+        engine = Engine(profile, config, time_scale=10.0, seed=0, decode_log_interval=5)
+        engine.start()
+        task = asyncio.ensure_future(collect(engine, GenerationRequest(PROMPT, 300, ignore_eos=True)))
+        await asyncio.sleep(0.02)
+        busy = engine.flush()
+        await task
+        before = engine.counters.avg_spec_accept_length
+        idle = engine.flush()
+        after = engine.counters.avg_spec_accept_length
+        await engine.stop()
+        return busy, idle, before, after
+
+    busy, idle, before, after = asyncio.run(scenario())
+    assert busy is False and idle is True
+    assert before is not None and before > 1.0 and after is None
+
+
+def test_iteration_time_follows_the_model_and_the_time_scale(profile: Profile) -> None:
+    config = configure(profile)
+    scale = 20.0
+
+    async def timed() -> tuple[float, int]:
+        engine = Engine(profile, config, time_scale=scale, seed=4)
+        engine.start()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await collect(engine, GenerationRequest(PROMPT, 150, ignore_eos=True))
+        elapsed = loop.time() - start
+        iterations = engine.iterations
+        await engine.stop()
+        return elapsed, iterations
+
+    elapsed, iterations = asyncio.run(timed())
+    prompt_tokens = text.count_prompt_tokens(PROMPT)
+    iteration_s = model.decode_iteration_ms(profile, config, 1, prompt_tokens + 75) / 1000.0
+    expected = (model.prefill_ms(profile, prompt_tokens) / 1000.0 + iterations * iteration_s) / scale
+    assert elapsed == pytest.approx(expected, rel=0.1)
