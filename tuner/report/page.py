@@ -1,0 +1,110 @@
+"""The report's HTML: one file, no external resources (plots are PNG data URIs), readable without JavaScript."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tuner.query.table import TrialRow, fmt, phase_label, short_flag
+from tuner.report.steps import StepsTable
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; padding: 0 1em; }
+h1 { margin-bottom: .2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: .6em 0; font-size: 14px; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th { background: #f4f4f4; } td.l, th.l { text-align: left; }
+tr.infeasible td { color: #888; } tr.best td { font-weight: bold; background: #eef8ee; }
+pre { background: #f6f6f6; padding: .8em; overflow-x: auto; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 13px; color: #555; }
+.warning { background: #fff4e0; border-left: 4px solid #f0a000; padding: .5em 1em; }
+.muted { color: #666; }
+"""
+
+
+@dataclass(frozen=True)
+class Plot:
+    key: str  # file stem and element id
+    title: str
+    caption: str
+    png: bytes | None  # None: nothing to plot
+    empty_reason: str = ""
+
+
+@dataclass(frozen=True)
+class PageContent:
+    title: str
+    summary: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+    best_command: str | None
+    plots: tuple[Plot, ...]
+    steps: StepsTable
+    top: tuple[TrialRow, ...]
+    best_number: int | None
+    concurrencies: tuple[int, ...]
+
+
+def render(content: PageContent) -> str:
+    e = html.escape
+    parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{e(content.title)}</title>"
+             f"<style>{_CSS}</style></head><body>", f"<h1>{e(content.title)}</h1>"]
+    parts += [f"<p class=\"warning\">{e(w)}</p>" for w in content.warnings]
+    parts.append("<table class=\"summary\">" + "".join(
+        f"<tr><th class=\"l\">{e(k)}</th><td class=\"l\">{e(v)}</td></tr>" for k, v in content.summary) + "</table>")
+    if content.best_command:
+        parts.append(f"<h2>Best configuration</h2><pre>{e(content.best_command)}</pre>")
+    for plot in content.plots:
+        parts.append(f"<h2 id=\"{e(plot.key)}\">{e(plot.title)}</h2>")
+        if plot.png is None:
+            parts.append(f"<p class=\"muted\">{e(plot.empty_reason)}</p>")
+            continue
+        data = base64.b64encode(plot.png).decode()
+        parts.append(f"<figure><img class=\"plot\" id=\"plot-{e(plot.key)}\" alt=\"{e(plot.title)}\" "
+                     f"src=\"data:image/png;base64,{data}\"><figcaption>{e(plot.caption)}</figcaption></figure>")
+        if plot.key == "history":
+            parts.append(_steps_html(content.steps))
+    parts.append(_top_html(content))
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _steps_html(steps: StepsTable) -> str:
+    e = html.escape
+    if not steps.columns:
+        return "<h2>Steps × concurrency</h2><p class=\"muted\">No feasible measured trial yet.</p>"
+    head = "".join(f"<th>steps={e(c)}</th>" for c in steps.columns)
+    body = []
+    for concurrency, cells in steps.rows:
+        tds = "".join(f"<td>{cell.value:.0f} <span class=\"muted\">#{cell.trial}</span></td>" if cell else "<td>–</td>"
+                      for cell in cells)
+        body.append(f"<tr><th class=\"l\">{e(phase_label(concurrency))}</th>{tds}</tr>")
+    return ("<h2 id=\"steps\">Steps × concurrency</h2><table class=\"steps\"><tr><th></th>" + head + "</tr>"
+            + "".join(body) + "</table><p class=\"muted\">Best feasible measured value for each "
+            "<code>--speculative-num-steps</code> (over the other tuned flags), and the trial it came from — "
+            "the layout of the seed document's table.</p>")
+
+
+def _top_html(content: PageContent) -> str:
+    e = html.escape
+    if not content.top:
+        return ""
+    flags = [f for f, _ in content.top[0].flags]
+    head = ("<tr><th>#</th><th class=\"l\">status</th>" + "".join(f"<th>{e(short_flag(f))}</th>" for f in flags)
+            + "".join(f"<th>{e(phase_label(c))}</th>" for c in content.concurrencies)
+            + "<th>accept</th><th>score</th><th class=\"l\">failure</th></tr>")
+    body = []
+    for r in content.top:
+        css = "best" if r.number == content.best_number else "" if r.feasible else "infeasible"
+        cells = "".join(f"<td>{e(fmt(v) if not isinstance(v, float) else f'{v:g}')}</td>" for _, v in r.flags)
+        speeds = "".join(f"<td>{fmt(v)}</td>" for _, v in r.speeds)
+        body.append(f"<tr class=\"{css}\"><td>{r.number}</td><td class=\"l\">{e(r.status)}</td>{cells}{speeds}"
+                    f"<td>{fmt(r.accept_length, 2)}</td><td>{fmt(r.score, 3)}</td>"
+                    f"<td class=\"l\">{e(r.failure or '')}</td></tr>")
+    return "<h2 id=\"trials\">Trials</h2><table class=\"trials\">" + head + "".join(body) + "</table>"
+
+
+def plot_keys(plots: Sequence[Plot]) -> list[str]:
+    return [p.key for p in plots if p.png is not None]
