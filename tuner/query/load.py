@@ -6,6 +6,7 @@ never write, so that case is caught before any storage is opened.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,13 +42,15 @@ def open_stored_study(path: str | Path) -> StoredStudy:
     if db is not None and not db.exists():
         raise StudyNotFound(f"{never_run}: no database at {db}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = make_storage(url)
+    with warnings.catch_warnings():  # the heartbeat settings are "experimental"; a reader needs no such note
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        storage = make_storage(url)
     try:
         study = with_storage_retries(lambda: optuna.load_study(study_name=name, storage=storage), "loading", url)
     except KeyError:
         raise StudyNotFound(f"{never_run}: {redact(url)} has no study of that name") from None
-    warnings = []
+    notes = []
     changed = changed_sections(study, spec)
     if changed:
-        warnings.append(f"{describe_change(spec, changed)}; stored trials were measured under the old settings")
-    return StoredStudy(spec, study, tuple(warnings))
+        notes.append(f"{describe_change(spec, changed)}; stored trials were measured under the old settings")
+    return StoredStudy(spec, study, tuple(notes))
