@@ -8,6 +8,7 @@ re-measures it; the target is left as ``[finish]`` says in every case.
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from collections.abc import Iterator
@@ -77,6 +78,20 @@ def interruptible() -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+class _QuietInterrupts(logging.Filter):
+    """Optuna logs every exception that ends a trial with its traceback; an interrupt is not a fault (the tune
+    command reports it in one line), and a traceback in the output reads like a crash."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, Interrupted | KeyboardInterrupt | TargetUnavailable)
+
+
+_OPTIMIZE_LOGGER = logging.getLogger("optuna.study._optimize")
+if not any(isinstance(f, _QuietInterrupts) for f in _OPTIMIZE_LOGGER.filters):
+    _OPTIMIZE_LOGGER.addFilter(_QuietInterrupts())
 
 
 def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float | None = None,
