@@ -2,13 +2,16 @@
 
 The same path a study takes (baseline first, duplicates reused, failed starts and constraint violations stored
 as constraints), but ``OracleMeasurer`` answers instead of a server — see bench/sample_efficiency.py.
+Use the ``stored_study`` fixture by importing it into a conftest.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import optuna
+import pytest
 
 from tests.helpers import STUDIES
 from tuner.oracle import OracleMeasurer
@@ -48,7 +51,11 @@ def run_oracle_study(study_file: Path, n_measured: int = 14, *, seed: int = 3, n
     spec = load_study_file(study_file)
     table = load_option_table(spec.study.sglang_version)
     space = SearchSpace(spec, table)
-    study = open_study(spec.study.storage, spec.study.name, make_sampler(sampler, seed), ["maximize"], ["score"])
+    if spec.study.storage.startswith("sqlite"):
+        study = optuna.create_study(study_name=spec.study.name, storage=_fast_sqlite(spec.study.storage),
+                                    sampler=make_sampler(sampler, seed), direction="maximize", load_if_exists=True)
+    else:
+        study = open_study(spec.study.storage, spec.study.name, make_sampler(sampler, seed), ["maximize"], ["score"])
     record_or_check(study, spec)
     enqueue_baseline(study, space, spec)
     measurer = OracleMeasurer(load_profile(spec.target.settings["profile"]), table, spec.benchmark,
@@ -59,3 +66,32 @@ def run_oracle_study(study_file: Path, n_measured: int = 14, *, seed: int = 3, n
         study.optimize(runner, n_trials=1)
         free = 0 if study.trials[-1].user_attrs.get(COUNTS) else free + 1
     return study
+
+
+def _fast_sqlite(url: str) -> optuna.storages.RDBStorage:
+    """SQLite without fsync: a test study is written hundreds of times (one commit per attribute), and on a
+    busy disk each synced commit costs ~10 ms. What is stored is the same."""
+    from sqlalchemy import event
+
+    storage = optuna.storages.RDBStorage(url)
+    event.listen(storage.engine, "connect", lambda conn, _record: conn.execute("PRAGMA synchronous=OFF"))
+    storage.engine.dispose()  # reconnect so the pragma applies from the first write
+    return storage
+
+
+@pytest.fixture(scope="session")
+def _oracle_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One oracle study per test session (about 2 s); tests get copies."""
+    directory = tmp_path_factory.mktemp("oracle-study")
+    path = write_study_file(directory)
+    run_oracle_study(path)
+    return path
+
+
+@pytest.fixture
+def stored_study(_oracle_template: Path, tmp_path: Path) -> Path:
+    """A study file in ``tmp_path`` with its own copy of a 14-trial SQLite study (OOM, infeasible, skipped,
+    duplicate trials included)."""
+    for name in (_oracle_template.name, _oracle_template.with_suffix(".db").name):
+        shutil.copy(_oracle_template.parent / name, tmp_path / name)
+    return tmp_path / _oracle_template.name
