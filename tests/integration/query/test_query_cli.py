@@ -1,0 +1,131 @@
+"""best / trials / report through the command line, on a stored SQLite study; bad input never touches it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from pathlib import Path
+
+import optuna
+import pytest
+from click.testing import CliRunner
+
+from tests.study_factory import write_study_file
+from tuner.cli import main
+from tuner.targets.unit_file import split_words
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), \
+        f"traceback: {result.exception!r}"
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_best_prints_a_command_that_parses_back_to_the_winners_flags(stored_study: Path) -> None:
+    code, out, err = _run("best", str(stored_study), "--weights", "c1=1")
+    assert code == 0, err
+    argv = shlex.split(out.replace("\\\n", " "))
+    assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
+    _, json_out, _ = _run("best", str(stored_study), "--weights", "c1=1", "--format", "json")
+    data = json.loads(json_out)
+    assert data["argv"] == argv and data["weights"] == {"c1": 1.0}
+    assert f"trial {data['trial']} of" in err and "under weights c1=1" in err
+
+
+def test_weights_change_the_answer(stored_study: Path) -> None:
+    trials = {json.loads(_run("best", str(stored_study), "--weights", w, "--format", "json")[1])["trial"]
+              for w in ("c1=1,c64=0", "c1=0,c64=1")}
+    assert len(trials) == 2
+
+
+def test_dropin_is_a_systemd_drop_in_with_the_same_command(stored_study: Path) -> None:
+    _, out, _ = _run("best", str(stored_study), "--format", "dropin")
+    data = json.loads(_run("best", str(stored_study), "--format", "json")[1])
+    lines = out.splitlines()
+    assert "[Service]" in lines and "ExecStart=" in lines
+    exec_start = next(line for line in lines if line.startswith("ExecStart=") and line != "ExecStart=")
+    assert split_words(exec_start.removeprefix("ExecStart=")) == data["argv"]
+
+
+def test_an_extra_constraint_is_applied(stored_study: Path) -> None:
+    _, base, _ = _run("best", str(stored_study), "--format", "json")
+    bound = json.loads(base)["metrics"]["c64"]["ttft_p99_ms"]
+    code, out, err = _run("best", str(stored_study), "--format", "json", "--constraint", f"c64.ttft_p99_ms<{bound}")
+    if code == 0:
+        assert json.loads(out)["metrics"]["c64"]["ttft_p99_ms"] < bound
+    else:
+        assert code == 2 and "no measured trial is feasible" in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("best", "--weights", "c1=0.7,c8=0.3"), "error: --weights: unknown weight key 'c8'"),
+    (("best", "--constraint", "ttft_p99_ms<<2000"), "error: --constraint: cannot read 'ttft_p99_ms<<2000'"),
+    (("best", "--constraint", "latency<5"), "error: --constraint: unknown metric 'latency'"),
+    (("best", "--constraint", "error_rate<-1"), "error: no measured trial is feasible under these constraints"),
+    (("trials", "--sort", "speed"), "error: --sort: unknown key 'speed'"),
+    (("report", "-o", "OUT", "--weights", "c1=x"), "error: --weights: c1='x' is not a number"),
+])
+def test_bad_input_is_one_line_exit_2_and_leaves_the_study_alone(stored_study: Path, args: tuple[str, ...],
+                                                                 message: str) -> None:
+    db = stored_study.with_suffix(".db")
+    before = _digest(db)
+    command, *rest = args
+    rest = [str(stored_study.parent / "report") if a == "OUT" else a for a in rest]
+    code, out, err = _run(command, str(stored_study), *rest)
+    assert code == 2
+    assert err.startswith(message) and err.count("\n") == 1 and "Traceback" not in err
+    assert out == ""
+    assert _digest(db) == before
+    assert not (stored_study.parent / "report").exists()
+
+
+def test_a_study_never_run_is_an_error_and_no_database_appears(tmp_path: Path) -> None:
+    path = write_study_file(tmp_path, "fresh")
+    for command in ("best", "trials"):
+        code, _, err = _run(command, str(path))
+        assert code == 2 and err.startswith("error: study 'fresh' has never run") and err.count("\n") == 1
+    assert not path.with_suffix(".db").exists()
+
+
+def test_an_empty_study_is_an_error(tmp_path: Path) -> None:
+    path = write_study_file(tmp_path, "empty")
+    optuna.create_study(study_name="empty", storage=f"sqlite:///{path.with_suffix('.db')}")
+    for args in (("best",), ("trials",), ("report", "-o", str(tmp_path / "r"))):
+        code, _, err = _run(args[0], str(path), *args[1:])
+        assert code == 2 and "study 'empty' is empty" in err
+
+
+def test_trials_table_and_json(stored_study: Path) -> None:
+    code, out, _ = _run("trials", str(stored_study), "--sort", "score")
+    assert code == 0
+    assert "num-steps" in out and "C=1 per-req tok/s" in out and "out-of-memory" in out and "★" in out
+    data = json.loads(_run("trials", str(stored_study), "--json")[1])
+    assert [t["number"] for t in data["trials"]] == sorted(t["number"] for t in data["trials"])
+    assert data["best"] == json.loads(_run("best", str(stored_study), "--format", "json")[1])["trial"]
+
+
+def test_a_changed_study_file_warns_on_stderr(stored_study: Path) -> None:
+    stored_study.write_text(stored_study.read_text().replace("max_tokens = 256", "max_tokens = 64"))
+    code, out, err = _run("best", str(stored_study))
+    assert code == 0 and out.startswith("python3")
+    assert "warning:" in err and "[benchmark] has changed since study 'demo' began" in err
+
+
+def test_report_writes_a_page_and_one_png_per_plot(stored_study: Path, tmp_path: Path) -> None:
+    out_dir = tmp_path / "report"
+    code, out, err = _run("report", str(stored_study), "-o", str(out_dir))
+    assert code == 0, err
+    page = out_dir / "index.html"
+    assert out.strip() == str(page)
+    pngs = sorted(p.name for p in out_dir.glob("*.png"))
+    assert pngs == ["failures.png", "history.png", "importances.png", "speeds.png"]
+    text = page.read_text()
+    assert text.count('src="data:image/png;base64,') == 4  # self-contained: the page needs no other file
+    assert "steps=3" in text and "C=64 aggr tok/s" in text and "out-of-memory" in text
+    assert "http" not in text.replace("https://", "").split("<body>")[0]  # no external resource in <head>
