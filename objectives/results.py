@@ -76,6 +76,22 @@ class PhaseResult:
     def accept(self) -> AcceptLength:
         return AcceptLength(self.accept_length, self.accept_length_source)  # type: ignore[arg-type]
 
+    def at_time_scale(self, scale: float) -> PhaseResult:
+        """The same phase as a server ``scale`` times slower would have measured it (the simulator's
+        ``--time-scale``): rates divided, durations multiplied, counts and ratios unchanged."""
+        if scale == 1.0:
+            return self
+        changes: dict[str, Any] = {"duration_s": self.duration_s * scale}
+        for name in METRICS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name.endswith("_ms"):
+                changes[name] = value * scale
+            elif name.endswith("_tok_s") or "_tok_s_" in name or name == "request_rate":
+                changes[name] = value / scale
+        return dataclasses.replace(self, **changes)
+
     def metric(self, name: str) -> float | None:
         """A metric by the name study files use; ``KeyError`` for an unknown name."""
         if name not in METRICS:

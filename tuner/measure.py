@@ -45,4 +45,4 @@ class TargetMeasurer:
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         assert self.deployment is not None, "measure() before deploy()"
         result = run_phase(self.deployment.base_url, self.benchmark, phase_index, self.progress)
-        return result.to_dict()
+        return result.at_time_scale(self.target.time_scale).to_dict()

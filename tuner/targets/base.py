@@ -70,6 +70,9 @@ class Target(ABC):
     """
 
     kind: str
+    #: How much faster than real time the server runs (only the simulator runs faster): measured rates are
+    #: divided by it and durations multiplied, so stored metrics read as the real server's.
+    time_scale: float = 1.0
 
     @abstractmethod
     def preflight(self, flags: Iterable[str]) -> None:

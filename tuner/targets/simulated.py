@@ -53,6 +53,7 @@ class SimulatedTarget(LocalTarget):
 
     def __init__(self, settings: SimulatedSettings, table: OptionTable | None = None) -> None:
         self.sim_settings = settings
+        self.time_scale = float(settings.time_scale)
         local = LocalSettings(
             command=simulator_command(settings), log_dir=settings.log_dir, host="127.0.0.1",
             port=settings.port or free_port(), stop_grace_s=10.0, startup_timeout_s=settings.startup_timeout_s,

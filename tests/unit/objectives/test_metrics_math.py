@@ -63,3 +63,18 @@ def test_summary_uses_numpy_linear_percentiles() -> None:
 
 def test_tokens_per_chunk_is_the_clients_accept_length() -> None:
     assert metrics.tokens_per_chunk([rec(), rec(index=1, tokens=(1, 4, 4))]) == pytest.approx((5 + 8) / 4)
+
+
+def test_a_time_scaled_phase_reads_as_the_real_server() -> None:
+    from objectives.results import METRICS, PhaseResult
+    from objectives.spec import PhaseSpec
+
+    values = {name: 10.0 for name in METRICS}
+    phase = PhaseResult(spec=PhaseSpec(1), stopped_by="requests", duration_s=2.0, completed=4, failed=0, cancelled=0,
+                        errors={}, output_tokens=400, tokens_exact=True, ci_half_width=None, warmup_failed=0,
+                        accept_length_source="metrics", **values)
+    real = phase.at_time_scale(50.0)
+    assert real.aggregate_tok_s == 0.2 and real.per_request_tok_s_median == 0.2 and real.request_rate == 0.2
+    assert real.ttft_p99_ms == 500.0 and real.duration_s == 100.0
+    assert real.accept_length == 10.0 and real.error_rate == 10.0 and real.output_tokens == 400
+    assert phase.at_time_scale(1.0) is phase
