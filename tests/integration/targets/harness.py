@@ -52,7 +52,9 @@ class SshServer:
     def add_unit(self, port: int, *, served_name: str = "original") -> str:
         """A user's unit file running the simulator with its own ("original") configuration."""
         unit = f"sim-{uuid.uuid4().hex[:8]}.service"
-        argv = [*simulate_prefix(), "--model-path", "Qwen/Qwen3.5-122B-A10B", "--served-model-name", served_name,
+        # --tp-size 4: the seed profile models 4 GPUs; at TP 1 the 122B weights do not fit one (OOM, as for real).
+        argv = [*simulate_prefix(), "--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4",
+                "--served-model-name", served_name,
                 "--host", "127.0.0.1", "--port", str(port)]
         (self.systemd_dir / unit).write_text(
             "[Unit]\nDescription=SGLang (test)\n[Service]\nType=simple\nExecStart=" + " ".join(argv) + "\n"
