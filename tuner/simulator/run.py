@@ -76,7 +76,8 @@ async def serve(profile: Profile, config: ServerConfig, *, time_scale: float, se
         if not started:
             return 1
         engine.start()
-        await _until(_warmup(engine, log), stop)
+        if not config.args.get("skip_server_warmup"):
+            await _until(_warmup(engine, log), stop)
         if stop.is_set():
             return 0
         state.ready = True
