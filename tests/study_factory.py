@@ -8,6 +8,7 @@ Use the ``stored_study`` fixture by importing it into a conftest.
 from __future__ import annotations
 
 import shutil
+import warnings
 from pathlib import Path
 
 import optuna
@@ -54,6 +55,9 @@ def run_oracle_study(study_file: Path, n_measured: int = 14, *, seed: int = 3, n
     if spec.study.storage.startswith("sqlite"):
         study = optuna.create_study(study_name=spec.study.name, storage=_fast_sqlite(spec.study.storage),
                                     sampler=make_sampler(sampler, seed), direction="maximize", load_if_exists=True)
+        with warnings.catch_warnings():  # experimental in name only; `tune` sets the same names
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(["score"])
     else:
         study = open_study(spec.study.storage, spec.study.name, make_sampler(sampler, seed), ["maximize"], ["score"])
     record_or_check(study, spec)
