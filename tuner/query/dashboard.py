@@ -83,7 +83,8 @@ def make_app(stored: StoredStudy) -> Any:
     """The dashboard as a WSGI app (for tests and for serving)."""
     from optuna_dashboard import wsgi
 
-    return wsgi(FeasibilityStorage(stored.study._storage))
+    # mypy cannot see the forwarding methods the class body defines in a loop.
+    return wsgi(FeasibilityStorage(stored.study._storage))  # type: ignore[abstract]
 
 
 def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str], None] | None = None) -> None:

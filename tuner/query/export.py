@@ -26,8 +26,8 @@ def launch_for(spec: StudySpec, config: ServerConfig) -> LaunchCommand:
     if spec.target.kind in ("local", "systemd-ssh"):
         from tuner.targets import make_target
 
-        target: Any = make_target(spec)  # constructing a target contacts nothing
-        return target.launch(config)  # type: ignore[no-any-return]
+        target: Any = make_target(spec)  # constructing a target contacts nothing; both kinds have launch()
+        return target.launch(config)
     return launch_command(SGLANG_LAUNCH, config, load_option_table(spec.study.sglang_version))
 
 

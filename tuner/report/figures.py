@@ -11,7 +11,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import matplotlib
 
@@ -20,6 +20,7 @@ matplotlib.use("Agg")  # files only: never open a window, work without a display
 import matplotlib.pyplot as plt  # after choosing the backend
 import optuna
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
 from tuner.query.ranking import Ranking, TrialView
@@ -52,9 +53,9 @@ def history(ranking: Ranking) -> Figure | None:
     fig, ax = plt.subplots(figsize=(10, 4.2))
     ok = [t for t in measured if t.feasible]
     bad = [t for t in measured if not t.feasible]
-    ax.scatter([t.number for t in ok], [t.score for t in ok], color=FEASIBLE, label="feasible", zorder=3)
+    ax.scatter([t.number for t in ok], [t.score or 0.0 for t in ok], color=FEASIBLE, label="feasible", zorder=3)
     if bad:
-        ax.scatter([t.number for t in bad], [t.score for t in bad], color=INFEASIBLE, marker="x",
+        ax.scatter([t.number for t in bad], [t.score or 0.0 for t in bad], color=INFEASIBLE, marker="x",
                    label="infeasible (constraint violated)", zorder=3)
     failed = [t for t in ranking.trials if t.outcome in ("deploy-failed", "rejected") or t.state == "FAIL"]
     if failed:
@@ -92,12 +93,12 @@ def speeds(ranking: Ranking) -> Figure | None:
         return None
     study = optuna.create_study(directions=["maximize", "maximize"])
     study.add_trials([optuna.trial.create_trial(
-        values=[t.value(low), t.value(high)], user_attrs={"number": t.number},
+        values=[t.value(low) or 0.0, t.value(high) or 0.0], user_attrs={"number": t.number},
         constraints={"spectune": max(t.violations.values(), default=0.0)}) for t in points])
     with _quiet():
         ax = optuna.visualization.matplotlib.plot_pareto_front(study, target_names=[phase_label(low),
                                                                                    phase_label(high)])
-    fig = ax.figure
+    fig = cast(Figure, ax.figure)
     for artist in ax.collections:  # Optuna calls the front "Best Trial"; under re-weighting it is the front
         if artist.get_label() == "Best Trial":
             artist.set_label("Pareto front (feasible)")
@@ -106,7 +107,7 @@ def speeds(ranking: Ranking) -> Figure | None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.set_size_inches(10, 5.5)
     fig.tight_layout()
-    return fig  # type: ignore[no-any-return]
+    return fig
 
 
 def _iso_score_lines(ax: Any, ranking: Ranking, low: int, high: int, rankable: Sequence[TrialView]) -> None:
@@ -156,13 +157,13 @@ def importances(ranking: Ranking, tuned_flags: Sequence[str]) -> Figure | None:
             ax = optuna.visualization.matplotlib.plot_param_importances(study, target_name="score")
     except (ValueError, RuntimeError, ZeroDivisionError):  # too few or too uniform trials to estimate
         return None
-    fig = ax.figure
+    fig = cast(Figure, ax.figure)
     ax.set_title("", loc="left")  # Optuna's generic title; ours names what was evaluated
     ax.set_title(f"Importances for the score ({len(rankable)} feasible measured trials)")
     ax.set_ylabel("tuned flag")
     fig.set_size_inches(8, 4)
     fig.tight_layout()
-    return fig  # type: ignore[no-any-return]
+    return fig
 
 
 def _param(value: Any) -> Any:
@@ -195,6 +196,6 @@ def failures(ranking: Ranking) -> Figure | None:
     ax.invert_yaxis()
     ax.set_xlabel("trials")
     ax.set_title(f"Failures by class ({sum(counts.values())} of {len(ranking.trials)} trials)")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     return fig
