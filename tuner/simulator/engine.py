@@ -289,7 +289,7 @@ class Engine:
                 clock = await self._advance(clock, model.prefill_ms(self.profile, prompt))
                 for r in admitted:
                     if not r.cancelled:
-                        self._emit(r, 1, verified=False)
+                        self._emit(r, 1)
             self._drop_cancelled()
             if not self._running:
                 continue
@@ -352,11 +352,11 @@ class Engine:
             if not r.request.internal:
                 self.counters.accepted_tokens += n
                 self.counters.verify_forwards += 1
-            self._emit(r, n, verified=True)
+            self._emit(r, n)
         if self.iterations % self.decode_log_interval == 0:
             self._log_interval()
 
-    def _emit(self, r: _Running, n: int, *, verified: bool) -> None:
+    def _emit(self, r: _Running, n: int) -> None:
         r.generated += n
         if not r.request.internal:
             self.counters.interval_tokens += n
