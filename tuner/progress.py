@@ -78,6 +78,8 @@ def summary_line(attrs: Mapping[str, Any]) -> str:
                       for k, v in (attrs.get("params_decoded") or {}).items())
     if outcome == "rejected":
         return f"#{number} rejected before deploying: {attrs.get('reason')}  [{values}]"
+    if outcome == "taken":
+        return f"#{number} taken: trial #{attrs.get('taken_by')} is measuring this configuration  [{values}]"
     if outcome == "deploy-failed":
         return f"#{number} failed to start ({attrs.get('failure_class')})  [{values}]"
     parts = [f"#{number} {outcome}"]

@@ -3,7 +3,7 @@
 SQLite is for one tuner process on one machine (reference/optuna-5.0-notes.md §2): we hold an exclusive lock file
 beside the database for the whole run, so a RUNNING trial found at start can only belong to a process that died
 — it is failed and its parameters re-queued at once. PostgreSQL/MySQL studies use Optuna's heartbeat instead,
-which lets other workers reclaim a dead worker's trial.
+which lets other workers reclaim a dead worker's trial (tuner/worker.py), and tuner/leases.py for hosts.
 """
 
 from __future__ import annotations
@@ -50,21 +50,39 @@ def sqlite_path(url: str) -> Path | None:
     return Path(rest[1:]) if rest.startswith("/") and rest != "/:memory:" else None
 
 
-def make_storage(url: str) -> optuna.storages.BaseStorage:
+def is_server_database(url: str) -> bool:
+    """PostgreSQL/MySQL: several workers may share the study (SQLite: one tuner at a time)."""
+    return not url.startswith("sqlite")
+
+
+def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
+                 heartbeat_grace_s: int = HEARTBEAT_GRACE_S) -> optuna.storages.BaseStorage:
     """An RDB storage with the settings an overnight study needs."""
-    try:
-        if url.startswith("sqlite"):
+    if url.startswith("sqlite"):
+        try:
             # A generous busy timeout: a dashboard reading the same file must not crash the tuner.
             return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
-        return optuna.storages.RDBStorage(
-            url,
-            engine_kwargs={"pool_pre_ping": True},
-            heartbeat_interval=HEARTBEAT_INTERVAL_S,
-            grace_period=HEARTBEAT_GRACE_S,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3),
-        )
-    except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
-        raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+        except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
+            raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+    for attempt in range(3):
+        try:
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs={"pool_pre_ping": True},
+                heartbeat_interval=heartbeat_interval_s,
+                grace_period=heartbeat_grace_s,
+                # A dead worker's trial is failed by the next live worker's ask and its parameters queued again.
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3),
+            )
+        except (_integrity_error(), _programming_error()) as exc:
+            # Workers started together on an empty database race to create Optuna's tables; the loser of a
+            # CREATE TABLE race sees a unique violation or "already exists", and a second look finds them made.
+            if attempt == 2:
+                raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+            time.sleep(0.3 * (attempt + 1))
+        except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
+            raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+    raise AssertionError("unreachable")
 
 
 def with_storage_retries(action: Callable[[], T], what: str, url: str, *, sleep: Callable[[float], None] = time.sleep,
@@ -87,6 +105,18 @@ def _sqlalchemy_error() -> type[Exception]:
     from sqlalchemy.exc import OperationalError
 
     return OperationalError
+
+
+def _integrity_error() -> type[Exception]:
+    from sqlalchemy.exc import IntegrityError
+
+    return IntegrityError
+
+
+def _programming_error() -> type[Exception]:
+    from sqlalchemy.exc import ProgrammingError
+
+    return ProgrammingError
 
 
 def _first_line(exc: BaseException) -> str:
@@ -118,8 +148,9 @@ def study_lock(url: str) -> Iterator[None]:
 
 
 def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, directions: list[str],
-               metric_names: list[str] | None = None) -> optuna.Study:
-    storage = make_storage(url)
+               metric_names: list[str] | None = None, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
+               heartbeat_grace_s: int = HEARTBEAT_GRACE_S) -> optuna.Study:
+    storage = make_storage(url, heartbeat_interval_s=heartbeat_interval_s, heartbeat_grace_s=heartbeat_grace_s)
 
     def create() -> optuna.Study:
         return optuna.create_study(study_name=name, storage=storage, sampler=sampler, directions=directions,
@@ -142,7 +173,8 @@ def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, direct
 def recover_interrupted(study: optuna.Study) -> list[int]:
     """Fail trials a dead tuner left RUNNING and queue their parameters again. Returns their numbers.
 
-    Only valid while holding ``study_lock`` (SQLite): no live process can own a RUNNING trial then."""
+    Only valid while holding ``study_lock`` (SQLite): no live process can own a RUNNING trial then. On a server
+    database another worker may be running them: there Optuna's heartbeat finds the dead ones."""
     recovered = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study.tell(trial.number, state=TrialState.FAIL)

@@ -7,6 +7,7 @@ a user fixes a broken file in one round. Nothing here touches a server or a data
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -182,6 +183,9 @@ def load_study_file(path: str | Path) -> StudySpec:
     finish = _finish(problems, raw.get("finish"))
     _speculative_completeness(problems, server_flags, search)
 
+    if len(target.hosts) > 1 and study.storage.startswith("sqlite"):
+        problems.add("target.hosts", f"{len(target.hosts)} hosts need a PostgreSQL or MySQL [study] storage "
+                     "(SQLite serves one tuner at a time; see docs/scaling.md)")
     if problems:
         raise StudyFileError(problems.lines)
     spec = StudySpec(path=path, study=study, target=target, server_flags=server_flags, server_env=server_env,
@@ -197,7 +201,7 @@ def _study_settings(problems: Problems, data: Any, path: Path) -> StudySettings:
     if data is None:
         problems.add("study", "missing section (needs at least name)")
     s = _Section(problems, "study", data, ("name", "storage", "n_trials", "timeout", "sampler", "seed",
-                                          "sglang_version"))
+                                          "sglang_version", "heartbeat_interval", "heartbeat_grace"))
     name = s.get("name", "str", path.stem, required=data is not None)
     if isinstance(name, str) and not name.strip():
         problems.add("study.name", "must not be empty")
@@ -215,6 +219,7 @@ def _study_settings(problems: Problems, data: Any, path: Path) -> StudySettings:
         problems.add("study.sglang_version",
                      f"no option table for SGLang {version} (shipped: {', '.join(available_versions())})")
         version = DEFAULT_SGLANG_VERSION
+    interval, grace = _heartbeat(s)
     return StudySettings(
         name=name,
         storage=storage,
@@ -223,7 +228,23 @@ def _study_settings(problems: Problems, data: Any, path: Path) -> StudySettings:
         sampler=cast(SamplerName, sampler),
         seed=s.get("seed", "int", None),
         sglang_version=version,
+        heartbeat_interval_s=interval,
+        heartbeat_grace_s=grace,
     )
+
+
+def _heartbeat(s: _Section) -> tuple[int, int]:
+    """Whole seconds (Optuna's RDB heartbeat takes ints). The grace must cover a few missed beats, or a busy
+    worker's live trial is failed as stale by another (optuna#4234, #5470)."""
+    interval = s.positive("heartbeat_interval", "duration", 60.0)
+    grace = s.positive("heartbeat_grace", "duration", None)
+    interval_s = max(1, math.ceil(interval))
+    grace_s = math.ceil(grace) if grace is not None else 5 * interval_s
+    if grace_s < 2 * interval_s:
+        s.problems.add(s.key("heartbeat_grace"), f"must be at least twice heartbeat_interval ({2 * interval_s} s), "
+                       f"not {grace_s} s")
+        grace_s = 2 * interval_s
+    return interval_s, grace_s
 
 
 def _resolve_storage(problems: Problems, storage: str, base_dir: Path) -> str:
@@ -249,9 +270,9 @@ def _resolve_storage(problems: Problems, storage: str, base_dir: Path) -> str:
 
 # ----- [target] --------------------------------------------------------------------------------------
 _TARGET_KEYS: dict[str, tuple[str, ...]] = {
-    "simulated": ("kind", "profile", "time_scale", "seed", "port", "startup_timeout", "log_dir"),
+    "simulated": ("kind", "profile", "time_scale", "seed", "port", "startup_timeout", "log_dir", "hosts"),
     "local": ("kind", "command", "host", "port", "startup_timeout", "log_dir", "stop_grace"),
-    "systemd-ssh": ("kind", "host", "ssh_port", "user", "key_file", "known_hosts", "accept_unknown_host_key",
+    "systemd-ssh": ("kind", "host", "hosts", "ssh_port", "user", "key_file", "known_hosts", "accept_unknown_host_key",
                     "unit", "command", "server_port", "sudo", "startup_timeout", "connect_timeout",
                     "server_host", "listen_host", "systemd_dir"),
 }
@@ -272,6 +293,7 @@ def _target(problems: Problems, data: Any, base_dir: Path) -> TargetSpec:
     s = _Section(problems, "target", data, _TARGET_KEYS[kind])
     settings: dict[str, Any] = {}
     timeout = s.positive("startup_timeout", "duration", 900.0)
+    hosts = _hosts(s)
     if kind == "simulated":
         settings["profile"] = _profile(problems, s.get("profile", "str", None), base_dir)
         settings["time_scale"] = s.positive("time_scale", "number", 1.0)
@@ -285,7 +307,9 @@ def _target(problems: Problems, data: Any, base_dir: Path) -> TargetSpec:
         settings["log_dir"] = s.get("log_dir", "str", None)
         settings["stop_grace"] = s.positive("stop_grace", "duration", 30.0)
     else:
-        settings["host"] = s.get("host", "str", None, required=True)
+        settings["host"] = s.get("host", "str", None, required=not hosts)
+        if hosts and settings["host"] is not None:
+            problems.add("target.host", "set host or hosts, not both")
         settings["ssh_port"] = _port(s, "ssh_port", 22)
         settings["user"] = s.get("user", "str", "root")
         for key in ("key_file", "known_hosts"):
@@ -306,7 +330,28 @@ def _target(problems: Problems, data: Any, base_dir: Path) -> TargetSpec:
         settings["systemd_dir"] = systemd_dir
         settings["sudo"] = s.get("sudo", "bool", False)
         settings["connect_timeout"] = s.positive("connect_timeout", "duration", 15.0)
-    return TargetSpec(kind=cast(TargetKind, kind), settings=settings, startup_timeout_s=timeout)
+    if len(hosts) > 1:
+        # Several hosts means several workers, each deploying to its own host: nothing may be shared.
+        if kind == "simulated" and settings.get("port"):
+            problems.add("target.port", "must be 0 with several hosts (each simulated host picks its own free port)")
+        if kind == "systemd-ssh" and settings.get("server_host"):
+            problems.add("target.server_host", "cannot be set with several hosts (each worker benchmarks its own)")
+    return TargetSpec(kind=cast(TargetKind, kind), settings=settings, startup_timeout_s=timeout, hosts=hosts)
+
+
+def _hosts(s: _Section) -> tuple[str, ...]:
+    """``hosts = ["gpu1", "gpu2"]``: machines one study uses at once, one worker each (docs/scaling.md)."""
+    hosts = s.get("hosts", "str-list", [])
+    if "hosts" in s.data and isinstance(s.data["hosts"], list) and not hosts:
+        s.problems.add(s.key("hosts"), "must not be empty (leave it out for one host)")
+    seen: set[str] = set()
+    for host in hosts:
+        if not host.strip() or any(c.isspace() or c in "/\\" for c in host):
+            s.problems.add(s.key("hosts"), f"not a host name: {host!r}")
+        elif host in seen:
+            s.problems.add(s.key("hosts"), f"{host!r} is listed twice (one worker per host)")
+        seen.add(host)
+    return tuple(hosts)
 
 
 def _port(s: _Section, key: str, default: int, *, allow_zero: bool = False) -> int:

@@ -30,6 +30,10 @@ class StudySettings:
     sampler: SamplerName
     seed: int | None
     sglang_version: str
+    #: Optuna's RDB heartbeat (server databases only): a worker silent for ``heartbeat_grace_s`` is dead — its
+    #: trial is re-run by another worker and its host lease can be taken over.
+    heartbeat_interval_s: int = 60
+    heartbeat_grace_s: int = 300
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,9 @@ class TargetSpec:
     kind: TargetKind
     settings: dict[str, Any] = field(default_factory=dict)
     startup_timeout_s: float = 900.0
+    #: Identical machines one study uses at once, one worker each (``[target] hosts``); empty: the one
+    #: ``host`` (systemd-ssh) or this machine. See tuner/targets/hosts.py.
+    hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

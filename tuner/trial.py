@@ -41,7 +41,7 @@ SKIP_MIN_TRIALS = 3
 LOG_TAIL_CHARS = 4000
 
 # user_attrs keys (reports, `best` and `deploy` read them)
-OUTCOME = "outcome"  # measured | deploy-failed | rejected | duplicate
+OUTCOME = "outcome"  # measured | deploy-failed | rejected | duplicate | taken
 COUNTS = "counts"  # True when the trial used the server (counts towards n_trials)
 CONFIG = "config"
 CONFIG_KEY = "config_key"
@@ -58,12 +58,20 @@ class Measurer(Protocol):
         """Run phase ``phase_index`` of the study's benchmark on the deployed server; its metrics as a dict."""
 
 
+class ConfigTaken(Exception):
+    """Another worker is measuring this configuration right now. The trial ends FAIL (samplers ignore FAIL; the
+    other worker's RUNNING trial already tells them the point is pending) and counts as free."""
+
+
 @dataclass
 class TrialEvents:
-    """Hooks for the live view; every one is optional."""
+    """Hooks for the live view and the study loop; every one is optional."""
 
     on_stage: Callable[[int, str], None] | None = None
     on_done: Callable[[FrozenTrial | None, Mapping[str, Any]], None] | None = None
+    #: Called once the trial's configuration is visible to other workers (its config key is stored) or it was
+    #: rejected — the point after which a worker may let the next one ask (tuner/loop.py).
+    on_proposed: Callable[[], None] | None = None
 
 
 class TrialRunner:
@@ -76,19 +84,30 @@ class TrialRunner:
         self.skip_phases = skip_phases and spec.objective.mode == "weighted"
         self.pareto = spec.objective.mode == "pareto"
         self.constraint_keys = (VALID_KEY, STARTED_KEY, *(c.text for c in spec.objective.constraints))
+        #: The number of the trial being run (or last run): what an interruption re-queues.
+        self.current: int | None = None
 
     # The Optuna objective.
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
+        self.current = trial.number
         proposal = self.space.suggest(trial)
         attrs: dict[str, Any] = {"params_decoded": {k: v for k, v in proposal.values.items()},
                                  "repairs": list(proposal.repairs)}
         if proposal.config is None:
+            self._proposed()
             return self._finish(trial, attrs, "rejected", {VALID_KEY: 1.0}, metrics=None,
                                 extra={"reason": proposal.reason})
         config = proposal.config
         attrs[CONFIG] = config.to_json()
         attrs[CONFIG_KEY] = config.key()
-        previous = self._already_measured(trial.study, config)
+        # Store the key *before* looking for others with it: of two workers proposing one configuration at the
+        # same moment, at least one then sees the other's key (each write commits before its own read), so the
+        # configuration is never measured twice even without the loop's ask lock.
+        trial.set_user_attr(CONFIG_KEY, attrs[CONFIG_KEY])
+        previous = self._already_measured(trial.study, config, exclude=trial.number)
+        self._proposed()
+        if previous is not None and previous.state == TrialState.RUNNING:
+            return self._taken(trial, attrs, previous)
         if previous is not None:
             return self._reuse(trial, attrs, previous)
         return self._measure(trial, attrs, proposal)
@@ -140,6 +159,15 @@ class TrialRunner:
         self._done(trial, attrs | {OUTCOME: "duplicate"})
         assert previous.values is not None
         return tuple(previous.values) if self.pareto else previous.values[0]  # type: ignore[return-value]
+
+    def _taken(self, trial: optuna.Trial, attrs: dict[str, Any], running: FrozenTrial) -> float:
+        """Another worker is measuring this configuration: give the point up now (free) rather than idle a host
+        until that trial ends."""
+        attrs.update({OUTCOME: "taken", COUNTS: False, "taken_by": running.number})
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        self._done(trial, attrs)
+        raise ConfigTaken(f"configuration {attrs[CONFIG_KEY]} is being measured by trial {running.number}")
 
     def _finish(self, trial: optuna.Trial, attrs: dict[str, Any], outcome: str, forced: dict[str, float],
                 metrics: Mapping[int, Mapping[str, Any]] | None, *, counts: bool = False,
@@ -199,12 +227,20 @@ class TrialRunner:
                   and is_feasible(t.constraints or {})]
         return statistics.median(scores) if scores else 1.0
 
-    def _already_measured(self, study: optuna.Study, config: ServerConfig) -> FrozenTrial | None:
+    def _already_measured(self, study: optuna.Study, config: ServerConfig, *,
+                          exclude: int | None = None) -> FrozenTrial | None:
+        """The trial that measured ``config`` (COMPLETE, preferred) or is measuring it now (RUNNING: another
+        worker's trial with the same config key), or None."""
         key = config.key()
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if t.user_attrs.get(CONFIG_KEY) == key and t.user_attrs.get(COUNTS):
+        running = None
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+            if t.number == exclude or t.user_attrs.get(CONFIG_KEY) != key:
+                continue
+            if t.state == TrialState.COMPLETE and t.user_attrs.get(COUNTS):
                 return t
-        return None
+            if t.state == TrialState.RUNNING and running is None:
+                running = t
+        return running
 
     def _skip_bound(self, study: optuna.Study, metrics: Mapping[int, Mapping[str, Any]]) -> dict[str, Any] | None:
         """Skip the remaining phases when even an optimistic bound on them cannot beat the incumbent.
@@ -231,6 +267,10 @@ class TrialRunner:
             return None
         return {"bounds": {str(c): v for c, v in bounds.items()}, "optimistic_score": optimistic,
                 "incumbent_score": incumbent, "factor": SKIP_BOUND_FACTOR}
+
+    def _proposed(self) -> None:
+        if self.events.on_proposed:
+            self.events.on_proposed()
 
     def _stage(self, trial: optuna.Trial, stage: str) -> None:
         if self.events.on_stage:

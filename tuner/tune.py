@@ -12,30 +12,32 @@ import logging
 import signal
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 from rich.console import Console
 
 from tuner.confirm import Confirmation, confirm_top, confirmed_winner
+from tuner.coordination import shared_study
 from tuner.errors import SpectuneError
 from tuner.launch import ServerConfig, launch_command
+from tuner.leases import LeaseLost
+from tuner.loop import Gate, Limits, NoGate, measured_trials, requeue_interrupted, run_trials
 from tuner.progress import LiveView
 from tuner.query.fingerprint import record_or_check
 from tuner.samplers import make_sampler, resolve_sampler_name
 from tuner.sglang.options import load_option_table
 from tuner.space import SearchSpace
-from tuner.storage import open_study, recover_interrupted, study_lock, with_storage_retries
+from tuner.storage import is_server_database, open_study, recover_interrupted, study_lock
 from tuner.study_spec import StudySpec
 from tuner.targets.base import Target, TargetUnavailable
-from tuner.trial import COUNTS, OUTCOME, TrialEvents, TrialRunner
-
-#: Proposals in a row that cost nothing (duplicates, rejections) before we call the space exhausted.
-MAX_FREE_PROPOSALS = 60
+from tuner.targets.hosts import hosts_of, spec_for_host
+from tuner.targets.leased import LeasedTarget
+from tuner.trial import OUTCOME, ConfigTaken, TrialEvents, TrialRunner
 
 
 class Interrupted(SpectuneError):
@@ -53,10 +55,6 @@ class TuneOutcome:
     stopped_by: str  # n_trials | timeout | exhausted
     best: FrozenTrial | None
     best_command: str | None
-
-
-def measured_trials(study: optuna.Study) -> list[FrozenTrial]:
-    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.user_attrs.get(COUNTS)]
 
 
 def best_trial(study: optuna.Study) -> FrozenTrial | None:
@@ -86,7 +84,7 @@ class _QuietInterrupts(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, Interrupted | KeyboardInterrupt | TargetUnavailable)
+        return not isinstance(error, Interrupted | KeyboardInterrupt | TargetUnavailable | ConfigTaken | LeaseLost)
 
 
 _OPTIMIZE_LOGGER = logging.getLogger("optuna.study._optimize")
@@ -96,7 +94,9 @@ if not any(isinstance(f, _QuietInterrupts) for f in _OPTIMIZE_LOGGER.filters):
 
 def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float | None = None,
               console: Console | None = None, target: Target | None = None, confirm: int = 0,
-              repeats: int = 3) -> TuneOutcome:
+              repeats: int = 3, host: str | None = None) -> TuneOutcome:
+    """Run the study to its end from this process. On a server database this process is one worker among any
+    number (tuner/worker.py): it leases ``host`` (default: the first free host) and shares the trial count."""
     console = console or Console(stderr=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     n_trials = n_trials or spec.study.n_trials
@@ -107,20 +107,38 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
     sampler = make_sampler(spec.study.sampler, spec.study.seed, multi_objective=pareto)
     directions = ["maximize", "maximize"] if pareto else ["maximize"]
     metric_names = ([f"c{c}_tok_s" for c in sorted(spec.objective.weights)] if pareto else ["score"])
+    shared = is_server_database(spec.study.storage)
 
-    with study_lock(spec.study.storage):
-        study = open_study(spec.study.storage, spec.study.name, sampler, directions, metric_names)
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False)
+
+    with study_lock(spec.study.storage), ExitStack() as stack:
+        study = open_study(spec.study.storage, spec.study.name, sampler, directions, metric_names,
+                           heartbeat_interval_s=spec.study.heartbeat_interval_s,
+                           heartbeat_grace_s=spec.study.heartbeat_grace_s)
         record_or_check(study, spec)  # refuse to mix trials of a changed study file (tuner/query/fingerprint.py)
         study.set_user_attr("sampler", resolve_sampler_name(spec.study.sampler))
-        recovered = recover_interrupted(study)
-        if recovered:
-            console.print(f"resuming: trial(s) {', '.join(map(str, recovered))} were interrupted and will be re-run")
-        enqueue_baseline(study, space, spec)
+        gate: Gate = NoGate()
+        if shared:
+            team = stack.enter_context(shared_study(spec, host, say=say))
+            host, gate = team.host, team.ask
+            say(f"worker {team.holder} on host {host}")
+            with team.baseline.held():  # check-and-enqueue under a lock: the baseline runs once per study
+                enqueue_baseline(study, space, spec)
+        else:
+            recovered = recover_interrupted(study)
+            if recovered:
+                say(f"resuming: trial(s) {', '.join(map(str, recovered))} were interrupted and will be re-run")
+            enqueue_baseline(study, space, spec)
+        host = host or hosts_of(spec)[0]
         if target is None:
             from tuner.targets import make_target
 
-            target = make_target(spec)
+            target = make_target(spec_for_host(spec, host))
+        if shared:
+            target = LeasedTarget(target, team.keeper)
         started = time.monotonic()
+        runner: TrialRunner | None = None
         try:
             target.preflight(space.emittable_flags())
             already = len(measured_trials(study))
@@ -128,9 +146,11 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                 from tuner.measure import TargetMeasurer
 
                 measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase)
-                runner = TrialRunner(spec, space, measurer, TrialEvents(view.on_stage, view.on_done))
+                runner = TrialRunner(spec, space, measurer, TrialEvents(view.on_stage, view.on_done, gate.release))
                 with interruptible():
-                    stopped_by = _loop(study, runner, spec, n_trials, timeout_s, started)
+                    stopped_by = run_trials(study, runner, Limits(n_trials, timeout_s, started),
+                                            spec.study.storage, gate=gate, say=say,
+                                            poll_s=min(max(spec.study.heartbeat_interval_s / 2, 0.5), 10.0))
                     confirmations = _confirm(study, spec, runner, measurer, confirm, repeats, console, pareto)
             best = None if pareto else best_trial(study)
             if confirmations:
@@ -138,8 +158,11 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                 if winner is not None:
                     best = study.trials[winner.trial]
             command = _finish(spec, target, best, table, console)
+        except LeaseLost:
+            requeue_interrupted(study, runner.current if runner else None)
+            raise  # the host belongs to another worker now: leave it alone
         except (Interrupted, TargetUnavailable, KeyboardInterrupt):
-            _requeue_failed_running(study)
+            requeue_interrupted(study, runner.current if runner else None)
             try:
                 _finish(spec, target, None if pareto else best_trial(study), table, console, quiet=True)
             except SpectuneError as exc:  # e.g. the host is still unreachable: say so, keep the first error
@@ -163,49 +186,16 @@ def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer
     return results
 
 
-def _loop(study: optuna.Study, runner: TrialRunner, spec: StudySpec, n_trials: int, timeout_s: float | None,
-          started: float) -> str:
-    free_in_a_row = 0
-    while True:
-        measured = measured_trials(study)
-        if len(measured) >= n_trials:
-            return "n_trials"
-        if timeout_s is not None and _out_of_time(measured, started, timeout_s):
-            return "timeout"
-        if free_in_a_row >= MAX_FREE_PROPOSALS:
-            return "exhausted"
-        before = len(measured)
-        with_storage_retries(lambda: study.optimize(runner, n_trials=1, catch=()), "running a trial",
-                             spec.study.storage)
-        free_in_a_row = 0 if len(measured_trials(study)) > before else free_in_a_row + 1
-
-
-def _out_of_time(measured: list[FrozenTrial], started: float, timeout_s: float) -> bool:
-    """Stop when one more trial would likely run past the timeout (Optuna only checks between trials)."""
-    elapsed = time.monotonic() - started
-    durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in measured[-5:]
-                 if t.datetime_complete and t.datetime_start]
-    margin = max(durations) if durations else 0.0
-    return elapsed + margin >= timeout_s
-
-
 def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec) -> None:
-    """The server's current configuration runs first, once per study (not once per resume or worker)."""
+    """The server's current configuration runs first, once per study (not once per resume or worker).
+
+    Check-then-set: callers on a shared study hold the study's ``baseline`` mutex (tuner/coordination.py)."""
     if not spec.baseline or study.user_attrs.get("baseline_enqueued"):
         return
     study.set_user_attr("baseline_enqueued", True)
     if study.get_trials(deepcopy=False):
         return
     study.enqueue_trial(space.encode(spec.baseline), user_attrs={"baseline": True})
-
-
-def _requeue_failed_running(study: optuna.Study) -> None:
-    """The trial an interruption hit is FAIL now (Optuna records it); queue its parameters for the resume."""
-    trials = study.get_trials(deepcopy=False)
-    if trials and trials[-1].state == TrialState.FAIL and trials[-1].params:
-        last = trials[-1]
-        study.set_user_attr(f"interrupted_{last.number}", True)
-        study.enqueue_trial(last.params, user_attrs={"retry_of": last.number})
 
 
 def _finish(spec: StudySpec, target: Target, best: FrozenTrial | None, table: Any, console: Console,

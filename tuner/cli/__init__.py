@@ -33,9 +33,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from tuner.cli import bench, best, dashboard, deploy, report, simulate, trials, tune, validate
+    from tuner.cli import bench, best, dashboard, deploy, report, simulate, trials, tune, validate, worker
 
-    for module in (validate, tune, deploy, simulate, bench, best, trials, report, dashboard):
+    for module in (validate, tune, worker, deploy, simulate, bench, best, trials, report, dashboard):
         main.add_command(module.command)
 
 

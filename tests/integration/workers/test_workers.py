@@ -1,0 +1,182 @@
+"""Several `spectune worker` processes on one PostgreSQL study, each with its own simulated host.
+
+The acceptance test of issue 8: 3 workers on 3 simulated hosts (each host its own simulator process on its own
+127.0.0.1 port), 30 trials, one worker SIGKILLed mid-trial → 30 measured, none measured twice, none lost, none
+left RUNNING; the killed worker's trial is re-run by another and its host is reclaimed by a new worker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests.e2e.test_tune import make_study, servers_of, wait_gone
+from tests.helpers import spectune_command
+from tuner.leases import LeaseTable
+from tuner.trial import CONFIG_KEY, COUNTS
+
+HOSTS = ("sim-a", "sim-b", "sim-c")
+
+
+def shared_study(tmp_path: Path, name: str, url: str, *, n_trials: int, hosts: tuple[str, ...] = HOSTS) -> Path:
+    path = make_study(tmp_path, name, n_trials=n_trials)
+    text = path.read_text()
+    text = text.replace("[study]\n", f'[study]\nstorage = "{url}"\nheartbeat_interval = 1\nheartbeat_grace = 4\n', 1)
+    text = text.replace('timeout = "20m"', 'timeout = "10m"')
+    hosts_line = ", ".join(f'"{h}"' for h in hosts)
+    text = text.replace("port = 0 ", f"hosts = [{hosts_line}]\nport = 0 ")
+    path.write_text(text)
+    return path
+
+
+def worker(study: Path, *args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([*spectune_command(), "worker", str(study), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=study.parent)
+
+
+def load(url: str, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=url)
+
+
+def server_pid(study: Path, name: str, host: str) -> int | None:
+    pid_file = study.parent / ".spectune" / name / "logs" / host / "server.pid"
+    try:
+        return int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kill_group(pid: int | None) -> None:
+    if pid is not None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None:
+    name = "workers-kill"
+    study = shared_study(tmp_path, name, pg_url, n_trials=30)
+    started = time.monotonic()
+    procs = {host: worker(study, "--host", host) for host in HOSTS}
+    try:
+        # Kill sim-b's worker while one of its trials is running (after the baseline, so several trials exist).
+        victim_trial = None
+        deadline = time.monotonic() + 60
+        while victim_trial is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                trials = load(pg_url, name).get_trials(deepcopy=False)
+            except KeyError:
+                continue
+            if sum(bool(t.user_attrs.get(COUNTS)) for t in trials) < 4:
+                continue
+            if server_pid(study, name, "sim-b") is not None and procs["sim-b"].poll() is None:
+                procs["sim-b"].send_signal(signal.SIGKILL)
+                procs["sim-b"].communicate(timeout=10)
+                victim_trial = [t.number for t in load(pg_url, name).get_trials(deepcopy=False)
+                                if t.state == TrialState.RUNNING]
+        assert victim_trial, "no moment to kill a worker mid-trial"
+        orphan = server_pid(study, name, "sim-b")  # its simulator outlives it, as a GPU server would
+        # A new worker for the dead worker's host waits for the lease to lapse, then reclaims it (and stops the
+        # orphaned server — ours, by its pid file and SPECTUNE_STUDY marker).
+        procs["sim-b"] = worker(study, "--host", "sim-b")
+        outputs = {host: proc.communicate(timeout=150) for host, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        kill_group(server_pid(study, name, "sim-b"))
+    elapsed = time.monotonic() - started
+    for host, proc in procs.items():
+        assert proc.returncode == 0, f"{host}: {outputs[host][1][-3000:]}"
+    s = load(pg_url, name)
+    trials = s.get_trials(deepcopy=False)
+    counted = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(COUNTS)]
+    assert len(counted) == 30  # none lost, and no overshoot from three workers finishing at once
+    keys = [t.user_attrs[CONFIG_KEY] for t in counted]
+    assert len(keys) == len(set(keys)), "a configuration was measured twice"
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    # The killed worker's trial went stale and was re-run by another worker with the same parameters.
+    stale = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("outcome") != "taken"]
+    assert stale, "the killed worker's trial was not failed"
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") in {f.number for f in stale}]
+    assert retried and all(t.state == TrialState.COMPLETE for t in retried)
+    assert all(t.params == trials[t.system_attrs["failed_trial"]].params for t in retried)
+    # The baseline ran once, first, not once per worker.
+    baselines = [t for t in trials if t.user_attrs.get("baseline") and t.system_attrs.get("failed_trial") is None]
+    assert [t.number for t in baselines] == [0]
+    # Every worker measured something (the work was spread over the hosts), and the hosts are free again.
+    assert "waiting for a host lease" in outputs["sim-b"][1]
+    assert LeaseTable(pg_url, name).leases() == []
+    assert orphan is None or not _alive(orphan)
+    assert wait_gone(name) == []
+    print(f"3 workers, 30 trials, one killed: {elapsed:.1f} s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_workers_refuse_sqlite_and_a_second_worker_on_a_host(tmp_path: Path, pg_url: str) -> None:
+    sqlite = make_study(tmp_path, "workers-sqlite")
+    proc = worker(sqlite)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "workers share a study through PostgreSQL or MySQL" in err and "Traceback" not in err
+
+    name = "workers-busy"
+    study = shared_study(tmp_path, name, pg_url, n_trials=50, hosts=("only",))
+    first = worker(study)
+    try:
+        deadline = time.monotonic() + 60
+        while not servers_of(name) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = worker(study, "--host", "only")
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 5, err
+        assert re.search(r"leased by a live worker: only \(worker \S+:\d+:\w+", err)
+        assert first.poll() is None  # the first worker is unaffected
+        unknown = worker(study, "--host", "nope")
+        _, err = unknown.communicate(timeout=60)
+        assert unknown.returncode == 2 and "--host 'nope' is not a host of study" in err
+    finally:
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=60)
+    assert first.returncode == 143, err
+    assert wait_gone(name) == []
+    s = load(pg_url, name)
+    assert not [t for t in s.trials if t.state == TrialState.RUNNING]
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "gp"])
+def test_parallel_proposals_do_not_collapse(sampler: str) -> None:
+    """With trials in flight (RUNNING), the next proposals avoid them: TPE's constant liar, GP's pending points."""
+    if sampler == "gp":
+        pytest.importorskip("torch")
+    from tuner.samplers import make_sampler
+
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler, seed=3))
+    for i in range(12):
+        trial = study.ask()
+        x, y = trial.suggest_int("x", 0, 20), trial.suggest_int("y", 0, 20)
+        study.tell(trial, -((x - 13) ** 2) - (y - 7) ** 2 + i * 0)
+    pending = []
+    for _ in range(4):  # four workers ask before any of them tells
+        trial = study.ask()
+        pending.append((trial.suggest_int("x", 0, 20), trial.suggest_int("y", 0, 20)))
+    assert len(set(pending)) == 4, pending
