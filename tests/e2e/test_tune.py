@@ -22,6 +22,9 @@ from tests.helpers import STUDIES, spectune_command
 from tuner.trial import COUNTS
 
 N_TRIALS = 4
+#: Study names carry the test run's pid: servers are found by study name, and two test runs at once (CI and a
+#: developer's) must not see each other's.
+RUN = os.getpid()
 
 
 def make_study(tmp_path: Path, name: str, *, n_trials: int = N_TRIALS, finish: str = "original") -> Path:
@@ -73,13 +76,14 @@ def wait_gone(name: str, timeout: float = 15.0) -> list[int]:
 
 
 def test_tune_runs_a_short_study_and_prints_the_best_command(tmp_path: Path) -> None:
-    study = make_study(tmp_path, "e2e-short", n_trials=3)
+    name = f"e2e-short-{RUN}"
+    study = make_study(tmp_path, name, n_trials=3)
     proc = tune(study)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     assert "measured trials" in out
     assert "--speculative-num-steps" in out and "--speculative-algorithm EAGLE3" in out
-    s = load(study, "e2e-short")
+    s = load(study, name)
     counted = [t for t in s.trials if t.user_attrs.get(COUNTS)]
     assert len(counted) == 3
     assert s.trials[0].user_attrs.get("baseline") is True  # the current configuration runs first
@@ -90,11 +94,11 @@ def test_tune_runs_a_short_study_and_prints_the_best_command(tmp_path: Path) -> 
     # Stored as the real server would measure them, not 400× faster: the seed profile decodes ~100–400 tok/s.
     assert 50 < first["phases"]["1"]["per_request_tok_s_mean"] < 600
     assert "#0 measured" in err  # one summary line per trial
-    assert wait_gone("e2e-short") == []  # [finish] original: nothing of ours left running
+    assert wait_gone(name) == []  # [finish] original: nothing of ours left running
 
 
 def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
-    name = "e2e-kill"
+    name = f"e2e-kill-{RUN}"
     study = make_study(tmp_path, name)
     rng = random.Random(20261130)
     kills = 0
@@ -120,7 +124,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
 
 
 def test_sigterm_records_the_trial_and_restores(tmp_path: Path) -> None:
-    name = "e2e-term"
+    name = f"e2e-term-{RUN}"
     study = make_study(tmp_path, name, n_trials=50)
     proc = tune(study)
     deadline = time.monotonic() + 60
