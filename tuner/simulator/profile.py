@@ -136,7 +136,7 @@ def _section(cls: type[_T], data: dict[str, Any], name: str, source: str) -> _T:
     problems = []
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name not in table:
-            if f.type.startswith("dict"):  # type: ignore[union-attr]
+            if f.type.startswith("dict"):
                 values[f.name] = {}
                 continue
             problems.append(f"{source}: [{name}] is missing {f.name}")

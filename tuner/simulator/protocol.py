@@ -137,7 +137,7 @@ def parse_openai(api: str, body: dict[str, Any], context_length: int) -> ParsedR
         stream_options=StreamOptions(bool(options.get("include_usage")),
                                      bool(options.get("continuous_usage_stats"))),
         spec_details=bool(body.get("return_spec_tokens_details", False)),
-        rid=body.get("rid") if isinstance(body.get("rid"), str) else uuid.uuid4().hex,
+        rid=_request_id(body),
     )
 
 
@@ -165,7 +165,7 @@ def parse_generate(body: dict[str, Any], context_length: int) -> ParsedRequest:
         model=None,
         stream_options=StreamOptions(),
         spec_details=False,
-        rid=body.get("rid") if isinstance(body.get("rid"), str) else uuid.uuid4().hex,
+        rid=_request_id(body),
     )
 
 
@@ -272,3 +272,9 @@ def native_event(rid: str, prompt_tokens: int, cumulative_text: str, ids: list[i
     if stats is not None:
         meta["spec_correct_drafts_histogram"] = list(stats.histogram)
     return {"text": cumulative_text, "output_ids": ids, "meta_info": meta}
+
+
+def _request_id(body: dict[str, Any]) -> str:
+    """The client's ``rid`` when it sent one as a string, else a fresh one (as SGLang does)."""
+    rid = body.get("rid")
+    return rid if isinstance(rid, str) else uuid.uuid4().hex
