@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tuner.leases import HostBusy, Lease, LeaseKeeper, LeaseTable, Mutex, new_holder
+from tuner.storage import with_storage_retries
 from tuner.study_spec import StudySpec
 from tuner.targets.hosts import hosts_of
 
@@ -31,7 +32,8 @@ def shared_study(spec: StudySpec, host: str | None, *, say: Callable[[str], None
                  wait_s: float | None = None, poll_s: float = 1.0) -> Iterator[Coordination]:
     """Lease ``host`` (or the first free host of the study) for this worker; release it on the way out."""
     settings = spec.study
-    table = LeaseTable(settings.storage, settings.name)
+    table = with_storage_retries(lambda: LeaseTable(settings.storage, settings.name), "opening the lease table",
+                                 settings.storage)
     holder = new_holder()
     try:
         # A dead worker's lease lapses within one grace period of its last renewal: wait that long, not forever

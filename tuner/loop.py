@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -94,7 +95,9 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
             waiting = True
             # Optuna fails stale trials only inside optimize(); a waiting worker must do it, or a dead worker's
             # last trial would block everyone until the end.
-            optuna.storages.fail_stale_trials(study)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(study)
             sleep(poll_s)
             continue
         waiting = False

@@ -66,14 +66,16 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
             raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
     for attempt in range(3):
         try:
-            return optuna.storages.RDBStorage(
-                url,
-                engine_kwargs={"pool_pre_ping": True},
-                heartbeat_interval=heartbeat_interval_s,
-                grace_period=heartbeat_grace_s,
-                # A dead worker's trial is failed by the next live worker's ask and its parameters queued again.
-                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3),
-            )
+            with warnings.catch_warnings():  # the heartbeat is "experimental" since 2.8; a warning per worker is noise
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    url,
+                    engine_kwargs={"pool_pre_ping": True},
+                    heartbeat_interval=heartbeat_interval_s,
+                    grace_period=heartbeat_grace_s,
+                    # A dead worker's trial is failed by the next live worker's ask and its parameters queued again.
+                    heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3),
+                )
         except (_integrity_error(), _programming_error()) as exc:
             # Workers started together on an empty database race to create Optuna's tables; the loser of a
             # CREATE TABLE race sees a unique violation or "already exists", and a second look finds them made.
@@ -153,7 +155,7 @@ def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, direct
     storage = make_storage(url, heartbeat_interval_s=heartbeat_interval_s, heartbeat_grace_s=heartbeat_grace_s)
 
     def create() -> optuna.Study:
-        return optuna.create_study(study_name=name, storage=storage, sampler=sampler, directions=directions,
+        return optuna.create_study(study_name=name, storage=storage, sampler=sampler, directions=directions,  # type: ignore[arg-type]
                                    load_if_exists=True)
 
     try:

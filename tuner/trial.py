@@ -46,6 +46,7 @@ COUNTS = "counts"  # True when the trial used the server (counts towards n_trial
 CONFIG = "config"
 CONFIG_KEY = "config_key"
 PHASES = "phases"
+HOST = "host"
 
 
 class Measurer(Protocol):
@@ -76,7 +77,7 @@ class TrialEvents:
 
 class TrialRunner:
     def __init__(self, spec: StudySpec, space: SearchSpace, measurer: Measurer,
-                 events: TrialEvents | None = None, *, skip_phases: bool = True) -> None:
+                 events: TrialEvents | None = None, *, skip_phases: bool = True, host: str | None = None) -> None:
         self.spec = spec
         self.space = space
         self.measurer = measurer
@@ -86,10 +87,14 @@ class TrialRunner:
         self.constraint_keys = (VALID_KEY, STARTED_KEY, *(c.text for c in spec.objective.constraints))
         #: The number of the trial being run (or last run): what an interruption re-queues.
         self.current: int | None = None
+        #: Which host this runner deploys to, stored on each trial (several workers: who measured what).
+        self.host = host
 
     # The Optuna objective.
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
         self.current = trial.number
+        if self.host is not None:
+            trial.set_user_attr(HOST, self.host)
         proposal = self.space.suggest(trial)
         attrs: dict[str, Any] = {"params_decoded": {k: v for k, v in proposal.values.items()},
                                  "repairs": list(proposal.repairs)}
@@ -158,7 +163,7 @@ class TrialRunner:
         trial.set_user_attr(COUNTS, False)
         self._done(trial, attrs | {OUTCOME: "duplicate"})
         assert previous.values is not None
-        return tuple(previous.values) if self.pareto else previous.values[0]  # type: ignore[return-value]
+        return tuple(previous.values) if self.pareto else previous.values[0]
 
     def _taken(self, trial: optuna.Trial, attrs: dict[str, Any], running: FrozenTrial) -> float:
         """Another worker is measuring this configuration: give the point up now (free) rather than idle a host

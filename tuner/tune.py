@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -104,7 +105,6 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
     table = load_option_table(spec.study.sglang_version)
     space = SearchSpace(spec, table)
     pareto = spec.objective.mode == "pareto"
-    sampler = make_sampler(spec.study.sampler, spec.study.seed, multi_objective=pareto)
     directions = ["maximize", "maximize"] if pareto else ["maximize"]
     metric_names = ([f"c{c}_tok_s" for c in sorted(spec.objective.weights)] if pareto else ["score"])
     shared = is_server_database(spec.study.storage)
@@ -113,15 +113,19 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         console.print(line, markup=False, highlight=False)
 
     with study_lock(spec.study.storage), ExitStack() as stack:
+        team = stack.enter_context(shared_study(spec, host, say=say)) if shared else None
+        host = team.host if team else (host or hosts_of(spec)[0])
+        # Workers seeded alike would make the same random start-up proposals in lockstep.
+        seed = worker_seed(spec.study.seed, host) if team else spec.study.seed
+        sampler = make_sampler(spec.study.sampler, seed, multi_objective=pareto)
         study = open_study(spec.study.storage, spec.study.name, sampler, directions, metric_names,
                            heartbeat_interval_s=spec.study.heartbeat_interval_s,
                            heartbeat_grace_s=spec.study.heartbeat_grace_s)
         record_or_check(study, spec)  # refuse to mix trials of a changed study file (tuner/query/fingerprint.py)
         study.set_user_attr("sampler", resolve_sampler_name(spec.study.sampler))
         gate: Gate = NoGate()
-        if shared:
-            team = stack.enter_context(shared_study(spec, host, say=say))
-            host, gate = team.host, team.ask
+        if team:
+            gate = team.ask
             say(f"worker {team.holder} on host {host}")
             with team.baseline.held():  # check-and-enqueue under a lock: the baseline runs once per study
                 enqueue_baseline(study, space, spec)
@@ -130,12 +134,11 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             if recovered:
                 say(f"resuming: trial(s) {', '.join(map(str, recovered))} were interrupted and will be re-run")
             enqueue_baseline(study, space, spec)
-        host = host or hosts_of(spec)[0]
         if target is None:
             from tuner.targets import make_target
 
             target = make_target(spec_for_host(spec, host))
-        if shared:
+        if team:
             target = LeasedTarget(target, team.keeper)
         started = time.monotonic()
         runner: TrialRunner | None = None
@@ -146,7 +149,8 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                 from tuner.measure import TargetMeasurer
 
                 measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase)
-                runner = TrialRunner(spec, space, measurer, TrialEvents(view.on_stage, view.on_done, gate.release))
+                runner = TrialRunner(spec, space, measurer, TrialEvents(view.on_stage, view.on_done, gate.release),
+                                     host=host if team else None)
                 with interruptible():
                     stopped_by = run_trials(study, runner, Limits(n_trials, timeout_s, started),
                                             spec.study.storage, gate=gate, say=say,
@@ -171,6 +175,11 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         finally:
             target.close()
     return TuneOutcome(spec.study.name, len(measured_trials(study)), stopped_by, best, command)
+
+
+def worker_seed(seed: int | None, host: str) -> int | None:
+    """A seed of its own for the worker on ``host``: reproducible per host, different between hosts."""
+    return None if seed is None else (seed * 1_000_003 + zlib.crc32(host.encode())) % 2**32
 
 
 def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer: Any, top: int, repeats: int,
