@@ -29,7 +29,7 @@ class TrialView:
 
     number: int
     state: str  # Optuna's state name: COMPLETE, FAIL, RUNNING, WAITING, PRUNED
-    outcome: str | None  # measured | deploy-failed | rejected | duplicate (COMPLETE trials)
+    outcome: str | None  # measured | deploy-failed | rejected | duplicate (COMPLETE trials); taken (FAIL)
     config: ServerConfig | None
     tuned: Mapping[str, FlagValue]  # the study's tuned flags as deployed (absent: not set, e.g. speculation off)
     metrics: Mapping[int, Mapping[str, Any]]
@@ -53,7 +53,8 @@ class TrialView:
     def status(self) -> str:
         """A short word for tables: what happened to this trial."""
         if self.state != "COMPLETE":
-            return self.state.lower()
+            # taken: another worker was measuring this configuration at the time (docs/scaling.md)
+            return "taken" if self.outcome == "taken" else self.state.lower()
         if self.outcome == "duplicate":
             return f"duplicate of {self.duplicate_of}" if self.duplicate_of is not None else "duplicate"
         if self.outcome == "measured":
@@ -66,7 +67,7 @@ class TrialView:
     def failure(self) -> str | None:
         """Why this trial cannot be the answer (its class for reports), or None."""
         if self.state == "FAIL":
-            return "interrupted"
+            return None if self.outcome == "taken" else "interrupted"
         if self.state != "COMPLETE":
             return None
         if self.outcome == "rejected":
@@ -159,7 +160,7 @@ def _view(trial: FrozenTrial, scorer: Scorer, extra: tuple[ConstraintSpec, ...],
     return TrialView(
         number=trial.number,
         state=trial.state.name,
-        outcome=attrs.get(OUTCOME) if complete else None,
+        outcome=attrs.get(OUTCOME) if complete or attrs.get(OUTCOME) == "taken" else None,
         config=config,
         tuned={f: flags[f] for f in tuned_flags if f in flags},
         metrics=metrics,
