@@ -57,10 +57,11 @@ def _serve_until_interrupted(target: object) -> None:
     from tuner.targets.base import Target
 
     assert isinstance(target, Target)
-    click.echo("serving; Ctrl-C stops the server")
     stop = threading.Event()
+    # Handlers first, then the announcement: whoever reads "serving" may signal at once.
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
+        click.echo("serving; Ctrl-C stops the server")
         stop.wait()
     except KeyboardInterrupt:
         pass

@@ -41,9 +41,12 @@ from tuner.simulator.profile import Profile
 
 #: The Weyl sequence's step: 1/φ spreads consecutive points most evenly over [0, 1).
 _GOLDEN = 0.6180339887498949
-#: Behind schedule by more than this (real seconds), the clock restarts from now instead of catching up in a
-#: burst of zero-length iterations (e.g. after the process was descheduled).
-_MAX_LAG_S = 0.25
+#: Behind schedule by more than this many phases' worth of time (or a millisecond, whichever is more), the
+#: clock restarts from now instead of catching up in a burst of zero-length iterations (after the process was
+#: descheduled, or at a time scale the machine cannot keep up with): a late server then measures slower, as a
+#: real overloaded one would, never faster.
+_MAX_LAG_PHASES = 3.0
+_MIN_LAG_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -305,9 +308,10 @@ class Engine:
         """Sleep until ``clock`` (loop time of the previous deadline) plus ``cost_ms`` of simulated time;
         returns the new deadline."""
         loop = asyncio.get_running_loop()
-        target = clock + cost_ms / 1000.0 / self.time_scale
+        duration = cost_ms / 1000.0 / self.time_scale
+        target = clock + duration
         now = loop.time()
-        if now - target > _MAX_LAG_S:
+        if now - target > max(_MAX_LAG_PHASES * duration, _MIN_LAG_S):
             target = now
         if target > now:
             await asyncio.sleep(target - now)

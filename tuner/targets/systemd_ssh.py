@@ -20,7 +20,7 @@ from tuner.sglang.options import OptionTable, load_option_table
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.preflight import check_flags
-from tuner.targets.readiness import NotReady, wait_ready
+from tuner.targets.readiness import NotReady, probe, wait_ready
 from tuner.targets.ssh import Connection, RemoteCommandFailed, Result, SSHSettings
 from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
 
@@ -124,7 +124,10 @@ class SystemdSshTarget(Target):
         if exc.exit is not None:
             verdict = classify(tail, exc.exit)
             return DeployFailed(verdict.failure_class, f"{self.where}: {exc}: {verdict.reason}", tail)
-        if not exc.connected and READY_LINE in tail:
+        # "Ready" in the log but no answer: unreachable from here — unless it answers now, i.e. it only became
+        # ready after the startup timeout (the log tail is fetched after the wait ended).
+        if (not exc.connected and READY_LINE in tail
+                and probe(self.settings.base_url, "/health", timeout_s=2.0) != 200):
             return DeployFailed("unreachable", f"{self.where} logged that it is ready, but {self.settings.base_url} "
                                 f"never answered ({exc.last_error}); check --host/server_host and firewalls", tail)
         return DeployFailed("startup-timeout", f"{self.where}: {exc}", tail)
