@@ -27,6 +27,7 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tuner.loop import Limits, run_trials
 from tuner.oracle import OracleMeasurer, true_scores
 from tuner.samplers import make_sampler
 from tuner.sglang.options import load_option_table
@@ -52,15 +53,15 @@ def run_optuna(spec: StudySpec, space: SearchSpace, profile: Any, table: Any, sa
     runner = TrialRunner(spec, space, OracleMeasurer(profile, table, spec.benchmark, noise=noise, seed=seed))
     optimum = max(truth.values())
     ratios: list[float] = []
-    free = 0
-    while len(ratios) < budget and free < 200:
-        study.optimize(runner, n_trials=1)
-        if study.trials[-1].user_attrs.get(COUNTS):
-            free = 0
-            best = best_trial(study)
-            ratios.append(truth.get(best.user_attrs["config_key"], 0.0) / optimum if best else 0.0)
-        else:
-            free += 1
+    started = time.monotonic()
+    while len(ratios) < budget:
+        # The product's own loop (tuner/loop.py): duplicates are free, a repeat is followed by a neighbour, and
+        # a study whose proposals stay free for too long ends "exhausted" — as `spectune tune` would.
+        limits = Limits(n_trials=len(ratios) + 1, timeout_s=None, started=started)
+        if run_trials(study, runner, limits, "sqlite:///:memory:") != "n_trials":
+            break
+        best = best_trial(study)
+        ratios.append(truth.get(best.user_attrs["config_key"], 0.0) / optimum if best else 0.0)
     return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
 
 

@@ -23,8 +23,9 @@ from typing import Protocol
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.explore import queue_unexplored_neighbour
 from tuner.storage import with_storage_retries
-from tuner.trial import COUNTS, ConfigTaken, TrialRunner
+from tuner.trial import COUNTS, OUTCOME, ConfigTaken, TrialRunner
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
                 decision = _decide(study, limits, free)
                 if decision == "run":
                     study.optimize(runner, n_trials=1, catch=(ConfigTaken,))
+                    _explore_after_a_repeat(study, runner)
                 return decision
             finally:
                 gate.release()
@@ -104,6 +106,16 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
         if decision != "run":
             return decision
         free_in_a_row = 0 if len(measured_trials(study)) > before else free_in_a_row + 1
+
+
+def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:
+    """A proposal that repeated a measured configuration is followed by an unmeasured neighbour of it
+    (tuner/explore.py), so a converged sampler keeps learning instead of exhausting the study."""
+    if runner.current is None:
+        return
+    trial = study.get_trials(deepcopy=False)[runner.current]
+    if trial.user_attrs.get(OUTCOME) == "duplicate":
+        queue_unexplored_neighbour(study, runner.space, trial, runner.spec.study.seed)
 
 
 def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int) -> str:
