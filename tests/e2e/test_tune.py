@@ -22,6 +22,7 @@ from tests.helpers import STUDIES, spectune_command
 from tuner.trial import COUNTS
 
 N_TRIALS = 4
+KILL_TEST_TRIALS = 6
 #: Study names carry the test run's pid: servers are found by study name, and two test runs at once (CI and a
 #: developer's) must not see each other's.
 RUN = os.getpid()
@@ -100,12 +101,17 @@ def test_tune_runs_a_short_study_and_prints_the_best_command(tmp_path: Path) -> 
 
 def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     name = f"e2e-kill-{RUN}"
-    study = make_study(tmp_path, name)
+    study = make_study(tmp_path, name, n_trials=KILL_TEST_TRIALS)
     rng = random.Random(20261130)
     kills = 0
     for _ in range(3):
+        before = set(servers_of(name))  # a killed tuner's server is still up: resume must deal with it
         proc = tune(study)
-        time.sleep(rng.uniform(1.0, 6.0))
+        # Random moments *into a trial* (a new server of the study is up), whatever this machine's speed.
+        deadline = time.monotonic() + 60
+        while not set(servers_of(name)) - before and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 2.5))
         if proc.poll() is not None:
             break
         proc.send_signal(signal.SIGKILL)
@@ -117,7 +123,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     assert kills >= 2
     s = load(study, name)
     counted = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get(COUNTS)]
-    assert len(counted) == N_TRIALS
+    assert len(counted) == KILL_TEST_TRIALS
     assert not [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING]
     keys = [t.user_attrs["config_key"] for t in counted]
     assert len(keys) == len(set(keys)), "a configuration was measured twice"
