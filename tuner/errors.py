@@ -13,6 +13,22 @@ class SpectuneError(Exception):
     exit_code: int = 1
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT/SIGTERM while tuning: the current trial is recorded and re-run on resume; exit 128 + signal.
+
+    A ``KeyboardInterrupt``, not a ``SpectuneError``, on purpose: the signal handler raises it wherever the main
+    thread happens to be, often inside the benchmark's event loop, and asyncio (like any ``except Exception``
+    around a request) would swallow an ordinary exception there and carry on measuring."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}; the current trial will be re-run on "
+                         "resume")
+
+
 class StudyFileError(SpectuneError):
     """A study file is missing, unreadable or invalid. Carries one line per problem."""
 

@@ -23,6 +23,7 @@ from typing import Protocol
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner import interrupts
 from tuner.explore import queue_unexplored_neighbour
 from tuner.storage import with_storage_retries
 from tuner.trial import COUNTS, OUTCOME, ConfigTaken, TrialRunner
@@ -71,6 +72,7 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
     free_in_a_row = 0
     waiting = False
     while True:
+        interrupts.check()
         before = len(measured_trials(study))
 
         def step(free: int = free_in_a_row) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from objectives.phase import ProgressCallback
 from objectives.runner import run_phase
 from objectives.spec import BenchmarkSpec
+from tuner import interrupts
 from tuner.launch import ServerConfig
 from tuner.targets.base import Deployment, Target, TargetUnavailable
 
@@ -38,11 +39,14 @@ class TargetMeasurer:
                     raise
                 self.sleep(delay)
         assert self.deployment is not None
+        interrupts.check()
         d = self.deployment
         return {"launch": d.launch.shell(), "base_url": d.base_url, "log": d.log_location,
                 "timings": {"deploy_s": d.deploy_s, "ready_s": d.ready_s}}
 
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         assert self.deployment is not None, "measure() before deploy()"
+        interrupts.check()
         result = run_phase(self.deployment.base_url, self.benchmark, phase_index, self.progress)
+        interrupts.check()  # an interrupt the event loop swallowed ends the trial here, not after the study
         return result.at_time_scale(self.target.time_scale).to_dict()

@@ -9,13 +9,10 @@ re-measures it; the target is left as ``[finish]`` says in every case.
 from __future__ import annotations
 
 import logging
-import signal
 import time
 import zlib
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 import optuna
@@ -24,7 +21,8 @@ from rich.console import Console
 
 from tuner.confirm import Confirmation, confirm_top, confirmed_winner
 from tuner.coordination import shared_study
-from tuner.errors import SpectuneError
+from tuner.errors import Interrupted, SpectuneError
+from tuner.interrupts import interruptible
 from tuner.launch import ServerConfig, launch_command
 from tuner.leases import LeaseLost
 from tuner.loop import Gate, Limits, NoGate, measured_trials, requeue_interrupted, run_trials
@@ -41,14 +39,6 @@ from tuner.targets.leased import LeasedTarget
 from tuner.trial import OUTCOME, ConfigTaken, TrialEvents, TrialRunner
 
 
-class Interrupted(SpectuneError):
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        self.exit_code = 128 + signum
-        super().__init__(f"interrupted by {signal.Signals(signum).name}; the current trial will be re-run on "
-                         "resume")
-
-
 @dataclass(frozen=True)
 class TuneOutcome:
     study_name: str
@@ -63,20 +53,6 @@ def best_trial(study: optuna.Study) -> FrozenTrial | None:
     candidates = [t for t in measured_trials(study) if t.user_attrs.get(OUTCOME) == "measured"
                   and not t.user_attrs.get("skipped_phases") and all(v <= 0 for v in (t.constraints or {}).values())]
     return max(candidates, key=lambda t: t.user_attrs.get("score", float("-inf")), default=None)
-
-
-@contextmanager
-def interruptible() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C: the running trial stops now, is recorded, and the target is restored."""
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 class _QuietInterrupts(logging.Filter):
@@ -143,15 +119,16 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         started = time.monotonic()
         runner: TrialRunner | None = None
         try:
-            target.preflight(space.emittable_flags())
-            already = len(measured_trials(study))
-            with LiveView(console, n_trials, already) as view:
-                from tuner.measure import TargetMeasurer
+            with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
+                target.preflight(space.emittable_flags())
+                already = len(measured_trials(study))
+                with LiveView(console, n_trials, already) as view:
+                    from tuner.measure import TargetMeasurer
 
-                measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase)
-                runner = TrialRunner(spec, space, measurer, TrialEvents(view.on_stage, view.on_done, gate.release),
-                                     host=host if team else None)
-                with interruptible():
+                    measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase)
+                    runner = TrialRunner(spec, space, measurer,
+                                         TrialEvents(view.on_stage, view.on_done, gate.release),
+                                         host=host if team else None)
                     stopped_by = run_trials(study, runner, Limits(n_trials, timeout_s, started),
                                             spec.study.storage, gate=gate, say=say,
                                             poll_s=min(max(spec.study.heartbeat_interval_s / 2, 0.5), 10.0))

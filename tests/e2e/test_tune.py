@@ -130,14 +130,15 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     assert wait_gone(name) == []
 
 
-def test_sigterm_records_the_trial_and_restores(tmp_path: Path) -> None:
-    name = f"e2e-term-{RUN}"
+@pytest.mark.parametrize("delay", [0.2, 1.0, 2.5])  # into the deploy, a benchmark phase, a later trial
+def test_sigterm_records_the_trial_and_restores(tmp_path: Path, delay: float) -> None:
+    name = f"e2e-term-{RUN}-{int(delay * 10)}"
     study = make_study(tmp_path, name, n_trials=50)
     proc = tune(study)
     deadline = time.monotonic() + 60
     while not servers_of(name) and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(1.0)
+    time.sleep(delay)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err

@@ -11,7 +11,7 @@ import sys
 import click
 
 from tuner import __version__
-from tuner.errors import SpectuneError
+from tuner.errors import Interrupted, SpectuneError
 
 
 class SpectuneGroup(click.Group):
@@ -20,7 +20,7 @@ class SpectuneGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except SpectuneError as exc:
+        except (SpectuneError, Interrupted) as exc:
             for line in str(exc).splitlines() or [type(exc).__name__]:
                 click.echo(f"error: {line}", err=True)
             sys.exit(exc.exit_code)
