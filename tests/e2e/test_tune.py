@@ -92,9 +92,10 @@ def test_tune_runs_a_short_study_and_prints_the_best_command(tmp_path: Path) -> 
     first = counted[0].user_attrs
     assert first["phases"]["1"]["per_request_tok_s_mean"] > 0 and first["phases"]["64"]["aggregate_tok_s"] > 0
     assert first["timings"]["ready_s"] > 0 and "launch" in first
-    # Stored as the real server would measure them, not 400× faster: the seed profile decodes ~100–400 tok/s
-    # (a loaded machine cannot keep up with 400× and measures less, hence the low floor).
-    assert 5 < first["phases"]["1"]["per_request_tok_s_mean"] < 600
+    # Stored as the real server would measure them (~100–400 tok/s for the seed profile), not 400× faster
+    # (~100,000 tok/s). At 400× one decode step is ~40 µs, below what an event loop can time, so the figure
+    # itself is rough: only its order of magnitude is checked.
+    assert 5 < first["phases"]["1"]["per_request_tok_s_mean"] < 5000
     assert "#0 measured" in err  # one summary line per trial
     assert wait_gone(name) == []  # [finish] original: nothing of ours left running
 
