@@ -87,7 +87,6 @@ class AcceptanceSpec:
     predictability_sensitivity: float  # how much prompt repetitiveness moves acceptance
     reference_compression_ratio: float  # zlib ratio of a typical prompt (multiplier 1)
     max_rate: float
-    jitter: float  # spread of accepted drafts per iteration around the expectation
 
 
 @dataclass(frozen=True)
