@@ -57,11 +57,13 @@ def history(ranking: Ranking) -> Figure | None:
     if bad:
         ax.scatter([t.number for t in bad], [t.score or 0.0 for t in bad], color=INFEASIBLE, marker="x",
                    label="infeasible (constraint violated)", zorder=3)
-    failed = [t for t in ranking.trials if t.outcome in ("deploy-failed", "rejected") or t.state == "FAIL"]
+    # A "taken" trial (another worker was measuring the same configuration) cost nothing and failed nothing.
+    failed = [t for t in ranking.trials
+              if t.outcome in ("deploy-failed", "rejected") or (t.state == "FAIL" and t.outcome != "taken")]
     if failed:
         low = min(t.score or 0.0 for t in measured)
         ax.scatter([t.number for t in failed], [low] * len(failed), color=FAILED, marker="v",
-                   label="no measurement (rejected / failed to start)", zorder=2)
+                   label="no measurement (rejected / failed to start / interrupted)", zorder=2)
     xs, ys, best = [], [], float("-inf")
     for t in sorted(ok, key=lambda t: t.number):
         if t.rankable and (t.score or 0.0) > best:
