@@ -19,6 +19,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.space import SearchSpace
+from tuner.trial import CONFIG_KEY
 
 #: Trial user attribute naming the repeated trial a queued neighbour explores around.
 NEIGHBOUR_OF = "neighbour_of"
@@ -45,7 +46,7 @@ def known_keys(study: optuna.Study) -> set[str]:
     """Configurations that are measured, failed to start, in flight or already queued."""
     keys = set()
     for t in study.get_trials(deepcopy=False):
-        key = t.user_attrs.get("config_key")
+        key = t.user_attrs.get(CONFIG_KEY)
         if key is not None and t.state != TrialState.FAIL:
             keys.add(key)
     return keys

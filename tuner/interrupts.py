@@ -23,17 +23,27 @@ from tuner.errors import Interrupted
 _pending: list[int] = []
 
 
-class _DropInterrupts(logging.Filter):
+class _DropTracebacksOf(logging.Filter):
+    def __init__(self, errors: tuple[type[BaseException], ...]) -> None:
+        super().__init__()
+        self.errors = errors
+
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, Interrupted)
+        return not isinstance(error, self.errors)
+
+
+def silence_tracebacks(logger_name: str, *errors: type[BaseException]) -> None:
+    """Drop ``logger_name``'s records that carry one of ``errors`` (idempotent): expected ways for a trial to
+    end are reported in one line elsewhere, and a traceback in the output reads like a crash."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, _DropTracebacksOf) and f.errors == errors for f in logger.filters):
+        logger.addFilter(_DropTracebacksOf(errors))
 
 
 # For good, not only inside ``interruptible()``: asyncio reports a task whose interrupt nobody retrieved when the
 # task is garbage-collected, which can be after the study has already ended.
-_ASYNCIO_LOG = logging.getLogger("asyncio")
-if not any(isinstance(f, _DropInterrupts) for f in _ASYNCIO_LOG.filters):
-    _ASYNCIO_LOG.addFilter(_DropInterrupts())
+silence_tracebacks("asyncio", Interrupted)
 
 
 def check() -> None:

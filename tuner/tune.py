@@ -8,7 +8,6 @@ re-measures it; the target is left as ``[finish]`` says in every case.
 
 from __future__ import annotations
 
-import logging
 import time
 import zlib
 from contextlib import ExitStack
@@ -22,7 +21,7 @@ from rich.console import Console
 from tuner.confirm import Confirmation, confirm_top, confirmed_winner
 from tuner.coordination import shared_study
 from tuner.errors import Interrupted, SpectuneError
-from tuner.interrupts import interruptible
+from tuner.interrupts import interruptible, silence_tracebacks
 from tuner.launch import ServerConfig, launch_command
 from tuner.leases import LeaseLost
 from tuner.loop import Gate, Limits, NoGate, measured_trials, requeue_interrupted, run_trials
@@ -55,18 +54,8 @@ def best_trial(study: optuna.Study) -> FrozenTrial | None:
     return max(candidates, key=lambda t: t.user_attrs.get("score", float("-inf")), default=None)
 
 
-class _QuietInterrupts(logging.Filter):
-    """Optuna logs every exception that ends a trial with its traceback; an interrupt is not a fault (the tune
-    command reports it in one line), and a traceback in the output reads like a crash."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, Interrupted | KeyboardInterrupt | TargetUnavailable | ConfigTaken | LeaseLost)
-
-
-_OPTIMIZE_LOGGER = logging.getLogger("optuna.study._optimize")
-if not any(isinstance(f, _QuietInterrupts) for f in _OPTIMIZE_LOGGER.filters):
-    _OPTIMIZE_LOGGER.addFilter(_QuietInterrupts())
+# Optuna logs every exception that ends a trial with its traceback; these are expected endings.
+silence_tracebacks("optuna.study._optimize", KeyboardInterrupt, TargetUnavailable, ConfigTaken, LeaseLost)
 
 
 def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float | None = None,

@@ -6,16 +6,16 @@ The log goes to a file, never a pipe: a pipe nobody reads fills up and stalls th
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from tuner.targets.readiness import probe
+from tuner.targets.simulated import SimulatedSettings, free_port, simulator_command
 
 HOST = "127.0.0.1"
 
@@ -41,30 +41,10 @@ class RunningSimulator:
         return self.log_path.read_text(errors="replace")
 
 
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def simulate_command(args: Sequence[str], *, profile: str | None = None, time_scale: float = 1.0,
-                     seed: int = 0) -> list[str]:
-    command = [sys.executable, "-m", "tuner.cli", "simulate"]
-    if profile is not None:
-        command += ["--profile", profile]
-    return [*command, "--time-scale", repr(float(time_scale)), "--seed", str(seed), "--", *args]
-
-
 def http_status(url: str, timeout_s: float = 5.0) -> int | None:
-    """Status of ``GET url``; None when nothing answered."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            response.read()
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except OSError:
-        return None
+    """Status of ``GET url``; None when nothing answered (the readiness probe the targets use)."""
+    parts = urlsplit(url)
+    return probe(f"{parts.scheme}://{parts.netloc}", parts.path or "/", timeout_s)
 
 
 def _stop(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
@@ -98,7 +78,8 @@ def running_simulator(args: Sequence[str], *, profile: str | None = None, time_s
             log_path = Path(folder) / "simulator.log"
         log_file = stack.enter_context(log_path.open("wb"))
         started = time.monotonic()
-        process = subprocess.Popen(simulate_command(argv, profile=profile, time_scale=time_scale, seed=seed),
+        settings = SimulatedSettings(log_dir=log_path.parent, profile=profile, time_scale=time_scale, seed=seed)
+        process = subprocess.Popen([*simulator_command(settings), *argv],
                                    stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         stack.callback(_stop, process)
         sim = RunningSimulator(url=f"http://{HOST}:{port}", port=port, process=process, log_path=log_path,

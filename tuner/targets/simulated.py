@@ -30,8 +30,8 @@ class SimulatedSettings:
 
 def spectune_executable() -> list[str]:
     script = Path(sys.executable).parent / "spectune"
-    # tuner.cli has no __main__; -c reaches the same click group when the console script is not installed.
-    return [str(script)] if script.exists() else [sys.executable, "-c", "from tuner.cli import main; main()"]
+    # `python -m tuner.cli` reaches the same click group when the console script is not installed.
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tuner.cli"]
 
 
 def simulator_command(settings: SimulatedSettings) -> tuple[str, ...]:

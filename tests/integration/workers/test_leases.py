@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -16,23 +17,35 @@ def fresh_table(url: str) -> LeaseTable:
     return LeaseTable(url, f"study-{uuid.uuid4().hex[:8]}")
 
 
-def test_exactly_one_of_many_concurrent_workers_wins_a_host(pg_url: str) -> None:
-    table = fresh_table(pg_url)
-    barrier = threading.Barrier(12)
+def all_at_once(workers: int, attempt: Callable[[str], bool]) -> list[str]:
+    """Run ``attempt(holder)`` in ``workers`` threads released together; the holders for which it succeeded."""
+    barrier = threading.Barrier(workers)
     winners: list[str] = []
 
-    def contend(holder: str) -> None:
-        mine = LeaseTable(pg_url, table.study_name)  # one engine per worker, as separate processes have
+    def run(holder: str) -> None:
         barrier.wait()
-        if mine.acquire("host:gpu1", holder, ttl_s=30) is None:
+        if attempt(holder):
             winners.append(holder)
-        mine.close()
 
-    threads = [threading.Thread(target=contend, args=(f"w{i}",)) for i in range(12)]
+    threads = [threading.Thread(target=run, args=(f"w{i}",)) for i in range(workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    return winners
+
+
+def test_exactly_one_of_many_concurrent_workers_wins_a_host(pg_url: str) -> None:
+    table = fresh_table(pg_url)
+
+    def contend(holder: str) -> bool:
+        mine = LeaseTable(pg_url, table.study_name)  # one engine per worker, as separate processes have
+        try:
+            return mine.acquire("host:gpu1", holder, ttl_s=30) is None
+        finally:
+            mine.close()
+
+    winners = all_at_once(12, contend)
     assert len(winners) == 1
     [lease] = table.leases()
     assert lease.holder == winners[0] and lease.remaining_s > 20
@@ -44,19 +57,7 @@ def test_an_expired_lease_is_taken_over_by_exactly_one_worker(pg_url: str) -> No
     held = table.acquire("host:gpu1", "other", ttl_s=30)
     assert held is not None and held.holder == "dead"  # still live: refused, and told who holds it
     time.sleep(1.2)
-    barrier = threading.Barrier(8)
-    winners: list[str] = []
-
-    def reclaim(holder: str) -> None:
-        barrier.wait()
-        if table.acquire("host:gpu1", holder, ttl_s=30) is None:
-            winners.append(holder)
-
-    threads = [threading.Thread(target=reclaim, args=(f"w{i}",)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    winners = all_at_once(8, lambda holder: table.acquire("host:gpu1", holder, ttl_s=30) is None)
     assert len(winners) == 1
     assert not table.renew("host:gpu1", "dead", 30)  # the dead worker's lease is gone for good
 
