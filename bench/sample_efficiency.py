@@ -27,16 +27,16 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tuner.loop import Limits, run_trials
-from tuner.oracle import OracleMeasurer, true_scores
-from tuner.samplers import make_sampler
+from tuner.app.tune import best_trial, enqueue_baseline
+from tuner.engine.landscape import OracleMeasurer, true_scores
+from tuner.engine.loop import Limits, run_trials
+from tuner.engine.samplers import make_sampler
+from tuner.engine.trial import COUNTS, TrialRunner
 from tuner.sglang.options import load_option_table
 from tuner.simulator.profile import load_profile
-from tuner.space import SearchSpace
-from tuner.study_file import load_study_file
-from tuner.study_spec import StudySpec
-from tuner.trial import COUNTS, TrialRunner
-from tuner.tune import best_trial, enqueue_baseline
+from tuner.study.file import load_study_file
+from tuner.study.space import SearchSpace
+from tuner.study.spec import StudySpec
 
 REPO = Path(__file__).resolve().parent.parent
 CHECKPOINTS = (10, 20, 40)
@@ -55,7 +55,7 @@ def run_optuna(spec: StudySpec, space: SearchSpace, profile: Any, table: Any, sa
     ratios: list[float] = []
     started = time.monotonic()
     while len(ratios) < budget:
-        # The product's own loop (tuner/loop.py): duplicates are free, a repeat is followed by a neighbour, and
+        # The product's own loop (tuner/engine/loop.py): duplicates are free, a repeat is followed by a neighbour, and
         # a study whose proposals stay free for too long ends "exhausted" — as `spectune tune` would.
         limits = Limits(n_trials=len(ratios) + 1, timeout_s=None, started=started)
         if run_trials(study, runner, limits, "sqlite:///:memory:") != "n_trials":

@@ -9,8 +9,8 @@ a phase measures 8 requests at C=1 and 4·C otherwise (the study file's rule).
 from __future__ import annotations
 
 from objectives.spec import PhaseSpec
-from tuner.durations import parse_duration
-from tuner.errors import UsageError
+from tuner.core.durations import parse_duration
+from tuner.core.errors import UsageError
 
 _EXAMPLE = "e.g. C=64:n=256, C=64:t=30s, C=1:n=8:warmup=1, C=64:n=512:ci=0.02"
 _KEYS = ("c", "n", "t", "warmup", "ci", "deadline")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from objectives.spec import WorkloadSpec
-from tuner.errors import SpectuneError
+from tuner.core.errors import SpectuneError
 
 Message = tuple[str, str]  # (role, content)
 

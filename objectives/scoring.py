@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.study_spec import ConstraintSpec
+from objectives.spec import ConstraintSpec
 
 #: Constraint keys every trial sets (Optuna's GPSampler needs the same keys on every trial).
 VALID_KEY = "valid configuration"

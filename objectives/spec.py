@@ -1,6 +1,6 @@
 """What to measure, as plain frozen values: the workload and the concurrency phases of a benchmark.
 
-The study file's ``[benchmark]`` section is validated into these (``tuner.study_file``); ``spectune bench``
+The study file's ``[benchmark]`` section is validated into these (``tuner.study.file``); ``spectune bench``
 builds them from its options. The load generator only ever sees these values.
 """
 
@@ -76,3 +76,14 @@ def default_phases() -> tuple[PhaseSpec, ...]:
 class BenchmarkSpec:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     phases: tuple[PhaseSpec, ...] = field(default_factory=default_phases)
+
+
+@dataclass(frozen=True)
+class ConstraintSpec:
+    """``metric op bound`` on one phase (``phase=None``: every phase that reports the metric)."""
+
+    text: str
+    metric: str
+    op: Literal["<", "<=", ">", ">="]
+    bound: float
+    phase: int | None = None

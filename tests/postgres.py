@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -18,15 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.helpers import require_binary
+from tuner.core.net import free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 USER = "spectune"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _run_as() -> list[str]:
@@ -60,7 +55,7 @@ def postgres_server() -> Iterator[str]:
     if made.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {made.stderr.strip()}")
-    port = _free_port()
+    port = free_port()
     options = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off -c full_page_writes=off"
     started = subprocess.run([*prefix, pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60",
                               "start"], capture_output=True, text=True, timeout=90)

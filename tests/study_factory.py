@@ -15,16 +15,16 @@ import optuna
 import pytest
 
 from tests.helpers import STUDIES
-from tuner.oracle import OracleMeasurer
-from tuner.query.fingerprint import record_or_check
-from tuner.samplers import make_sampler
+from tuner.app.tune import enqueue_baseline
+from tuner.engine.fingerprint import record_or_check
+from tuner.engine.landscape import OracleMeasurer
+from tuner.engine.samplers import make_sampler
+from tuner.engine.storage import open_study
+from tuner.engine.trial import COUNTS, TrialRunner
 from tuner.sglang.options import load_option_table
 from tuner.simulator.profile import load_profile
-from tuner.space import SearchSpace
-from tuner.storage import open_study
-from tuner.study_file import load_study_file
-from tuner.trial import COUNTS, TrialRunner
-from tuner.tune import enqueue_baseline
+from tuner.study.file import load_study_file
+from tuner.study.space import SearchSpace
 
 #: A C=64 latency bound some of the simulator's configurations break, so studies have infeasible trials.
 TTFT_BOUND = "c64.ttft_p99_ms < 90"

@@ -19,7 +19,7 @@ import optuna
 import pytest
 
 from tests.helpers import STUDIES, spectune_command
-from tuner.trial import COUNTS
+from tuner.engine.trial import COUNTS
 
 N_TRIALS = 4
 KILL_TEST_TRIALS = 6

@@ -11,7 +11,7 @@ import sys
 import click
 
 from tuner import __version__
-from tuner.errors import Interrupted, SpectuneError
+from tuner.core.errors import Interrupted, SpectuneError
 
 
 class SpectuneGroup(click.Group):

@@ -46,7 +46,7 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     from objectives.report import ProgressDisplay, results_table
     from objectives.runner import run_benchmark
     from objectives.spec import BenchmarkSpec
-    from tuner.errors import UsageError
+    from tuner.core.errors import UsageError
 
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"URL must start with http:// or https://, not {url!r}")

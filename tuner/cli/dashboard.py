@@ -27,6 +27,6 @@ def command(study: str, host: str, port: int) -> None:
     except KeyboardInterrupt:
         pass
     except OSError as exc:  # e.g. the port is taken
-        from tuner.errors import UsageError
+        from tuner.core.errors import UsageError
 
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

@@ -19,9 +19,9 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     """
     if sum((trial is not None, best, original)) != 1:
         raise click.UsageError("give exactly one of --trial N, --best, --original")
-    from tuner.study_file import load_study_file
+    from tuner.query.stored import best_config, original_config, trial_config
+    from tuner.study.file import load_study_file
     from tuner.targets import make_target
-    from tuner.targets.stored import best_config, original_config, trial_config
 
     spec = load_study_file(study)
     target = make_target(spec)

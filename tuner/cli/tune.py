@@ -23,10 +23,10 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
     """
     from rich.console import Console
 
-    from tuner.durations import parse_duration
-    from tuner.errors import UsageError
-    from tuner.study_file import load_study_file
-    from tuner.tune import run_study
+    from tuner.app.tune import run_study
+    from tuner.core.durations import parse_duration
+    from tuner.core.errors import UsageError
+    from tuner.study.file import load_study_file
 
     spec = load_study_file(study)
     try:

@@ -17,7 +17,7 @@ def command(study: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tuner.validate import validate_study
+    from tuner.app.validate import validate_study
 
     report = validate_study(study)
     console = Console(highlight=False, width=120)

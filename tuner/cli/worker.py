@@ -22,10 +22,10 @@ def command(study: str, host: str | None, n_trials: int | None, timeout: str | N
     """
     from rich.console import Console
 
-    from tuner.durations import parse_duration
-    from tuner.errors import UsageError
-    from tuner.study_file import load_study_file
-    from tuner.worker import run_worker
+    from tuner.app.worker import run_worker
+    from tuner.core.durations import parse_duration
+    from tuner.core.errors import UsageError
+    from tuner.study.file import load_study_file
 
     spec = load_study_file(study)
     try:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from tuner.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.query.ranking import Ranking, TrialView
+from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import load_option_table
-from tuner.study_spec import StudySpec
+from tuner.study.spec import StudySpec
 from tuner.targets.unit_file import render_dropin
 
 Format = Literal["command", "dropin", "json"]

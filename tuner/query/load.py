@@ -12,11 +12,11 @@ from pathlib import Path
 
 import optuna
 
-from tuner.errors import SpectuneError
-from tuner.query.fingerprint import changed_sections, describe_change
-from tuner.storage import make_storage, redact, sqlite_path, with_storage_retries
-from tuner.study_file import load_study_file
-from tuner.study_spec import StudySpec
+from tuner.core.errors import SpectuneError
+from tuner.engine.fingerprint import changed_sections, describe_change
+from tuner.engine.storage import make_storage, redact, sqlite_path, with_storage_retries
+from tuner.study.file import load_study_file
+from tuner.study.spec import StudySpec
 
 
 class StudyNotFound(SpectuneError):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 import re
 
-from tuner.errors import UsageError
-from tuner.study_file import parse_constraint
-from tuner.study_spec import ConstraintSpec
+from tuner.core.errors import UsageError
+from tuner.study.file import parse_constraint
+from tuner.study.spec import ConstraintSpec
 
 _WEIGHT = re.compile(r"^\s*c(\d+)\s*=\s*(\S+)\s*$")
 

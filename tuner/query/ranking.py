@@ -18,9 +18,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.scoring import Scorer, constraint_values, phase_value
-from tuner.launch import FlagValue, ServerConfig
-from tuner.study_spec import ConstraintSpec, StudySpec
-from tuner.trial import CONFIG, OUTCOME, PHASES
+from tuner.engine.trial import CONFIG, OUTCOME, PHASES
+from tuner.sglang.launch import FlagValue, ServerConfig
+from tuner.study.spec import ConstraintSpec, StudySpec
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from objectives.scoring import primary_metric
-from tuner.errors import UsageError
-from tuner.launch import FlagValue
+from tuner.core.errors import UsageError
 from tuner.query.ranking import Ranking, TrialView
+from tuner.sglang.launch import FlagValue
 
 
 def short_flag(flag: str) -> str:

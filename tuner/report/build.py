@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
+from tuner.engine.storage import redact
 from tuner.query.answers import ranking_for, require_trials, weights_text
 from tuner.query.export import launch_for
 from tuner.query.load import open_stored_study
@@ -15,7 +16,6 @@ from tuner.query.table import rows, sort_rows
 from tuner.report import figures
 from tuner.report.page import PageContent, Plot, render
 from tuner.report.steps import steps_table
-from tuner.storage import redact
 
 PAGE = "index.html"
 

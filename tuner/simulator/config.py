@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, NoReturn
 
-from tuner.errors import SpectuneError
+from tuner.core.errors import SpectuneError
 from tuner.sglang import rules
 from tuner.sglang.options import load_option_table
 from tuner.simulator.memory import MemoryPlan, plan_memory

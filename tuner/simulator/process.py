@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tuner.targets.readiness import probe
-from tuner.targets.simulated import SimulatedSettings, free_port, simulator_command
+from tuner.core.net import free_port, probe
+from tuner.simulator.command import simulator_command
 
 HOST = "127.0.0.1"
 
@@ -78,8 +78,7 @@ def running_simulator(args: Sequence[str], *, profile: str | None = None, time_s
             log_path = Path(folder) / "simulator.log"
         log_file = stack.enter_context(log_path.open("wb"))
         started = time.monotonic()
-        settings = SimulatedSettings(log_dir=log_path.parent, profile=profile, time_scale=time_scale, seed=seed)
-        process = subprocess.Popen([*simulator_command(settings), *argv],
+        process = subprocess.Popen([*simulator_command(profile, time_scale, seed), *argv],
                                    stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         stack.callback(_stop, process)
         sim = RunningSimulator(url=f"http://{HOST}:{port}", port=port, process=process, log_path=log_path,

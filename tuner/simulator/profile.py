@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tuner.errors import SpectuneError
+from tuner.core.errors import SpectuneError
 
 DEFAULT_PROFILE = "qwen3.5-122b-a10b-eagle3-4x-rtx-pro-6000"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.sglang.options import OptionTable, load_option_table
-from tuner.study_spec import StudySpec
+from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed, Deployment, FailureClass, Target, TargetUnavailable
 from tuner.targets.local import LocalSettings, LocalTarget
 from tuner.targets.simulated import SimulatedSettings, SimulatedTarget

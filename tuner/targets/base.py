@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from tuner.errors import SpectuneError
-from tuner.launch import LaunchCommand, ServerConfig
+from tuner.core.errors import SpectuneError
+from tuner.sglang.launch import LaunchCommand, ServerConfig
 
 FailureClass = Literal["invalid-flags", "out-of-memory", "startup-timeout", "unreachable", "crashed", "other"]
 FAILURE_CLASSES: tuple[FailureClass, ...] = (

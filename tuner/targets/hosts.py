@@ -1,6 +1,6 @@
 """Which hosts a study's target covers, and the one-host view of a study that a worker deploys to.
 
-A *host* is one machine a worker may lease (tuner/leases.py) and deploy to:
+A *host* is one machine a worker may lease (tuner/workers/leases.py) and deploy to:
 - ``systemd-ssh``: an SSH host name — ``[target] hosts = [...]``, or the one ``host``;
 - ``simulated``: a label; each one gets its own simulator process on its own free 127.0.0.1 port and its own
   log directory (``<log_dir>/<host>``), as separate GPU boxes would;
@@ -13,8 +13,8 @@ import dataclasses
 import socket
 from pathlib import Path
 
-from tuner.errors import UsageError
-from tuner.study_spec import StudySpec
+from tuner.core.errors import UsageError
+from tuner.study.spec import StudySpec
 
 #: The host name of a simulated target without a ``hosts`` list.
 DEFAULT_SIMULATED_HOST = "simulated"

@@ -10,12 +10,11 @@ instead of after the startup timeout.
 
 from __future__ import annotations
 
-import http.client
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
+from tuner.core.net import probe
 from tuner.targets.classify import ExitInfo
 
 READY_PATHS = ("/health_generate", "/health")
@@ -45,22 +44,6 @@ class NotReady(Exception):
         self.connected = connected  # whether any HTTP answer (e.g. 503) ever came back
         self.last_error = last_error
         super().__init__(message)
-
-
-def probe(base_url: str, path: str, timeout_s: float) -> int | None:
-    """The HTTP status of ``GET base_url+path``, or None when nothing answered (refused, reset, timeout)."""
-    parts = urlsplit(base_url)
-    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
-    try:
-        conn.request("GET", path, headers={"Connection": "close"})
-        response = conn.getresponse()
-        response.read()
-        return response.status
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        conn.close()
 
 
 def wait_ready(base_url: str, *, timeout_s: float, watch: Callable[[], ExitInfo | None],

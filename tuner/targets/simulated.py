@@ -8,12 +8,12 @@ every trial of a study talks to the same URL.
 
 from __future__ import annotations
 
-import socket
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.core.net import free_port
 from tuner.sglang.options import OptionTable
+from tuner.simulator.command import simulator_command
 from tuner.targets.local import LocalSettings, LocalTarget
 
 
@@ -28,26 +28,6 @@ class SimulatedSettings:
     study: str = "spectune"
 
 
-def spectune_executable() -> list[str]:
-    script = Path(sys.executable).parent / "spectune"
-    # `python -m tuner.cli` reaches the same click group when the console script is not installed.
-    return [str(script)] if script.exists() else [sys.executable, "-m", "tuner.cli"]
-
-
-def simulator_command(settings: SimulatedSettings) -> tuple[str, ...]:
-    command = [*spectune_executable(), "simulate"]
-    if settings.profile:
-        command += ["--profile", settings.profile]
-    command += ["--time-scale", repr(float(settings.time_scale)), "--seed", str(settings.seed), "--"]
-    return tuple(command)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 class SimulatedTarget(LocalTarget):
     kind = "simulated"
 
@@ -55,7 +35,8 @@ class SimulatedTarget(LocalTarget):
         self.sim_settings = settings
         self.time_scale = float(settings.time_scale)
         local = LocalSettings(
-            command=simulator_command(settings), log_dir=settings.log_dir, host="127.0.0.1",
+            command=simulator_command(settings.profile, settings.time_scale, settings.seed),
+            log_dir=settings.log_dir, host="127.0.0.1",
             port=settings.port or free_port(), stop_grace_s=10.0, startup_timeout_s=settings.startup_timeout_s,
             help_timeout_s=60.0, study=settings.study,
         )

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tuner.launch import LaunchCommand, ServerConfig, launch_command
+from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify

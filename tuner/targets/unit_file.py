@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from tuner.launch import LaunchCommand
+from tuner.sglang.launch import LaunchCommand
 
 #: Our drop-in's file name; "50-" sorts it after distribution drop-ins and before late local overrides.
 DROPIN_NAME = "50-spectune.conf"

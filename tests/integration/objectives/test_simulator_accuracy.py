@@ -4,7 +4,6 @@ noiseless ground truth."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 import tomllib
@@ -21,11 +20,8 @@ from objectives.prompts import SyntheticPrompts
 from objectives.runner import run_benchmark
 from objectives.spec import BenchmarkSpec, PhaseSpec, WorkloadSpec
 from tests.helpers import spectune_command
-
-# The server half of the simulator (tuner/simulator/process.py and ``spectune simulate``) arrives after its model.
-pytest.importorskip("tuner.simulator.process", reason="the simulator's server is not built yet")
-ground_truth = pytest.importorskip("tuner.simulator.ground_truth", reason="the simulator is not built yet")
-text = pytest.importorskip("tuner.simulator.text", reason="the simulator is not built yet")
+from tuner.core.net import free_port
+from tuner.simulator import ground_truth, text
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -52,11 +48,6 @@ def quick_start_profile(tmp_path: Path) -> Path:
     path.write_text(tomli_w.dumps(data))
     return path
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -13,8 +13,8 @@ from tests.integration.query.test_dashboard import check_study_detail, wsgi_get
 from tests.postgres import postgres_server
 from tests.study_factory import run_oracle_study, write_study_file
 from tuner.cli import main
+from tuner.engine.fingerprint import StudyFileChanged, record_or_check
 from tuner.query.dashboard import make_app
-from tuner.query.fingerprint import StudyFileChanged, record_or_check
 from tuner.query.load import open_stored_study
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import require_binary
-from tests.integration.targets.harness import HERE, SshServer, free_port, simulator_missing
+from tests.integration.targets.harness import HERE, SshServer, simulator_missing
+from tuner.core.net import free_port
 
 
 def _keygen(path: Path) -> None:

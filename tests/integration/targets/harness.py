@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -84,8 +83,3 @@ def simulator_missing() -> str | None:
 def simulate_prefix() -> list[str]:
     return [*spectune_command(), "simulate", "--time-scale", str(TIME_SCALE), "--seed", "1", "--"]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

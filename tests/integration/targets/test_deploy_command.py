@@ -13,9 +13,10 @@ import optuna
 import pytest
 
 from tests.helpers import spectune_command
-from tests.integration.targets.harness import free_port, simulate_prefix
-from tuner.launch import ServerConfig
-from tuner.study_file import load_study_file
+from tests.integration.targets.harness import simulate_prefix
+from tuner.core.net import free_port
+from tuner.sglang.launch import ServerConfig
+from tuner.study.file import load_study_file
 
 pytestmark = pytest.mark.usefixtures("simulator")
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.targets.harness import free_port, simulate_prefix
-from tuner.launch import ServerConfig
+from tests.integration.targets.harness import simulate_prefix
+from tuner.core.net import free_port
+from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import TargetUnavailable
 from tuner.targets.local import LocalSettings, LocalTarget
 

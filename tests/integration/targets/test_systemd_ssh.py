@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import require_binary
-from tests.integration.targets.harness import SshServer, free_port, simulate_prefix
-from tuner.launch import ServerConfig
+from tests.integration.targets.harness import SshServer, simulate_prefix
+from tuner.core.net import free_port
+from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import TargetUnavailable
 from tuner.targets.ssh import Connection, SSHSettings
 from tuner.targets.systemd_ssh import SystemdSettings, SystemdSshTarget

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.targets.harness import TIME_SCALE, SshServer, free_port, simulate_prefix
-from tuner.launch import ServerConfig
+from tests.integration.targets.harness import TIME_SCALE, SshServer, simulate_prefix
+from tuner.core.net import free_port
+from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import DeployFailed, Deployment, Target
 from tuner.targets.local import LocalSettings, LocalTarget
 from tuner.targets.simulated import SimulatedSettings, SimulatedTarget

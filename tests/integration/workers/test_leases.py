@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tuner.leases import LeaseKeeper, LeaseLost, LeaseTable
+from tuner.workers.leases import LeaseKeeper, LeaseLost, LeaseTable
 
 
 def fresh_table(url: str) -> LeaseTable:

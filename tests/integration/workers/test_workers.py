@@ -22,8 +22,8 @@ from optuna.trial import TrialState
 
 from tests.e2e.test_tune import make_study, servers_of, wait_gone
 from tests.helpers import spectune_command
-from tuner.leases import LeaseTable
-from tuner.trial import CONFIG_KEY, COUNTS, HOST
+from tuner.engine.trial import CONFIG_KEY, COUNTS, HOST
+from tuner.workers.leases import LeaseTable
 
 HOSTS = ("sim-a", "sim-b", "sim-c")
 
@@ -193,7 +193,7 @@ def test_parallel_proposals_do_not_collapse(sampler: str) -> None:
     """With trials in flight (RUNNING), the next proposals avoid them: TPE's constant liar, GP's pending points."""
     if sampler == "gp":
         pytest.importorskip("torch")
-    from tuner.samplers import make_sampler
+    from tuner.engine.samplers import make_sampler
 
     study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler, seed=3))
     for i in range(12):

@@ -4,7 +4,7 @@ import pytest
 
 from objectives.phase_syntax import format_phase, parse_phase
 from objectives.spec import PhaseSpec
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 
 
 @pytest.mark.parametrize(("text", "expected"), [

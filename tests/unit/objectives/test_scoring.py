@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from objectives.scoring import Scorer, constraint_values, is_feasible, references_from, violation
-from tuner.study_spec import ConstraintSpec
+from tuner.study.spec import ConstraintSpec
 
 BASE = {1: {"per_request_tok_s_mean": 200.0, "aggregate_tok_s": 200.0},
         64: {"per_request_tok_s_mean": 30.0, "aggregate_tok_s": 1800.0}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 from tuner.query.options import parse_constraints, parse_weights
 
 

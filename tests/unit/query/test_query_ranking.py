@@ -6,10 +6,10 @@ from pathlib import Path
 
 import optuna
 
+from tuner.app.tune import best_trial
 from tuner.query.load import open_stored_study
 from tuner.query.options import parse_constraints
 from tuner.query.ranking import rank
-from tuner.tune import best_trial
 
 
 def _open(path: Path) -> tuple[optuna.Study, object]:

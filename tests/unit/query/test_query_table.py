@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 from tuner.query.answers import ranking_for
 from tuner.query.load import open_stored_study
 from tuner.query.table import rows, sort_rows

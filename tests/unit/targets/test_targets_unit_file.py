@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import require_binary
-from tuner.launch import LaunchCommand
+from tuner.sglang.launch import LaunchCommand
 from tuner.targets.unit_file import (
     environment_line,
     exec_line,

@@ -1,0 +1,82 @@
+"""Noticing a study file that changed after its study began.
+
+Trials of one study are only comparable while the search space, the objective and the benchmark stay the same:
+a new phase size, another max_tokens or other weights make old and new numbers different quantities. The study
+stores one short hash per section in its user attrs when it is created (``record_fingerprint``); ``tune``
+refuses to resume a study whose file changed in those sections, and the read-only commands (``best``,
+``trials``, ``report``) warn, because re-ranking stored raw metrics is still meaningful.
+
+The hash is taken over the *validated* values (``StudySpec``), not the file text, so comments, formatting and
+key order never count as a change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+import optuna
+
+from tuner.core.errors import SpectuneError
+from tuner.study.spec import StudySpec
+
+#: The study user attr that holds ``{section: hash}``.
+FINGERPRINT_ATTR = "study_file_fingerprint"
+SECTIONS = ("search", "objective", "benchmark")
+
+
+class StudyFileChanged(SpectuneError):
+    exit_code = 2
+
+
+def section_fingerprints(spec: StudySpec) -> dict[str, str]:
+    """A short, stable hash of each comparability-relevant section of the study file."""
+    values: dict[str, Any] = {"search": spec.search, "objective": spec.objective, "benchmark": spec.benchmark}
+    return {name: _digest(values[name]) for name in SECTIONS}
+
+
+def _digest(value: Any) -> str:
+    plain = _plain(value)
+    text = json.dumps(plain, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def changed_sections(study: optuna.Study, spec: StudySpec) -> list[str] | None:
+    """Sections that differ from the stored fingerprint; None when the study has none (made before we kept one)."""
+    stored = study.user_attrs.get(FINGERPRINT_ATTR)
+    if not isinstance(stored, dict):
+        return None
+    current = section_fingerprints(spec)
+    return [name for name in SECTIONS if name in stored and stored[name] != current[name]]
+
+
+def describe_change(spec: StudySpec, sections: list[str]) -> str:
+    names = " and ".join(f"[{s}]" for s in sections)
+    verb = "has" if len(sections) == 1 else "have"
+    return f"{spec.path}: {names} {verb} changed since study {spec.study.name!r} began"
+
+
+def record_or_check(study: optuna.Study, spec: StudySpec) -> None:
+    """For ``tune``: store the fingerprint on a new study, refuse to resume one whose file changed.
+
+    A study made before fingerprints existed gets the current one (nothing to compare against)."""
+    changed = changed_sections(study, spec)
+    if changed is None:
+        study.set_user_attr(FINGERPRINT_ATTR, section_fingerprints(spec))
+        return
+    if changed:
+        raise StudyFileChanged(f"{describe_change(spec, changed)}; its trials would not be comparable with new "
+                               "ones. Restore the file, or give the study a new [study] name to start afresh "
+                               "(`spectune best --weights …` re-ranks the old study without re-running)")

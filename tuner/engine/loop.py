@@ -1,0 +1,157 @@
+"""The study loop: start trials until the *study* (not this process) has enough measured ones.
+
+One loop serves a lone tuner (SQLite) and each of several workers (PostgreSQL/MySQL). With several workers:
+- Asking is serialized by a study-wide gate (tuner/workers/leases.py ``Mutex``) held from before Optuna's ``ask`` until
+  the proposed configuration is stored (``TrialEvents.on_proposed``). Every proposal then sees all trials in
+  flight — TPE's constant liar and GPSampler's pending points keep parallel proposals apart — and the count
+  of trials in flight is exact, so a study ends at ``n_trials`` measured, not ``n_trials + workers − 1``.
+- A worker with nothing to start (the remaining trials are running elsewhere) polls. While it waits it fails
+  stale trials of dead workers itself (Optuna does that only inside ``optimize``), and their re-queued copies
+  (RetryHeartbeatStaleTrialCallback) are then run by whoever is free.
+- The first measured trial sets the score's references (1.0 = the baseline, tuner/engine/trial.py), so it runs alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.core import interrupts
+from tuner.engine.explore import queue_unexplored_neighbour
+from tuner.engine.storage import with_storage_retries
+from tuner.engine.trial import COUNTS, OUTCOME, ConfigTaken, TrialRunner
+
+log = logging.getLogger(__name__)
+
+#: Proposals in a row that cost nothing (duplicates, rejections) before we call the space exhausted.
+MAX_FREE_PROPOSALS = 60
+
+
+class Gate(Protocol):
+    """What serializes asking across workers. ``release`` must be idempotent."""
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class NoGate:
+    """A lone tuner needs no gate."""
+
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Limits:
+    n_trials: int  # measured trials the study should reach (all workers together)
+    timeout_s: float | None  # this process stops starting trials after this long
+    started: float  # time.monotonic() when this process began
+
+
+def measured_trials(study: optuna.Study) -> list[FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.user_attrs.get(COUNTS)]
+
+
+def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage_url: str, *,
+               gate: Gate | None = None, poll_s: float = 1.0, say: Callable[[str], None] | None = None,
+               sleep: Callable[[float], None] = time.sleep) -> str:
+    """Run trials until ``n_trials`` | ``timeout`` | ``exhausted`` (the value returned). ``gate`` must be released
+    by ``runner`` once a trial's configuration is stored (pass ``gate.release`` as ``TrialEvents.on_proposed``)."""
+    gate = gate or NoGate()
+    free_in_a_row = 0
+    waiting = False
+    while True:
+        interrupts.check()
+        before = len(measured_trials(study))
+
+        def step(free: int = free_in_a_row) -> str:
+            gate.acquire()
+            try:
+                decision = _decide(study, limits, free)
+                if decision == "run":
+                    study.optimize(runner, n_trials=1, catch=(ConfigTaken,))
+                    _explore_after_a_repeat(study, runner)
+                return decision
+            finally:
+                gate.release()
+
+        try:
+            decision = with_storage_retries(step, "running a trial", storage_url)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # This worker was silent past the grace period, so another one failed our trial as stale and queued
+            # it again: its result is theirs to measure now.
+            log.warning("trial %s was failed as stale by another worker; it will be re-run", runner.current)
+            continue
+        if decision == "wait":
+            if not waiting and say is not None:
+                say("waiting: the remaining trials are running on other workers")
+            waiting = True
+            # Optuna fails stale trials only inside optimize(); a waiting worker must do it, or a dead worker's
+            # last trial would block everyone until the end.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(study)
+            sleep(poll_s)
+            continue
+        waiting = False
+        if decision != "run":
+            return decision
+        free_in_a_row = 0 if len(measured_trials(study)) > before else free_in_a_row + 1
+
+
+def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:
+    """A proposal that repeated a measured configuration is followed by an unmeasured neighbour of it
+    (tuner/engine/explore.py), so a converged sampler keeps learning instead of exhausting the study."""
+    if runner.current is None:
+        return
+    trial = study.get_trials(deepcopy=False)[runner.current]
+    if trial.user_attrs.get(OUTCOME) == "duplicate":
+        queue_unexplored_neighbour(study, runner.space, trial, runner.spec.study.seed)
+
+
+def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int) -> str:
+    trials = study.get_trials(deepcopy=False)
+    measured = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(COUNTS)]
+    if len(measured) >= limits.n_trials:
+        return "n_trials"
+    if limits.timeout_s is not None and out_of_time(measured, limits.started, limits.timeout_s):
+        return "timeout"
+    if free_in_a_row >= MAX_FREE_PROPOSALS:
+        return "exhausted"
+    running = sum(t.state == TrialState.RUNNING for t in trials)
+    if len(measured) + running >= limits.n_trials:
+        return "wait"  # the last trials are in flight; one may still fail or turn out free
+    if running and "references" not in study.user_attrs:
+        return "wait"  # the first measurement (the baseline) fixes what a score of 1.0 means
+    return "run"
+
+
+def out_of_time(measured: list[FrozenTrial], started: float, timeout_s: float) -> bool:
+    """Stop when one more trial would likely run past the timeout (Optuna only checks between trials)."""
+    elapsed = time.monotonic() - started
+    durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in measured[-5:]
+                 if t.datetime_complete and t.datetime_start]
+    margin = max(durations) if durations else 0.0
+    return elapsed + margin >= timeout_s
+
+
+def requeue_interrupted(study: optuna.Study, number: int | None) -> None:
+    """The trial an interruption hit is FAIL now (Optuna records it): queue its parameters again, so the resume
+    — or, on a shared study, any other worker at once — measures it."""
+    if number is None:
+        return
+    trial = study.get_trials(deepcopy=False)[number]
+    if trial.state == TrialState.FAIL and trial.params:
+        study.set_user_attr(f"interrupted_{number}", True)
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": number})

@@ -1,0 +1,196 @@
+"""Where a study lives: opening Optuna storage, one-writer locking for SQLite, recovery after a crash.
+
+SQLite is for one tuner process on one machine (reference/optuna-5.0-notes.md §2): we hold an exclusive lock file
+beside the database for the whole run, so a RUNNING trial found at start can only belong to a process that died
+— it is failed and its parameters re-queued at once. PostgreSQL/MySQL studies use Optuna's heartbeat instead,
+which lets other workers reclaim a dead worker's trial (tuner/app/worker.py), and tuner/workers/leases.py for hosts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.core.errors import SpectuneError
+
+HEARTBEAT_INTERVAL_S = 60
+HEARTBEAT_GRACE_S = 300
+STORAGE_RETRIES = 4
+
+T = TypeVar("T")
+
+
+class StorageUnavailable(SpectuneError):
+    exit_code = 4
+
+
+class StudyBusy(SpectuneError):
+    exit_code = 5
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def sqlite_path(url: str) -> Path | None:
+    if not url.startswith("sqlite"):
+        return None
+    rest = url.split("://", 1)[1]
+    return Path(rest[1:]) if rest.startswith("/") and rest != "/:memory:" else None
+
+
+def is_server_database(url: str) -> bool:
+    """PostgreSQL/MySQL: several workers may share the study (SQLite: one tuner at a time)."""
+    return not url.startswith("sqlite")
+
+
+def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
+                 heartbeat_grace_s: int = HEARTBEAT_GRACE_S) -> optuna.storages.BaseStorage:
+    """An RDB storage with the settings an overnight study needs."""
+    if url.startswith("sqlite"):
+        try:
+            # A generous busy timeout: a dashboard reading the same file must not crash the tuner.
+            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
+        except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
+            raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():  # the heartbeat is "experimental" since 2.8; a warning per worker is noise
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    url,
+                    engine_kwargs={"pool_pre_ping": True},
+                    heartbeat_interval=heartbeat_interval_s,
+                    grace_period=heartbeat_grace_s,
+                    # A dead worker's trial is failed by the next live worker's ask and its parameters queued again.
+                    heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3),
+                )
+        except (_integrity_error(), _programming_error()) as exc:
+            # Workers started together on an empty database race to create Optuna's tables; the loser of a
+            # CREATE TABLE race sees a unique violation or "already exists", and a second look finds them made.
+            if attempt == 2:
+                raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+            time.sleep(0.3 * (attempt + 1))
+        except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
+            raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+    raise AssertionError("unreachable")
+
+
+def with_storage_retries(action: Callable[[], T], what: str, url: str, *, sleep: Callable[[float], None] = time.sleep,
+                         retries: int = STORAGE_RETRIES) -> T:
+    """Run ``action``; on a storage error retry with exponential backoff, then raise ``StorageUnavailable``."""
+    delay = 1.0
+    for attempt in range(retries + 1):
+        try:
+            return action()
+        except (optuna.exceptions.StorageInternalError, _sqlalchemy_error()) as exc:
+            if attempt == retries:
+                raise StorageUnavailable(f"storage {redact(url)} failed while {what}: {_first_line(exc)} "
+                                         f"(after {retries + 1} attempts; nothing measured was lost)") from None
+            sleep(delay)
+            delay = min(delay * 4, 60.0)
+    raise AssertionError("unreachable")
+
+
+def _sqlalchemy_error() -> type[Exception]:
+    from sqlalchemy.exc import OperationalError
+
+    return OperationalError
+
+
+def _integrity_error() -> type[Exception]:
+    from sqlalchemy.exc import IntegrityError
+
+    return IntegrityError
+
+
+def _programming_error() -> type[Exception]:
+    from sqlalchemy.exc import ProgrammingError
+
+    return ProgrammingError
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+@contextmanager
+def study_lock(url: str) -> Iterator[None]:
+    """Exclusive use of a SQLite study for this process (no-op for server databases)."""
+    path = sqlite_path(url)
+    if path is None:
+        yield
+        return
+    lock_path = path.with_name(path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            raise StudyBusy(f"{path} is in use by spectune (pid {owner}); SQLite studies take one tuner at a "
+                            "time — use PostgreSQL for several workers") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, directions: list[str],
+               metric_names: list[str] | None = None, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
+               heartbeat_grace_s: int = HEARTBEAT_GRACE_S) -> optuna.Study:
+    storage = make_storage(url, heartbeat_interval_s=heartbeat_interval_s, heartbeat_grace_s=heartbeat_grace_s)
+
+    def create() -> optuna.Study:
+        return optuna.create_study(study_name=name, storage=storage, sampler=sampler, directions=directions,  # type: ignore[arg-type]
+                                   load_if_exists=True)
+
+    try:
+        study = with_storage_retries(create, "opening the study", url)
+    except ValueError as exc:
+        raise SpectuneError(f"study {name!r} in {redact(url)}: {_first_line(exc)}") from None
+    if [d.name.lower() for d in study.directions] != directions:
+        raise SpectuneError(f"study {name!r} in {redact(url)} was created with other objectives "
+                            f"({[d.name.lower() for d in study.directions]}); use a new study name")
+    if metric_names and study.metric_names != metric_names:
+        with warnings.catch_warnings():  # experimental since 3.2, stable in practice; names show in the dashboard
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(metric_names)
+    return study
+
+
+def recover_interrupted(study: optuna.Study) -> list[int]:
+    """Fail trials a dead tuner left RUNNING and queue their parameters again. Returns their numbers.
+
+    Only valid while holding ``study_lock`` (SQLite): no live process can own a RUNNING trial then. On a server
+    database another worker may be running them: there Optuna's heartbeat finds the dead ones."""
+    recovered = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(trial.number, state=TrialState.FAIL)
+        if trial.params:
+            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+        recovered.append(trial.number)
+    return recovered
+
+
+def load_existing_study(url: str, name: str) -> optuna.Study:
+    """Open a study for reading (``best``, ``deploy``, reports); a clear error when it does not exist."""
+    storage = make_storage(url)
+    try:
+        return with_storage_retries(lambda: optuna.load_study(study_name=name, storage=storage), "loading", url)
+    except KeyError:
+        raise SpectuneError(f"no study named {name!r} in {redact(url)} (has `spectune tune` run yet?)") from None
+

@@ -1,0 +1,91 @@
+"""The validated contents of a study file, as frozen values.
+
+``tuner.study.file`` builds these from TOML and is the only place that knows the file format; everything else
+(search space, targets, the study loop) reads these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from objectives.spec import BenchmarkSpec, ConstraintSpec
+from tuner.sglang.launch import FlagValue
+
+TargetKind = Literal["simulated", "local", "systemd-ssh"]
+SamplerName = Literal["auto", "gp", "tpe", "random"]
+FinishAction = Literal["original", "best", "leave"]
+
+#: The choice in ``speculative-algorithm`` choices that means "no speculation at all".
+SPECULATION_OFF = "off"
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    name: str
+    storage: str
+    n_trials: int
+    timeout_s: float | None
+    sampler: SamplerName
+    seed: int | None
+    sglang_version: str
+    #: Optuna's RDB heartbeat (server databases only): a worker silent for ``heartbeat_grace_s`` is dead — its
+    #: trial is re-run by another worker and its host lease can be taken over.
+    heartbeat_interval_s: int = 60
+    heartbeat_grace_s: int = 300
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """Which deployment target, with its kind-specific settings already type-checked."""
+
+    kind: TargetKind
+    settings: dict[str, Any] = field(default_factory=dict)
+    startup_timeout_s: float = 900.0
+    #: Identical machines one study uses at once, one worker each (``[target] hosts``); empty: the one
+    #: ``host`` (systemd-ssh) or this machine. See tuner/targets/hosts.py.
+    hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One tuned flag. Exactly one of (``low``/``high``) or ``choices`` is set.
+
+    ``step`` is the grid of a numeric range (1 for ints unless given; required for floats, so that Optuna sees
+    an integer and never proposes 0.7999999999999999).
+    """
+
+    flag: str
+    value_kind: str
+    low: int | float | None = None
+    high: int | float | None = None
+    step: int | float | None = None
+    choices: tuple[FlagValue, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """Weights keyed by phase concurrency: C=1 scores per-request tok/s, larger C aggregate tok/s."""
+
+    weights: dict[int, float]
+    constraints: tuple[ConstraintSpec, ...] = ()
+    mode: Literal["weighted", "pareto"] = "weighted"
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    path: Path
+    study: StudySettings
+    target: TargetSpec
+    server_flags: dict[str, FlagValue]
+    server_env: dict[str, str]
+    search: tuple[ParamSpec, ...]
+    baseline: dict[str, FlagValue]
+    benchmark: BenchmarkSpec
+    objective: ObjectiveSpec
+    finish: FinishAction
+
+    @property
+    def max_concurrency(self) -> int:
+        return max(p.concurrency for p in self.benchmark.phases)

@@ -1,0 +1,42 @@
+"""A target that may only be changed while this worker holds the host's lease (tuner/workers/leases.py).
+
+Every call that changes what runs on the host first renews the lease synchronously; a worker whose lease was
+taken over (it was frozen past the grace period and another worker now uses the host) gets ``LeaseLost``
+instead of deploying over the other worker's server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tuner.sglang.launch import ServerConfig
+from tuner.targets.base import Deployment, Target
+from tuner.workers.leases import LeaseKeeper
+
+
+class LeasedTarget(Target):
+    def __init__(self, inner: Target, keeper: LeaseKeeper) -> None:
+        self.inner = inner
+        self.keeper = keeper
+        self.kind = inner.kind
+        self.time_scale = inner.time_scale
+
+    def preflight(self, flags: Iterable[str]) -> None:
+        self.inner.preflight(flags)
+
+    def deploy(self, config: ServerConfig) -> Deployment:
+        self.keeper.confirm()
+        return self.inner.deploy(config)
+
+    def restore(self) -> None:
+        self.keeper.confirm()
+        self.inner.restore()
+
+    def log_tail(self, lines: int = 50) -> str:
+        return self.inner.log_tail(lines)
+
+    def detect_leftover(self) -> str | None:
+        return self.inner.detect_leftover()
+
+    def close(self) -> None:
+        self.inner.close()
