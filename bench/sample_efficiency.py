@@ -27,11 +27,12 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tuner.app.tune import best_trial, enqueue_baseline
+from tuner.app.tune import enqueue_baseline
 from tuner.engine.landscape import OracleMeasurer, true_scores
 from tuner.engine.loop import Limits, run_trials
+from tuner.engine.record import TrialRecord, best_record
 from tuner.engine.samplers import make_sampler
-from tuner.engine.trial import COUNTS, TrialRunner
+from tuner.engine.trial import TrialRunner
 from tuner.sglang.options import load_option_table
 from tuner.simulator.profile import load_profile
 from tuner.study.file import load_study_file
@@ -60,8 +61,8 @@ def run_optuna(spec: StudySpec, space: SearchSpace, profile: Any, table: Any, sa
         limits = Limits(n_trials=len(ratios) + 1, timeout_s=None, started=started)
         if run_trials(study, runner, limits, "sqlite:///:memory:") != "n_trials":
             break
-        best = best_trial(study)
-        ratios.append(truth.get(best.user_attrs["config_key"], 0.0) / optimum if best else 0.0)
+        best = best_record(study)
+        ratios.append(truth.get(best.config_key or "", 0.0) / optimum if best else 0.0)
     return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
 
 
@@ -81,15 +82,13 @@ def run_sweep(spec: StudySpec, space: SearchSpace, profile: Any, table: Any, see
         nonlocal best_key, best_score
         study.enqueue_trial(params)  # the runner then measures exactly these parameters
         study.optimize(runner, n_trials=1)
-        t = study.trials[-1]
-        score = t.value if t.value is not None else float("-inf")
-        feasible = all(v <= 0 for v in (t.constraints or {}).values())
-        key = t.user_attrs.get("config_key", "")
-        if t.user_attrs.get(COUNTS):
-            if feasible and score > best_score:
-                best_key, best_score = key, score
+        t = TrialRecord.from_trial(study.trials[-1])
+        score = t.values[0] if t.values else float("-inf")
+        if t.is_measured:
+            if t.feasible and score > best_score:
+                best_key, best_score = t.config_key or "", score
             ratios.append(truth.get(best_key, 0.0) / optimum)
-        return score if feasible else float("-inf")
+        return score if t.feasible else float("-inf")
 
     while len(ratios) < budget:
         before = len(ratios)

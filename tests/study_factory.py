@@ -18,9 +18,10 @@ from tests.helpers import STUDIES
 from tuner.app.tune import enqueue_baseline
 from tuner.engine.fingerprint import record_or_check
 from tuner.engine.landscape import OracleMeasurer
+from tuner.engine.record import Key
 from tuner.engine.samplers import make_sampler
 from tuner.engine.storage import open_study
-from tuner.engine.trial import COUNTS, TrialRunner
+from tuner.engine.trial import TrialRunner
 from tuner.sglang.options import load_option_table
 from tuner.simulator.profile import load_profile
 from tuner.study.file import load_study_file
@@ -66,9 +67,9 @@ def run_oracle_study(study_file: Path, n_measured: int = 14, *, seed: int = 3, n
                               noise=noise, seed=seed)
     runner = TrialRunner(spec, space, measurer)
     free = 0
-    while sum(1 for t in study.trials if t.user_attrs.get(COUNTS)) < n_measured and free < 100:
+    while sum(1 for t in study.trials if t.user_attrs.get(Key.COUNTS)) < n_measured and free < 100:
         study.optimize(runner, n_trials=1)
-        free = 0 if study.trials[-1].user_attrs.get(COUNTS) else free + 1
+        free = 0 if study.trials[-1].user_attrs.get(Key.COUNTS) else free + 1
     return study
 
 

@@ -19,7 +19,7 @@ import optuna
 import pytest
 
 from tests.helpers import STUDIES, spectune_command
-from tuner.engine.trial import COUNTS
+from tuner.engine.record import Key
 
 N_TRIALS = 4
 KILL_TEST_TRIALS = 6
@@ -85,7 +85,7 @@ def test_tune_runs_a_short_study_and_prints_the_best_command(tmp_path: Path) -> 
     assert "measured trials" in out
     assert "--speculative-num-steps" in out and "--speculative-algorithm EAGLE3" in out
     s = load(study, name)
-    counted = [t for t in s.trials if t.user_attrs.get(COUNTS)]
+    counted = [t for t in s.trials if t.user_attrs.get(Key.COUNTS)]
     assert len(counted) == 3
     assert s.trials[0].user_attrs.get("baseline") is True  # the current configuration runs first
     assert s.trials[0].params["speculative-num-steps"] == 3
@@ -123,7 +123,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     assert final.returncode == 0, err
     assert kills >= 2
     s = load(study, name)
-    counted = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get(COUNTS)]
+    counted = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get(Key.COUNTS)]
     assert len(counted) == KILL_TEST_TRIALS
     assert not [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING]
     keys = [t.user_attrs["config_key"] for t in counted]

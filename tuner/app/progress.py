@@ -4,14 +4,14 @@ plus one summary line per finished trial (which stays in the terminal's scrollba
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from objectives.phase import PhaseProgress
+from objectives.scoring import primary_metric
 from tuner.core.durations import format_duration
+from tuner.engine.record import Outcome, TrialRecord
 
 
 class LiveView:
@@ -51,13 +51,13 @@ class LiveView:
         self.stage = f"{self.stage.split(' · ')[0]} · {update.label} {update.stage} {update.finished}{target}{failed}"
         self._refresh()
 
-    def on_done(self, _trial: object, attrs: Mapping[str, Any]) -> None:
-        if attrs.get("counts"):
+    def on_done(self, record: TrialRecord) -> None:
+        # The runner calls this before Optuna stores the trial's state; the record has the state it ends with.
+        if record.is_measured:
             self.done += 1
-        score = attrs.get("score")
-        if isinstance(score, float) and attrs.get("outcome") == "measured" and not attrs.get("skipped_phases"):
-            self.best = score if self.best is None else max(self.best, score)
-        self.console.print(summary_line(attrs), highlight=False)
+        if record.is_candidate and record.score is not None:
+            self.best = record.score if self.best is None else max(self.best, record.score)
+        self.console.print(summary_line(record), highlight=False)
         self.progress.update(self.task, completed=min(self.done, self.total))
         self._refresh()
 
@@ -70,33 +70,32 @@ class LiveView:
         self.progress.update(self.task, detail=f"{best} · {self.stage}", eta=eta)
 
 
-def summary_line(attrs: Mapping[str, Any]) -> str:
+def summary_line(record: TrialRecord) -> str:
     """``#7 measured score 1.083  C=1 241.2 tok/s  C=64 1893 tok/s  accept 3.41  steps=3 topk=1 …``"""
-    number = attrs.get("number", "?")
-    outcome = attrs.get("outcome", "?")
+    number = record.number
+    outcome = record.outcome
     values = " ".join(f"{k.removeprefix('--speculative-').removeprefix('--')}={v}"
-                      for k, v in (attrs.get("params_decoded") or {}).items())
-    if outcome == "rejected":
-        return f"#{number} rejected before deploying: {attrs.get('reason')}  [{values}]"
-    if outcome == "taken":
-        return f"#{number} taken: trial #{attrs.get('taken_by')} is measuring this configuration  [{values}]"
-    if outcome == "deploy-failed":
-        return f"#{number} failed to start ({attrs.get('failure_class')})  [{values}]"
-    parts = [f"#{number} {outcome}"]
-    if outcome == "duplicate":
-        parts[0] += f" of #{attrs.get('duplicate_of')} (not redeployed)"
-    if isinstance(attrs.get("score"), float):
-        parts.append(f"score {attrs['score']:.3f}")
-    for concurrency, metrics in (attrs.get("phases") or {}).items():
-        key = "per_request_tok_s_mean" if concurrency == "1" else "aggregate_tok_s"
-        value = metrics.get(key)
+                      for k, v in record.params_decoded.items())
+    if outcome is Outcome.REJECTED:
+        return f"#{number} rejected before deploying: {record.reason}  [{values}]"
+    if outcome is Outcome.TAKEN:
+        return f"#{number} taken: trial #{record.taken_by} is measuring this configuration  [{values}]"
+    if outcome is Outcome.DEPLOY_FAILED:
+        return f"#{number} failed to start ({record.failure_class})  [{values}]"
+    parts = [f"#{number} {outcome or '?'}"]
+    if outcome is Outcome.DUPLICATE:
+        parts[0] += f" of #{record.duplicate_of} (not redeployed)"
+    if record.score is not None:
+        parts.append(f"score {record.score:.3f}")
+    for concurrency, metrics in record.metrics.items():
+        value = metrics.get(primary_metric(concurrency))
         if value is not None:
             parts.append(f"C={concurrency} {value:.1f} tok/s")
         accept = metrics.get("accept_length")
-        if accept is not None and concurrency == "1":
+        if accept is not None and concurrency == 1:
             parts.append(f"accept {accept:.2f}")
         if metrics.get("error_rate"):
             parts.append(f"errors {metrics['error_rate']:.1%}")
-    if attrs.get("skipped_phases"):
-        parts.append(f"skipped C={','.join(map(str, attrs['skipped_phases']))} (cannot beat the best)")
+    if record.skipped_phases:
+        parts.append(f"skipped C={','.join(map(str, record.skipped_phases))} (cannot beat the best)")
     return "  ".join(parts) + f"  [{values}]"

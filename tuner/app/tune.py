@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial
 from rich.console import Console
 
 from tuner.app.progress import LiveView
@@ -23,11 +22,12 @@ from tuner.core.errors import Interrupted, SpectuneError
 from tuner.core.interrupts import interruptible, silence_tracebacks
 from tuner.engine.confirm import Confirmation, confirm_top, confirmed_winner
 from tuner.engine.fingerprint import record_or_check
-from tuner.engine.loop import Gate, Limits, NoGate, measured_trials, requeue_interrupted, run_trials
+from tuner.engine.loop import Gate, Limits, NoGate, requeue_interrupted, run_trials
+from tuner.engine.record import Key, StudyKey, TrialRecord, best_record, measured_records
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
 from tuner.engine.storage import is_server_database, open_study, recover_interrupted, study_lock
-from tuner.engine.trial import OUTCOME, ConfigTaken, TrialEvents, TrialRunner
-from tuner.sglang.launch import ServerConfig, launch_command
+from tuner.engine.trial import ConfigTaken, TrialEvents, TrialRunner
+from tuner.sglang.launch import launch_command
 from tuner.sglang.options import load_option_table
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -43,15 +43,8 @@ class TuneOutcome:
     study_name: str
     measured: int
     stopped_by: str  # n_trials | timeout | exhausted
-    best: FrozenTrial | None
+    best: TrialRecord | None
     best_command: str | None
-
-
-def best_trial(study: optuna.Study) -> FrozenTrial | None:
-    """The feasible, fully measured trial with the highest score (single objective)."""
-    candidates = [t for t in measured_trials(study) if t.user_attrs.get(OUTCOME) == "measured"
-                  and not t.user_attrs.get("skipped_phases") and all(v <= 0 for v in (t.constraints or {}).values())]
-    return max(candidates, key=lambda t: t.user_attrs.get("score", float("-inf")), default=None)
 
 
 # Optuna logs every exception that ends a trial with its traceback; these are expected endings.
@@ -87,7 +80,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                            heartbeat_interval_s=spec.study.heartbeat_interval_s,
                            heartbeat_grace_s=spec.study.heartbeat_grace_s)
         record_or_check(study, spec)  # refuse to mix trials of a changed study file (tuner/engine/fingerprint.py)
-        study.set_user_attr("sampler", resolve_sampler_name(spec.study.sampler))
+        study.set_user_attr(StudyKey.SAMPLER, resolve_sampler_name(spec.study.sampler))
         gate: Gate = NoGate()
         if team:
             gate = team.ask
@@ -110,7 +103,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
                 target.preflight(space.emittable_flags())
-                already = len(measured_trials(study))
+                already = len(measured_records(study))
                 with LiveView(console, n_trials, already) as view:
                     from tuner.engine.measure import TargetMeasurer
 
@@ -122,11 +115,11 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                                             spec.study.storage, gate=gate, say=say,
                                             poll_s=min(max(spec.study.heartbeat_interval_s / 2, 0.5), 10.0))
                     confirmations = _confirm(study, spec, runner, measurer, confirm, repeats, console, pareto)
-            best = None if pareto else best_trial(study)
+            best = None if pareto else best_record(study)
             if confirmations:
                 winner = confirmed_winner(confirmations)
                 if winner is not None:
-                    best = study.trials[winner.trial]
+                    best = TrialRecord.from_trial(study.trials[winner.trial])
             command = _finish(spec, target, best, table, console)
         except LeaseLost:
             requeue_interrupted(study, runner.current if runner else None)
@@ -134,13 +127,13 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         except (Interrupted, TargetUnavailable, KeyboardInterrupt):
             requeue_interrupted(study, runner.current if runner else None)
             try:
-                _finish(spec, target, None if pareto else best_trial(study), table, console, quiet=True)
+                _finish(spec, target, None if pareto else best_record(study), table, console, quiet=True)
             except SpectuneError as exc:  # e.g. the host is still unreachable: say so, keep the first error
                 console.print(f"could not leave the target as [finish] says: {exc}", markup=False)
             raise
         finally:
             target.close()
-    return TuneOutcome(spec.study.name, len(measured_trials(study)), stopped_by, best, command)
+    return TuneOutcome(spec.study.name, len(measured_records(study)), stopped_by, best, command)
 
 
 def worker_seed(seed: int | None, host: str) -> int | None:
@@ -165,19 +158,19 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec) -
     """The server's current configuration runs first, once per study (not once per resume or worker).
 
     Check-then-set: callers on a shared study hold the study's ``baseline`` mutex (tuner/workers/coordination.py)."""
-    if not spec.baseline or study.user_attrs.get("baseline_enqueued"):
+    if not spec.baseline or study.user_attrs.get(StudyKey.BASELINE_ENQUEUED):
         return
-    study.set_user_attr("baseline_enqueued", True)
+    study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
     if study.get_trials(deepcopy=False):
         return
-    study.enqueue_trial(space.encode(spec.baseline), user_attrs={"baseline": True})
+    study.enqueue_trial(space.encode(spec.baseline), user_attrs={Key.BASELINE: True})
 
 
-def _finish(spec: StudySpec, target: Target, best: FrozenTrial | None, table: Any, console: Console,
+def _finish(spec: StudySpec, target: Target, best: TrialRecord | None, table: Any, console: Console,
             *, quiet: bool = False) -> str | None:
     """Leave the target as [finish] says and return the best launch command."""
     command = None
-    config = ServerConfig.from_json(best.user_attrs["config"]) if best is not None else None
+    config = best.config if best is not None else None
     if config is not None:
         prefix = spec.target.settings.get("command") or ("python3", "-m", "sglang.launch_server")
         command = launch_command(prefix, config, table).shell(multiline=True)

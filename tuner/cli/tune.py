@@ -41,6 +41,6 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
         console.print("no feasible configuration yet")
         return
     best = outcome.best
-    console.print(f"best: trial {best.number}, score {best.user_attrs.get('score', float('nan')):.3f} "
-                  "(1.0 = the baseline)")
+    score = best.score if best.score is not None else float("nan")
+    console.print(f"best: trial {best.number}, score {score:.3f} (1.0 = the baseline)")
     click.echo(outcome.best_command)

@@ -35,6 +35,7 @@ def command(study: str, host: str | None, n_trials: int | None, timeout: str | N
     outcome = run_worker(spec, host, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True))
     console = Console(highlight=False)
     console.print(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
-    if outcome.best is not None:
-        console.print(f"best so far: trial {outcome.best.number}, score "
-                      f"{outcome.best.user_attrs.get('score', float('nan')):.3f} (1.0 = the baseline)")
+    best = outcome.best
+    if best is not None:
+        score = best.score if best.score is not None else float("nan")
+        console.print(f"best so far: trial {best.number}, score {score:.3f} (1.0 = the baseline)")

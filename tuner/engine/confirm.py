@@ -14,8 +14,8 @@ from typing import Any
 import optuna
 
 from objectives.scoring import constraint_values, is_feasible
-from tuner.engine.trial import COUNTS, Measurer, TrialRunner
-from tuner.sglang.launch import ServerConfig
+from tuner.engine.record import StudyKey, TrialRecord, measured_records
+from tuner.engine.trial import Measurer, TrialRunner
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed
 
@@ -41,14 +41,13 @@ class Confirmation:
 
 def confirm_top(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer: Measurer, *, top: int,
                 repeats: int) -> list[Confirmation]:
-    candidates = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(COUNTS)
-                  and t.user_attrs.get("outcome") == "measured" and t.values is not None
-                  and not t.user_attrs.get("skipped_phases") and is_feasible(t.constraints or {})]
-    candidates.sort(key=lambda t: t.user_attrs.get("score", float("-inf")), reverse=True)
+    candidates = [r for r in measured_records(study) if r.is_candidate]
+    candidates.sort(key=_score, reverse=True)
     scorer = runner.scorer(study)
     results = []
     for trial in candidates[:top]:
-        config = ServerConfig.from_json(trial.user_attrs["config"])
+        config = trial.config
+        assert config is not None  # a benchmarked trial was deployed
         scores: list[float] = []
         failed = 0
         for _ in range(repeats):
@@ -63,9 +62,13 @@ def confirm_top(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measu
                 failed += 1
                 continue
             scores.append(score)
-        results.append(Confirmation(trial.number, trial.user_attrs["score"], tuple(scores), failed))
-    study.set_user_attr("confirmation", [c.to_dict() for c in results])
+        results.append(Confirmation(trial.number, _score(trial), tuple(scores), failed))
+    study.set_user_attr(StudyKey.CONFIRMATION, [c.to_dict() for c in results])
     return results
+
+
+def _score(record: TrialRecord) -> float:
+    return record.score if record.score is not None else float("-inf")
 
 
 def confirmed_winner(results: list[Confirmation]) -> Confirmation | None:

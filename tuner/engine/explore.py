@@ -18,11 +18,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from tuner.engine.trial import CONFIG_KEY
+from tuner.engine.record import Key, records
 from tuner.study.space import SearchSpace
-
-#: Trial user attribute naming the repeated trial a queued neighbour explores around.
-NEIGHBOUR_OF = "neighbour_of"
 
 
 def neighbours(space: SearchSpace, params: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -44,12 +41,7 @@ def neighbours(space: SearchSpace, params: Mapping[str, Any]) -> list[dict[str, 
 
 def known_keys(study: optuna.Study) -> set[str]:
     """Configurations that are measured, failed to start, in flight or already queued."""
-    keys = set()
-    for t in study.get_trials(deepcopy=False):
-        key = t.user_attrs.get(CONFIG_KEY)
-        if key is not None and t.state != TrialState.FAIL:
-            keys.add(key)
-    return keys
+    return {r.config_key for r in records(study) if r.config_key is not None and r.state != TrialState.FAIL}
 
 
 def queue_unexplored_neighbour(study: optuna.Study, space: SearchSpace, repeated: optuna.trial.FrozenTrial,
@@ -68,5 +60,5 @@ def queue_unexplored_neighbour(study: optuna.Study, space: SearchSpace, repeated
     if not candidates:
         return None
     choice = random.Random(f"{seed}:{repeated.number}").choice(candidates)
-    study.enqueue_trial(choice, user_attrs={NEIGHBOUR_OF: repeated.number})
+    study.enqueue_trial(choice, user_attrs={Key.NEIGHBOUR_OF: repeated.number})
     return choice

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from tuner.core import interrupts
 from tuner.engine.explore import queue_unexplored_neighbour
+from tuner.engine.record import Key, Outcome, StudyKey, TrialRecord, measured_records, records
 from tuner.engine.storage import with_storage_retries
-from tuner.engine.trial import COUNTS, OUTCOME, ConfigTaken, TrialRunner
+from tuner.engine.trial import ConfigTaken, TrialRunner
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,6 @@ class Limits:
     started: float  # time.monotonic() when this process began
 
 
-def measured_trials(study: optuna.Study) -> list[FrozenTrial]:
-    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.user_attrs.get(COUNTS)]
-
-
 def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage_url: str, *,
                gate: Gate | None = None, poll_s: float = 1.0, say: Callable[[str], None] | None = None,
                sleep: Callable[[float], None] = time.sleep) -> str:
@@ -73,7 +70,7 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
     waiting = False
     while True:
         interrupts.check()
-        before = len(measured_trials(study))
+        before = len(measured_records(study))
 
         def step(free: int = free_in_a_row) -> str:
             gate.acquire()
@@ -107,7 +104,7 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
         waiting = False
         if decision != "run":
             return decision
-        free_in_a_row = 0 if len(measured_trials(study)) > before else free_in_a_row + 1
+        free_in_a_row = 0 if len(measured_records(study)) > before else free_in_a_row + 1
 
 
 def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:
@@ -116,13 +113,13 @@ def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:
     if runner.current is None:
         return
     trial = study.get_trials(deepcopy=False)[runner.current]
-    if trial.user_attrs.get(OUTCOME) == "duplicate":
+    if TrialRecord.from_trial(trial).outcome is Outcome.DUPLICATE:
         queue_unexplored_neighbour(study, runner.space, trial, runner.spec.study.seed)
 
 
 def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int) -> str:
-    trials = study.get_trials(deepcopy=False)
-    measured = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(COUNTS)]
+    trials = records(study)
+    measured = [t for t in trials if t.is_measured]
     if len(measured) >= limits.n_trials:
         return "n_trials"
     if limits.timeout_s is not None and out_of_time(measured, limits.started, limits.timeout_s):
@@ -132,16 +129,15 @@ def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int) -> str:
     running = sum(t.state == TrialState.RUNNING for t in trials)
     if len(measured) + running >= limits.n_trials:
         return "wait"  # the last trials are in flight; one may still fail or turn out free
-    if running and "references" not in study.user_attrs:
+    if running and StudyKey.REFERENCES not in study.user_attrs:
         return "wait"  # the first measurement (the baseline) fixes what a score of 1.0 means
     return "run"
 
 
-def out_of_time(measured: list[FrozenTrial], started: float, timeout_s: float) -> bool:
+def out_of_time(measured: list[TrialRecord], started: float, timeout_s: float) -> bool:
     """Stop when one more trial would likely run past the timeout (Optuna only checks between trials)."""
     elapsed = time.monotonic() - started
-    durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in measured[-5:]
-                 if t.datetime_complete and t.datetime_start]
+    durations = [t.duration_s for t in measured[-5:] if t.duration_s is not None]
     margin = max(durations) if durations else 0.0
     return elapsed + margin >= timeout_s
 
@@ -153,5 +149,5 @@ def requeue_interrupted(study: optuna.Study, number: int | None) -> None:
         return
     trial = study.get_trials(deepcopy=False)[number]
     if trial.state == TrialState.FAIL and trial.params:
-        study.set_user_attr(f"interrupted_{number}", True)
-        study.enqueue_trial(trial.params, user_attrs={"retry_of": number})
+        study.set_user_attr(StudyKey.interrupted(number), True)
+        study.enqueue_trial(trial.params, user_attrs={Key.RETRY_OF: number})

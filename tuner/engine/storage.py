@@ -22,6 +22,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.core.errors import SpectuneError
+from tuner.engine.record import Key
 
 HEARTBEAT_INTERVAL_S = 60
 HEARTBEAT_GRACE_S = 300
@@ -181,7 +182,7 @@ def recover_interrupted(study: optuna.Study) -> list[int]:
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study.tell(trial.number, state=TrialState.FAIL)
         if trial.params:
-            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+            study.enqueue_trial(trial.params, user_attrs={Key.RETRY_OF: trial.number})
         recovered.append(trial.number)
     return recovered
 

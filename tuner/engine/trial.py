@@ -20,15 +20,19 @@ from typing import Any, Protocol
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from objectives.scoring import (
-    STARTED_KEY,
-    VALID_KEY,
-    Scorer,
-    constraint_values,
-    is_feasible,
-    phase_value,
-    references_from,
+from objectives.scoring import STARTED_KEY, VALID_KEY, Scorer, constraint_values, is_feasible, phase_value
+from tuner.engine.record import (
+    DEPLOY_FACTS,
+    REUSED,
+    Key,
+    Outcome,
+    TrialRecord,
+    encode_phases,
+    measured_records,
+    skip_bounds,
+    write,
 )
+from tuner.engine.score import fix_references, study_scorer, trial_score
 from tuner.sglang.launch import ServerConfig
 from tuner.study.space import Proposal, SearchSpace
 from tuner.study.spec import StudySpec
@@ -40,20 +44,12 @@ SKIP_BOUND_FACTOR = 1.15
 SKIP_MIN_TRIALS = 3
 LOG_TAIL_CHARS = 4000
 
-# user_attrs keys (reports, `best` and `deploy` read them)
-OUTCOME = "outcome"  # measured | deploy-failed | rejected | duplicate | taken
-COUNTS = "counts"  # True when the trial used the server (counts towards n_trials)
-CONFIG = "config"
-CONFIG_KEY = "config_key"
-PHASES = "phases"
-HOST = "host"
-
 
 class Measurer(Protocol):
     """Deploys a configuration and measures one benchmark phase at a time."""
 
     def deploy(self, config: ServerConfig) -> Mapping[str, Any]:
-        """Start ``config`` and return facts to store (launch command, timings). Raises ``DeployFailed``."""
+        """Start ``config`` and return facts to store (``DEPLOY_FACTS`` and ``timings``). Raises ``DeployFailed``."""
 
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         """Run phase ``phase_index`` of the study's benchmark on the deployed server; its metrics as a dict."""
@@ -69,7 +65,8 @@ class TrialEvents:
     """Hooks for the live view and the study loop; every one is optional."""
 
     on_stage: Callable[[int, str], None] | None = None
-    on_done: Callable[[FrozenTrial | None, Mapping[str, Any]], None] | None = None
+    #: Called with the record the trial ends with, just before Optuna stores its state.
+    on_done: Callable[[TrialRecord], None] | None = None
     #: Called once the trial's configuration is visible to other workers (its config key is stored) or it was
     #: rejected — the point after which a worker may let the next one ask (tuner/engine/loop.py).
     on_proposed: Callable[[], None] | None = None
@@ -94,21 +91,20 @@ class TrialRunner:
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
         self.current = trial.number
         if self.host is not None:
-            trial.set_user_attr(HOST, self.host)
+            write(trial, {Key.HOST: self.host})
         proposal = self.space.suggest(trial)
-        attrs: dict[str, Any] = {"params_decoded": {k: v for k, v in proposal.values.items()},
-                                 "repairs": list(proposal.repairs)}
+        attrs: dict[str, Any] = {Key.PARAMS_DECODED: dict(proposal.values), Key.REPAIRS: list(proposal.repairs)}
         if proposal.config is None:
             self._proposed()
-            return self._finish(trial, attrs, "rejected", {VALID_KEY: 1.0}, metrics=None,
-                                extra={"reason": proposal.reason})
+            return self._finish(trial, attrs, Outcome.REJECTED, {VALID_KEY: 1.0}, metrics=None,
+                                extra={Key.REASON: proposal.reason})
         config = proposal.config
-        attrs[CONFIG] = config.to_json()
-        attrs[CONFIG_KEY] = config.key()
+        attrs[Key.CONFIG] = config.to_json()
+        attrs[Key.CONFIG_KEY] = config.key()
         # Store the key *before* looking for others with it: of two workers proposing one configuration at the
         # same moment, at least one then sees the other's key (each write commits before its own read), so the
         # configuration is never measured twice even without the loop's ask lock.
-        trial.set_user_attr(CONFIG_KEY, attrs[CONFIG_KEY])
+        write(trial, {Key.CONFIG_KEY: attrs[Key.CONFIG_KEY]})
         previous = self._already_measured(trial.study, config, exclude=trial.number)
         self._proposed()
         if previous is not None and previous.state == TrialState.RUNNING:
@@ -125,12 +121,12 @@ class TrialRunner:
         try:
             facts = self.measurer.deploy(proposal.config)
         except DeployFailed as exc:
-            attrs["timings"] = {"deploy_s": time.monotonic() - started}
-            return self._finish(trial, attrs, "deploy-failed", {STARTED_KEY: 1.0}, metrics=None, counts=True,
-                                extra={"failure_class": exc.failure_class, "failure": str(exc),
-                                       "log_tail": exc.log_tail[-LOG_TAIL_CHARS:]})
-        attrs.update({k: v for k, v in facts.items() if k != "timings"})
-        timings = dict(facts.get("timings", {}))
+            attrs[Key.TIMINGS] = {"deploy_s": time.monotonic() - started}
+            return self._finish(trial, attrs, Outcome.DEPLOY_FAILED, {STARTED_KEY: 1.0}, metrics=None, counts=True,
+                                extra={Key.FAILURE_CLASS: exc.failure_class, Key.FAILURE: str(exc),
+                                       Key.LOG_TAIL: exc.log_tail[-LOG_TAIL_CHARS:]})
+        attrs.update({k: facts[k] for k in DEPLOY_FACTS if k in facts})
+        timings = dict(facts.get(Key.TIMINGS, {}))
         bench_started = time.monotonic()
         metrics: dict[int, dict[str, Any]] = {}
         phases = self.spec.benchmark.phases
@@ -139,70 +135,62 @@ class TrialRunner:
             bound = self._skip_bound(trial.study, metrics) if index > 0 else None
             if bound is not None:
                 skipped = [p.concurrency for p in phases[index:]]
-                attrs["skip"] = bound
+                attrs[Key.SKIP] = bound
                 break
             self._stage(trial, f"C={phase.concurrency}")
             metrics[phase.concurrency] = dict(self.measurer.measure(index))
         timings["benchmark_s"] = time.monotonic() - bench_started
-        attrs["timings"] = timings
-        attrs["skipped_phases"] = skipped
-        return self._finish(trial, attrs, "measured", {}, metrics=metrics, counts=True)
+        attrs[Key.TIMINGS] = timings
+        attrs[Key.SKIPPED_PHASES] = skipped
+        return self._finish(trial, attrs, Outcome.MEASURED, {}, metrics=metrics, counts=True)
 
     def _reuse(self, trial: optuna.Trial, attrs: dict[str, Any], previous: FrozenTrial) -> float | tuple[float, float]:
         """A configuration already measured is not deployed again: copy its result (free, not counted)."""
-        for key in ("outcome_of_original", PHASES, "failure_class", "failure", "skipped_phases", "skip",
-                    "launch"):
-            if key in previous.user_attrs:
-                attrs[key] = previous.user_attrs[key]
-        attrs["duplicate_of"] = previous.number
-        for key, value in previous.constraints.items() if previous.constraints else ():
+        attrs.update({key: previous.user_attrs[key] for key in REUSED if key in previous.user_attrs})
+        attrs[Key.DUPLICATE_OF] = previous.number
+        constraints = dict(previous.constraints or {})
+        for key, value in constraints.items():
             trial.set_constraint(key, value)
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-        trial.set_user_attr(OUTCOME, "duplicate")
-        trial.set_user_attr(COUNTS, False)
-        self._done(trial, attrs | {OUTCOME: "duplicate"})
+        attrs.update({Key.OUTCOME: Outcome.DUPLICATE, Key.COUNTS: False})
+        write(trial, attrs)
+        self._done(trial, TrialState.COMPLETE, attrs, constraints)
         assert previous.values is not None
         return tuple(previous.values) if self.pareto else previous.values[0]
 
     def _taken(self, trial: optuna.Trial, attrs: dict[str, Any], running: FrozenTrial) -> float:
         """Another worker is measuring this configuration: give the point up now (free) rather than idle a host
         until that trial ends."""
-        attrs.update({OUTCOME: "taken", COUNTS: False, "taken_by": running.number})
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-        self._done(trial, attrs)
-        raise ConfigTaken(f"configuration {attrs[CONFIG_KEY]} is being measured by trial {running.number}")
+        attrs.update({Key.OUTCOME: Outcome.TAKEN, Key.COUNTS: False, Key.TAKEN_BY: running.number})
+        write(trial, attrs)
+        self._done(trial, TrialState.FAIL, attrs, {})
+        raise ConfigTaken(f"configuration {attrs[Key.CONFIG_KEY]} is being measured by trial {running.number}")
 
-    def _finish(self, trial: optuna.Trial, attrs: dict[str, Any], outcome: str, forced: dict[str, float],
+    def _finish(self, trial: optuna.Trial, attrs: dict[str, Any], outcome: Outcome, forced: dict[str, float],
                 metrics: Mapping[int, Mapping[str, Any]] | None, *, counts: bool = False,
                 extra: Mapping[str, Any] | None = None) -> float | tuple[float, float]:
         attrs.update(extra or {})
-        attrs[OUTCOME] = outcome
-        attrs[COUNTS] = counts
+        attrs[Key.OUTCOME] = outcome
+        attrs[Key.COUNTS] = counts
         constraints = dict.fromkeys(self.constraint_keys, 0.0)
         constraints.update(forced)
         value: float | tuple[float, float]
         if metrics is not None:
-            attrs[PHASES] = {str(c): m for c, m in metrics.items()}
+            attrs[Key.PHASES] = encode_phases(metrics)
             constraints.update(constraint_values(self.spec.objective.constraints, metrics))
-            scorer = self.scorer(trial.study, metrics if outcome == "measured" else None)
-            score = scorer.score(metrics)
-            if score is None:
-                # Only a skipped trial lacks a weighted phase: value it at its (losing) optimistic bound.
-                bounds = {int(c): v for c, v in attrs["skip"]["bounds"].items()} if "skip" in attrs else {}
-                score = scorer.optimistic_score(metrics, bounds) if bounds else 0.0
-            attrs["score"] = score
+            if outcome is Outcome.MEASURED:
+                fix_references(trial.study, metrics, self.spec.objective.weights)
+            score = trial_score(self.scorer(trial.study), metrics, skip_bounds(attrs.get(Key.SKIP)))
+            attrs[Key.SCORE] = score
             value = self._objective_values(metrics, score)
             if not is_feasible(constraints):
                 value = self._placeholder(trial.study) if not self.pareto else value
         else:
             value = self._placeholder(trial.study)
+        constraints = {key: float(v) for key, v in constraints.items()}
         for key, v in constraints.items():
-            trial.set_constraint(key, float(v))
-        for key, v in attrs.items():
-            trial.set_user_attr(key, v)
-        self._done(trial, attrs)
+            trial.set_constraint(key, v)
+        write(trial, attrs)
+        self._done(trial, TrialState.COMPLETE, attrs, constraints)
         return value
 
     def _objective_values(self, metrics: Mapping[int, Mapping[str, Any]], score: float) -> float | tuple[float, float]:
@@ -212,24 +200,16 @@ class TrialRunner:
         return (phase_value(metrics, c_low) or 0.0, phase_value(metrics, c_high) or 0.0)
 
     # ----- helpers ------------------------------------------------------------------------------------
-    def scorer(self, study: optuna.Study, metrics: Mapping[int, Mapping[str, Any]] | None = None) -> Scorer:
-        """The study's scorer. The first fully measured trial (the baseline) fixes the references."""
-        stored = study.user_attrs.get("references")
-        if stored is None and metrics is not None:
-            refs = references_from(metrics, self.spec.objective.weights)
-            if refs is not None:
-                study.set_user_attr("references", {str(c): v for c, v in refs.items()})
-                stored = study.user_attrs.get("references") or {str(c): v for c, v in refs.items()}
-        references = {int(c): float(v) for c, v in (stored or {}).items()}
-        return Scorer(self.spec.objective.weights, references)
+    def scorer(self, study: optuna.Study) -> Scorer:
+        """The study's scorer (its references are fixed by the first fully measured trial, tuner/engine/score.py)."""
+        return study_scorer(study, self.spec.objective.weights)
 
     def _placeholder(self, study: optuna.Study) -> float | tuple[float, float]:
         """The value of an infeasible trial: dominated for Pareto; about the median for a single objective,
         because GP models the value of infeasible trials too (TPE ignores it)."""
         if self.pareto:
             return (0.0, 0.0)
-        scores = [t.user_attrs["score"] for t in _measured(study) if "score" in t.user_attrs
-                  and is_feasible(t.constraints or {})]
+        scores = [r.score for r in measured_records(study) if r.is_scored and r.score is not None]
         return statistics.median(scores) if scores else 1.0
 
     def _already_measured(self, study: optuna.Study, config: ServerConfig, *,
@@ -239,31 +219,31 @@ class TrialRunner:
         key = config.key()
         running = None
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-            if t.number == exclude or t.user_attrs.get(CONFIG_KEY) != key:
+            if t.number == exclude or t.user_attrs.get(Key.CONFIG_KEY) != key:
                 continue
-            if t.state == TrialState.COMPLETE and t.user_attrs.get(COUNTS):
+            record = TrialRecord.from_trial(t)
+            if record.is_measured:
                 return t
-            if t.state == TrialState.RUNNING and running is None:
+            if record.state == TrialState.RUNNING and running is None:
                 running = t
         return running
 
     def _skip_bound(self, study: optuna.Study, metrics: Mapping[int, Mapping[str, Any]]) -> dict[str, Any] | None:
         """Skip the remaining phases when even an optimistic bound on them cannot beat the incumbent.
 
-        The bound for an unmeasured phase is the best value any feasible trial reached × SKIP_BOUND_FACTOR."""
+        The bound for an unmeasured phase is the best value any candidate trial reached × SKIP_BOUND_FACTOR."""
         if not self.skip_phases:
             return None
-        complete = [t for t in _measured(study) if not t.user_attrs.get("skipped_phases")
-                    and is_feasible(t.constraints or {}) and "score" in t.user_attrs]
+        complete = [r for r in measured_records(study) if r.is_candidate]
         if len(complete) < SKIP_MIN_TRIALS:
             return None
         scorer = self.scorer(study)
-        incumbent = max(t.user_attrs["score"] for t in complete)
+        incumbent = max(r.score or 0.0 for r in complete)
         bounds: dict[int, float] = {}
         for concurrency in scorer.normalized_weights:
             if concurrency in metrics:
                 continue
-            best = max((phase_value(_phases(t), concurrency) or 0.0) for t in complete)
+            best = max((phase_value(r.metrics, concurrency) or 0.0) for r in complete)
             bounds[concurrency] = best * SKIP_BOUND_FACTOR
         if not bounds:
             return None
@@ -281,15 +261,7 @@ class TrialRunner:
         if self.events.on_stage:
             self.events.on_stage(trial.number, stage)
 
-    def _done(self, trial: optuna.Trial, attrs: Mapping[str, Any]) -> None:
+    def _done(self, trial: optuna.Trial, state: TrialState, attrs: Mapping[str, Any],
+              constraints: Mapping[str, float]) -> None:
         if self.events.on_done:
-            self.events.on_done(None, {"number": trial.number, **attrs})
-
-
-def _measured(study: optuna.Study) -> list[FrozenTrial]:
-    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get(COUNTS) and t.user_attrs.get(OUTCOME) == "measured"]
-
-
-def _phases(trial: FrozenTrial) -> dict[int, dict[str, Any]]:
-    return {int(c): m for c, m in (trial.user_attrs.get(PHASES) or {}).items()}
+            self.events.on_done(TrialRecord.from_attrs(trial.number, state, attrs, constraints))

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.engine.record import Outcome
 from tuner.query.export import Format, export
 from tuner.query.load import StoredStudy, StudyNotFound, open_stored_study
 from tuner.query.options import parse_constraints, parse_weights
@@ -49,7 +50,7 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
     ranking = ranking_for(stored, weights, constraints)
     require_trials(stored, ranking)
     winner = ranking.best
-    measured = [t for t in ranking.trials if t.outcome == "measured"]
+    measured = [t for t in ranking.trials if t.outcome is Outcome.MEASURED]
     if winner is None:
         if not measured:
             raise StudyNotFound(f"study {stored.spec.study.name!r} has no measured trial yet "

@@ -19,6 +19,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.engine.record import TrialRecord
 from tuner.query.load import StoredStudy
 
 LEGACY_CONSTRAINTS_KEY = "constraints"
@@ -72,7 +73,7 @@ class FeasibilityStorage(optuna.storages.BaseStorage):
         """The best *feasible* complete trial (Optuna's RDB storage ranks by value alone)."""
         direction = self.inner.get_study_directions(study_id)[0]
         trials = [t for t in self.inner.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
-                  if t.value is not None and all(v <= 0 for v in t.constraints.values())]
+                  if t.value is not None and TrialRecord.from_trial(t).feasible]
         if not trials:
             raise ValueError("no feasible trial is completed yet")
         pick = max if direction == StudyDirection.MAXIMIZE else min

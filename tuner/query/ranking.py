@@ -15,65 +15,87 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
 
 from objectives.scoring import Scorer, constraint_values, phase_value
-from tuner.engine.trial import CONFIG, OUTCOME, PHASES
+from tuner.engine.record import Outcome, TrialRecord, records
+from tuner.engine.score import references_for
 from tuner.sglang.launch import FlagValue, ServerConfig
 from tuner.study.spec import ConstraintSpec, StudySpec
 
 
 @dataclass(frozen=True)
 class TrialView:
-    """One stored trial under a ranking. ``score`` is None when a weighted phase has no measurement."""
+    """One stored trial (its ``record``) under a ranking. ``score`` is None when a weighted phase has no
+    measurement."""
 
-    number: int
-    state: str  # Optuna's state name: COMPLETE, FAIL, RUNNING, WAITING, PRUNED
-    outcome: str | None  # measured | deploy-failed | rejected | duplicate (COMPLETE trials); taken (FAIL)
-    config: ServerConfig | None
+    record: TrialRecord
     tuned: Mapping[str, FlagValue]  # the study's tuned flags as deployed (absent: not set, e.g. speculation off)
-    metrics: Mapping[int, Mapping[str, Any]]
     score: float | None
     violations: Mapping[str, float]  # constraint → amount of violation (> 0), stored and extra together
-    failure_class: str | None = None
-    duplicate_of: int | None = None
-    baseline: bool = False
-    skipped_phases: tuple[int, ...] = ()  # phases not run because they could not beat the incumbent
+
+    @property
+    def number(self) -> int:
+        return self.record.number
+
+    @property
+    def state(self) -> str:
+        """Optuna's state name: COMPLETE, FAIL, RUNNING, WAITING, PRUNED."""
+        return self.record.state.name
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self.record.outcome
+
+    @property
+    def config(self) -> ServerConfig | None:
+        return self.record.config
+
+    @property
+    def metrics(self) -> Mapping[int, Mapping[str, Any]]:
+        return self.record.metrics
+
+    @property
+    def skipped_phases(self) -> tuple[int, ...]:
+        """Phases not run because they could not beat the incumbent."""
+        return self.record.skipped_phases
 
     @property
     def feasible(self) -> bool:
-        return self.state == "COMPLETE" and not self.violations
+        return self.record.complete and not self.violations
 
     @property
     def rankable(self) -> bool:
-        """Measured on the server (not a reused duplicate), feasible, and every weighted phase scored."""
-        return self.outcome == "measured" and self.feasible and self.score is not None
+        """Benchmarked on the server (not a reused duplicate), feasible under these constraints, and every phase
+        these weights need measured. A phase skipped by the study was weighted in the study file, so under its
+        weights this is the study's own ``is_candidate``."""
+        return self.record.candidate_under(self.score, feasible=self.feasible)
 
     @property
     def status(self) -> str:
         """A short word for tables: what happened to this trial."""
         if self.state != "COMPLETE":
             # taken: another worker was measuring this configuration at the time (docs/scaling.md)
-            return "taken" if self.outcome == "taken" else self.state.lower()
-        if self.outcome == "duplicate":
-            return f"duplicate of {self.duplicate_of}" if self.duplicate_of is not None else "duplicate"
-        if self.outcome == "measured":
+            return "taken" if self.outcome is Outcome.TAKEN else self.state.lower()
+        if self.outcome is Outcome.DUPLICATE:
+            duplicate_of = self.record.duplicate_of
+            return f"duplicate of {duplicate_of}" if duplicate_of is not None else "duplicate"
+        if self.outcome is Outcome.MEASURED:
             if not self.feasible:
                 return "infeasible"
             return "ok" if not self.skipped_phases else "skipped " + ",".join(f"C={c}" for c in self.skipped_phases)
-        return self.outcome or "unknown"
+        return str(self.outcome) if self.outcome else "unknown"
 
     @property
     def failure(self) -> str | None:
         """Why this trial cannot be the answer (its class for reports), or None."""
         if self.state == "FAIL":
-            return None if self.outcome == "taken" else "interrupted"
+            return None if self.outcome is Outcome.TAKEN else "interrupted"
         if self.state != "COMPLETE":
             return None
-        if self.outcome == "rejected":
+        if self.outcome is Outcome.REJECTED:
             return "rejected (SGLang rules)"
-        if self.outcome == "deploy-failed":
-            return self.failure_class or "failed to start"
+        if self.outcome is Outcome.DEPLOY_FAILED:
+            return self.record.failure_class or "failed to start"
         if self.violations:
             return "violates " + ", ".join(sorted(self.violations))
         return None
@@ -118,60 +140,28 @@ def rank(study: optuna.Study, spec: StudySpec, weights: Mapping[int, float] | No
          constraints: Sequence[ConstraintSpec] = ()) -> Ranking:
     """Every trial of ``study`` under ``weights`` (default: the study file's) and the extra ``constraints``."""
     weights = dict(weights or spec.objective.weights)
-    trials = study.get_trials(deepcopy=False)
+    trials = sorted(records(study), key=lambda r: r.number)
     references = references_for(study, trials, weights)
     scorer = Scorer(weights, references)
     tuned_flags = [p.flag for p in spec.search]
-    views = tuple(_view(t, scorer, tuple(constraints), tuned_flags) for t in sorted(trials, key=lambda t: t.number))
+    views = tuple(_view(r, scorer, tuple(constraints), tuned_flags) for r in trials)
     concurrencies = tuple(sorted(p.concurrency for p in spec.benchmark.phases))
     return Ranking(weights, references, tuple(constraints), views, concurrencies)
 
 
-def references_for(study: optuna.Study, trials: Sequence[FrozenTrial],
-                   weights: Mapping[int, float]) -> dict[int, float]:
-    """The study's stored references; a weighted phase without one takes the baseline's value, else the first
-    measured trial's — the same rule the study used for its own (docs/scoring.md)."""
-    stored = {int(c): float(v) for c, v in (study.user_attrs.get("references") or {}).items()}
-    measured = [t for t in sorted(trials, key=lambda t: (not t.user_attrs.get("baseline"), t.number))
-                if t.state == TrialState.COMPLETE and t.user_attrs.get(OUTCOME) == "measured"]
-    for concurrency, weight in weights.items():
-        if weight <= 0 or stored.get(concurrency):
-            continue
-        for t in measured:
-            value = phase_value(_phases(t), concurrency)
-            if value and value > 0:
-                stored[concurrency] = value
-                break
-    return stored
-
-
-def _view(trial: FrozenTrial, scorer: Scorer, extra: tuple[ConstraintSpec, ...], tuned_flags: list[str]) -> TrialView:
-    attrs = trial.user_attrs
-    config = ServerConfig.from_json(attrs[CONFIG]) if attrs.get(CONFIG) else None
-    flags = config.flag_dict if config is not None else {}
-    metrics = _phases(trial)
-    complete = trial.state == TrialState.COMPLETE
-    violations = {k: v for k, v in (trial.constraints or {}).items() if v > 0}
-    if complete and extra and attrs.get(OUTCOME) in ("measured", "duplicate"):
+def _view(record: TrialRecord, scorer: Scorer, extra: tuple[ConstraintSpec, ...], tuned_flags: list[str]) -> TrialView:
+    flags = record.config.flag_dict if record.config is not None else {}
+    metrics = record.metrics
+    violations = {k: v for k, v in record.constraints.items() if v > 0}
+    has_result = record.outcome in (Outcome.MEASURED, Outcome.DUPLICATE)  # its own or a copied measurement
+    if record.complete and extra and has_result:
         violations.update({k: v for k, v in constraint_values(extra, metrics).items() if v > 0})
         for c in extra:
             if c.phase is not None and c.phase not in metrics:
                 violations[c.text] = float("inf")  # not measured: cannot be shown to hold
     return TrialView(
-        number=trial.number,
-        state=trial.state.name,
-        outcome=attrs.get(OUTCOME) if complete or attrs.get(OUTCOME) == "taken" else None,
-        config=config,
+        record=record,
         tuned={f: flags[f] for f in tuned_flags if f in flags},
-        metrics=metrics,
-        score=scorer.score(metrics) if metrics and attrs.get(OUTCOME) in ("measured", "duplicate") else None,
+        score=scorer.score(metrics) if metrics and has_result else None,
         violations=violations,
-        failure_class=attrs.get("failure_class"),
-        duplicate_of=attrs.get("duplicate_of"),
-        baseline=bool(attrs.get("baseline")),
-        skipped_phases=tuple(int(c) for c in attrs.get("skipped_phases") or ()),
     )
-
-
-def _phases(trial: FrozenTrial) -> dict[int, dict[str, Any]]:
-    return {int(c): dict(m) for c, m in (trial.user_attrs.get(PHASES) or {}).items()}

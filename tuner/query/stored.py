@@ -1,6 +1,6 @@
 """Configurations a study stored, for ``spectune deploy``: a trial's, the best one's, or the original.
 
-Each trial records its launch configuration in the user attribute ``"config"`` (``ServerConfig.to_json()``).
+Each trial records its launch configuration (``Key.CONFIG``, tuner/engine/record.py).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tuner.core.errors import SpectuneError
+from tuner.engine.record import TrialRecord, best_record, records
 from tuner.sglang.launch import ServerConfig
 from tuner.study.spec import StudySpec
 
@@ -28,30 +29,23 @@ def _load_study(spec: StudySpec) -> Any:
                             f"tuned yet (spectune tune {spec.path})?") from None
 
 
-def _config_of(trial: Any) -> ServerConfig:
-    data = trial.user_attrs.get("config")
-    if not data:
-        raise SpectuneError(f"trial {trial.number} has no stored configuration (it was never deployed)")
-    return ServerConfig.from_json(data)
+def _config_of(record: TrialRecord) -> ServerConfig:
+    if record.config is None:
+        raise SpectuneError(f"trial {record.number} has no stored configuration (it was never deployed)")
+    return record.config
 
 
 def trial_config(spec: StudySpec, number: int) -> ServerConfig:
     study = _load_study(spec)
-    for trial in study.get_trials(deepcopy=False):
-        if trial.number == number:
-            return _config_of(trial)
+    for record in records(study):
+        if record.number == number:
+            return _config_of(record)
     raise SpectuneError(f"study {spec.study.name!r} has no trial {number}")
 
 
 def best_config(spec: StudySpec) -> tuple[int, ServerConfig]:
     """The best feasible measured trial's configuration (the study loop's own definition of best)."""
-    study = _load_study(spec)
-    try:
-        from tuner.app.tune import best_trial
-
-        best = best_trial(study)
-    except ImportError:  # pragma: no cover - the study loop is always installed with us
-        best = study.best_trial
+    best = best_record(_load_study(spec))
     if best is None:
         raise SpectuneError(f"study {spec.study.name!r} has no feasible measured trial yet")
     return best.number, _config_of(best)

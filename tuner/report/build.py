@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tuner.core.errors import UsageError
+from tuner.engine.record import Outcome
 from tuner.engine.storage import redact
 from tuner.query.answers import ranking_for, require_trials, weights_text
 from tuner.query.export import launch_for
@@ -63,7 +64,7 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
             path.write_bytes(plot.png)
             images.append(path)
     top = [r for r in sort_rows(rows(ranking, flags), "score", flags, ranking.concurrencies)]
-    measured = [t for t in ranking.trials if t.outcome == "measured"]
+    measured = [t for t in ranking.trials if t.outcome is Outcome.MEASURED]
     summary = (
         ("study", f"{spec.study.name} ({spec.path.name}, storage {redact(spec.study.storage)})"),
         ("trials", f"{len(ranking.trials)} in all, {len(measured)} measured, "

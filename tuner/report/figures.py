@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
+from tuner.engine.record import Outcome
 from tuner.query.ranking import Ranking, TrialView
 from tuner.query.table import phase_label, short_flag
 
@@ -47,7 +48,7 @@ def _quiet() -> Iterator[None]:
 
 def history(ranking: Ranking) -> Figure | None:
     """Score of every measured trial in order, infeasible ones greyed, the best feasible so far as a line."""
-    measured = [t for t in ranking.trials if t.outcome == "measured" and t.score is not None]
+    measured = [t for t in ranking.trials if t.outcome is Outcome.MEASURED and t.score is not None]
     if not measured:
         return None
     fig, ax = plt.subplots(figsize=(10, 4.2))
@@ -59,7 +60,7 @@ def history(ranking: Ranking) -> Figure | None:
                    label="infeasible (constraint violated)", zorder=3)
     # A "taken" trial (another worker was measuring the same configuration) cost nothing and failed nothing.
     failed = [t for t in ranking.trials
-              if t.outcome in ("deploy-failed", "rejected") or (t.state == "FAIL" and t.outcome != "taken")]
+              if t.outcome in (Outcome.DEPLOY_FAILED, Outcome.REJECTED) or t.outcome is Outcome.INTERRUPTED]
     if failed:
         low = min(t.score or 0.0 for t in measured)
         ax.scatter([t.number for t in failed], [low] * len(failed), color=FAILED, marker="v",
@@ -89,7 +90,7 @@ def speeds(ranking: Ranking) -> Figure | None:
     if len(ranking.concurrencies) < 2:
         return None
     low, high = ranking.concurrencies[0], ranking.concurrencies[-1]
-    points = [t for t in ranking.trials if t.outcome == "measured"
+    points = [t for t in ranking.trials if t.outcome is Outcome.MEASURED
               and t.value(low) is not None and t.value(high) is not None]
     if not points:
         return None
@@ -184,7 +185,7 @@ def _distribution(values: list[Any]) -> BaseDistribution | None:
 
 def failure_counts(ranking: Ranking) -> Counter[str]:
     """Why trials could not be the answer, by class; reused duplicates are not counted twice."""
-    return Counter(t.failure for t in ranking.trials if t.failure is not None and t.outcome != "duplicate")
+    return Counter(t.failure for t in ranking.trials if t.failure is not None and t.outcome is not Outcome.DUPLICATE)
 
 
 def failures(ranking: Ranking) -> Figure | None:

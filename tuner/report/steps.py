@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuner.engine.record import Outcome
 from tuner.query.ranking import Ranking
 
 STEPS_FLAG = "--speculative-num-steps"
@@ -31,7 +32,7 @@ class StepsTable:
 def steps_table(ranking: Ranking, concurrencies: Sequence[int]) -> StepsTable:
     best: dict[tuple[str, int], Cell] = {}
     for t in ranking.trials:
-        if t.outcome != "measured" or not t.feasible:
+        if t.outcome is not Outcome.MEASURED or not t.feasible:
             continue
         steps = t.config.get(STEPS_FLAG) if t.config is not None else None
         column = str(steps) if steps is not None else OFF

@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 
 from tests.e2e.test_tune import make_study, servers_of, wait_gone
 from tests.helpers import spectune_command
-from tuner.engine.trial import CONFIG_KEY, COUNTS, HOST
+from tuner.engine.record import Key
 from tuner.workers.leases import LeaseTable
 
 HOSTS = ("sim-a", "sim-b", "sim-c")
@@ -98,10 +98,10 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
                 trials = load(pg_url, name).get_trials(deepcopy=False)
             except KeyError:
                 continue
-            if sum(bool(t.user_attrs.get(COUNTS)) for t in trials) < 4:
+            if sum(bool(t.user_attrs.get(Key.COUNTS)) for t in trials) < 4:
                 continue
-            busy = [t.number for t in trials if t.state == TrialState.RUNNING and t.user_attrs.get(HOST) == "sim-b"
-                    and CONFIG_KEY in t.user_attrs]
+            busy = [t.number for t in trials if t.state == TrialState.RUNNING and t.user_attrs.get(Key.HOST) == "sim-b"
+                    and Key.CONFIG_KEY in t.user_attrs]
             if busy:  # sim-b's worker has proposed its configuration and is deploying or measuring it
                 procs["sim-b"].send_signal(signal.SIGKILL)
                 procs["sim-b"].communicate(timeout=10)
@@ -124,9 +124,9 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
         assert proc.returncode == 0, f"{host}: {outputs[host][1][-3000:]}"
     s = load(pg_url, name)
     trials = s.get_trials(deepcopy=False)
-    counted = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(COUNTS)]
+    counted = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(Key.COUNTS)]
     assert len(counted) == 30  # none lost, and no overshoot from three workers finishing at once
-    keys = [t.user_attrs[CONFIG_KEY] for t in counted]
+    keys = [t.user_attrs[Key.CONFIG_KEY] for t in counted]
     assert len(keys) == len(set(keys)), "a configuration was measured twice"
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     # The killed worker's trial went stale and was re-run by another worker with the same parameters.
@@ -140,7 +140,7 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
     baselines = [t for t in trials if t.user_attrs.get("baseline") and t.system_attrs.get("failed_trial") is None]
     assert [t.number for t in baselines] == [0]
     # Every host measured a share (the work was spread), and the hosts are free again.
-    by_host = {host: sum(t.user_attrs.get(HOST) == host for t in counted) for host in HOSTS}
+    by_host = {host: sum(t.user_attrs.get(Key.HOST) == host for t in counted) for host in HOSTS}
     assert all(n >= 3 for n in by_host.values()), by_host
     assert "waiting for a host lease" in outputs["sim-b"][1]
     assert LeaseTable(pg_url, name).leases() == []

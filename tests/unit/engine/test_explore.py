@@ -9,10 +9,11 @@ import pytest
 
 from tests.helpers import STUDIES
 from tuner.app.tune import enqueue_baseline
-from tuner.engine.explore import NEIGHBOUR_OF, neighbours
+from tuner.engine.explore import neighbours
 from tuner.engine.landscape import OracleMeasurer
 from tuner.engine.loop import Limits, run_trials
-from tuner.engine.trial import COUNTS, TrialRunner
+from tuner.engine.record import Key
+from tuner.engine.trial import TrialRunner
 from tuner.sglang.options import load_option_table
 from tuner.simulator.profile import load_profile
 from tuner.study.file import load_study_file
@@ -52,10 +53,10 @@ def test_a_sampler_stuck_on_one_point_still_reaches_n_trials() -> None:
     stopped = run_trials(study, runner, Limits(n_trials=5, timeout_s=None, started=time.monotonic()),
                          "sqlite:///:memory:")
     assert stopped == "n_trials"
-    measured = [t for t in study.trials if t.user_attrs.get(COUNTS)]
+    measured = [t for t in study.trials if t.user_attrs.get(Key.COUNTS)]
     assert len(measured) == 5
     assert len({t.user_attrs["config_key"] for t in measured}) == 5
-    explored = [t for t in measured if NEIGHBOUR_OF in t.user_attrs]
+    explored = [t for t in measured if Key.NEIGHBOUR_OF in t.user_attrs]
     assert len(explored) == 4
     for t in explored:  # each one step away from the point the sampler kept proposing
         assert sum(t.params[name] != baseline[name] for name in baseline) == 1

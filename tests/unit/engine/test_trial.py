@@ -10,7 +10,8 @@ import optuna
 import pytest
 
 from objectives.scoring import STARTED_KEY, VALID_KEY
-from tuner.app.tune import best_trial, enqueue_baseline, measured_trials
+from tuner.app.tune import enqueue_baseline
+from tuner.engine.record import best_record, measured_records
 from tuner.engine.trial import TrialRunner
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import load_option_table
@@ -101,7 +102,7 @@ def test_duplicate_is_reused_not_redeployed(setup) -> None:
     dup = study.trials[1]
     assert dup.user_attrs["outcome"] == "duplicate" and dup.user_attrs["duplicate_of"] == 0
     assert dup.value == study.trials[0].value
-    assert len(measured_trials(study)) == 1
+    assert len(measured_records(study)) == 1
 
 
 def test_failed_start_is_complete_and_infeasible_with_its_class(setup) -> None:
@@ -122,7 +123,7 @@ def test_constraint_violation_makes_trial_infeasible_and_not_best(setup) -> None
     run_steps(study, runner, 5, 4)
     five = study.trials[1]
     assert five.constraints["error_rate <= 0.01"] == pytest.approx(0.01)
-    assert best_trial(study).number == 2  # steps=4: 260/220·½ + 1900/2000·½ = 1.066
+    assert best_record(study).number == 2  # steps=4: 260/220·½ + 1900/2000·½ = 1.066
 
 
 def test_hopeless_trial_skips_c64(setup) -> None:
@@ -136,4 +137,4 @@ def test_hopeless_trial_skips_c64(setup) -> None:
     skip = last.user_attrs["skip"]
     assert skip["optimistic_score"] < skip["incumbent_score"]
     assert skip["bounds"]["64"] == pytest.approx(2000.0 * 1.15)
-    assert best_trial(study).number == 1
+    assert best_record(study).number == 1

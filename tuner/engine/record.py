@@ -1,0 +1,265 @@
+"""One typed record of a stored trial: what the trial runner wrote, read back the same way by every reader.
+
+A trial's result lives in Optuna user attributes (plus its state, values and constraints). ``Key`` names each
+attribute once; ``TrialRecord.from_trial`` decodes a ``FrozenTrial`` into typed fields; ``write`` is the one
+place attributes are set. The stored names and values are the ones earlier versions wrote, so existing study
+databases read unchanged.
+
+What a trial *is* for the study is defined here once:
+
+- ``is_measured``: it used the server, so it counts towards ``n_trials`` (measured or failed to start);
+- ``is_benchmarked``: it ran the benchmark itself (not a copied duplicate, not a failed start);
+- ``is_scored``: benchmarked, feasible and scored — what the placeholder value of an infeasible trial is the
+  median of (a skipped trial's optimistic score included); ``candidate_under`` is the same judgement under
+  another ranking's score and feasibility;
+- ``is_candidate``: scored with every phase measured — what can be the study's best.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.sglang.launch import ServerConfig
+
+
+class Outcome(enum.StrEnum):
+    """What happened to a trial. The first five are stored (``Key.OUTCOME``); the others are never stored but
+    derived from the Optuna state of a trial without a stored outcome."""
+
+    MEASURED = "measured"
+    DEPLOY_FAILED = "deploy-failed"
+    REJECTED = "rejected"
+    DUPLICATE = "duplicate"
+    TAKEN = "taken"  # FAIL: another worker was measuring the same configuration
+    INTERRUPTED = "interrupted"  # FAIL otherwise: an interrupt, a lost lease or a worker failed as stale
+    RUNNING = "running"  # RUNNING: being measured now
+    QUEUED = "queued"  # WAITING: enqueued, not started yet
+
+
+STORED_OUTCOMES: Final = frozenset({Outcome.MEASURED, Outcome.DEPLOY_FAILED, Outcome.REJECTED,
+                                    Outcome.DUPLICATE, Outcome.TAKEN})
+
+
+class Key:
+    """Trial user attribute names (reports, ``best``, ``deploy`` and old databases rely on these exact names)."""
+
+    OUTCOME: Final = "outcome"  # an Outcome of STORED_OUTCOMES
+    COUNTS: Final = "counts"  # True when the trial used the server (counts towards n_trials)
+    SCORE: Final = "score"
+    PARAMS_DECODED: Final = "params_decoded"  # the proposal's flag values, before repairs
+    REPAIRS: Final = "repairs"
+    REASON: Final = "reason"  # why a proposal was rejected
+    CONFIG: Final = "config"  # ServerConfig.to_json()
+    CONFIG_KEY: Final = "config_key"  # ServerConfig.key(): stored first, so other workers see it at once
+    PHASES: Final = "phases"  # concurrency (as a string) → that phase's metrics
+    SKIPPED_PHASES: Final = "skipped_phases"
+    SKIP: Final = "skip"  # the bound that made the remaining phases not worth running
+    FAILURE_CLASS: Final = "failure_class"
+    FAILURE: Final = "failure"
+    LOG_TAIL: Final = "log_tail"
+    LOG: Final = "log"  # where the server's log is (deploy fact)
+    LAUNCH: Final = "launch"  # the launch command (deploy fact)
+    BASE_URL: Final = "base_url"  # deploy fact
+    TIMINGS: Final = "timings"  # deploy_s, ready_s, benchmark_s
+    HOST: Final = "host"
+    BASELINE: Final = "baseline"  # set when the baseline is enqueued
+    DUPLICATE_OF: Final = "duplicate_of"
+    TAKEN_BY: Final = "taken_by"
+    OUTCOME_OF_ORIGINAL: Final = "outcome_of_original"  # copied onto a duplicate when the original has it
+    RETRY_OF: Final = "retry_of"  # set when an interrupted trial's parameters are enqueued again
+    NEIGHBOUR_OF: Final = "neighbour_of"  # set when a neighbour of a repeated proposal is enqueued
+
+
+#: What a measurer's ``deploy`` reports that is stored on the trial (timings are merged separately).
+DEPLOY_FACTS: Final = (Key.LAUNCH, Key.BASE_URL, Key.LOG)
+#: What a duplicate copies from the trial whose result it reuses.
+REUSED: Final = (Key.OUTCOME_OF_ORIGINAL, Key.PHASES, Key.FAILURE_CLASS, Key.FAILURE, Key.SKIPPED_PHASES,
+                 Key.SKIP, Key.LAUNCH)
+
+
+class StudyKey:
+    """Study user attribute names."""
+
+    REFERENCES: Final = "references"  # concurrency (as a string) → the metric a score of 1.0 stands for
+    CONFIRMATION: Final = "confirmation"
+    BASELINE_ENQUEUED: Final = "baseline_enqueued"
+    SAMPLER: Final = "sampler"
+
+    @staticmethod
+    def interrupted(number: int) -> str:
+        return f"interrupted_{number}"
+
+
+def write(trial: optuna.Trial, attrs: Mapping[str, Any]) -> None:
+    """Store ``attrs`` on ``trial`` — the only way the engine writes a trial's record. An ``Outcome`` is stored
+    as its plain string, so the value is the same in every storage (the in-memory one keeps objects as is)."""
+    for key, value in attrs.items():
+        trial.set_user_attr(key, str(value) if isinstance(value, Outcome) else value)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A stored trial, decoded. Build it with ``from_trial`` (a stored trial) or ``from_attrs`` (the attributes
+    a running trial is about to end with)."""
+
+    number: int
+    state: TrialState
+    outcome: Outcome | None  # None: COMPLETE without a (known) stored outcome, e.g. told by hand; or PRUNED
+    counts: bool  # used the server: counts towards n_trials
+    score: float | None
+    params_decoded: Mapping[str, Any] = field(default_factory=dict)
+    repairs: tuple[str, ...] = ()
+    reason: str | None = None
+    config: ServerConfig | None = None
+    config_key: str | None = None
+    metrics: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # per phase, by concurrency
+    skipped_phases: tuple[int, ...] = ()
+    skip: Mapping[str, Any] | None = None
+    constraints: Mapping[str, float] = field(default_factory=dict)
+    failure_class: str | None = None
+    failure: str | None = None
+    log_tail: str | None = None
+    log: str | None = None
+    host: str | None = None
+    baseline: bool = False
+    duplicate_of: int | None = None
+    taken_by: int | None = None
+    timings: Mapping[str, float] = field(default_factory=dict)
+    launch: str | None = None
+    values: tuple[float, ...] | None = None
+    duration_s: float | None = None  # start to completion, for finished trials
+
+    @classmethod
+    def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
+        duration = None
+        if trial.datetime_start is not None and trial.datetime_complete is not None:
+            duration = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        values = tuple(trial.values) if trial.values is not None else None
+        return cls.from_attrs(trial.number, trial.state, trial.user_attrs, trial.constraints or {},
+                              values=values, duration_s=duration)
+
+    @classmethod
+    def from_attrs(cls, number: int, state: TrialState, attrs: Mapping[str, Any], constraints: Mapping[str, float],
+                   *, values: tuple[float, ...] | None = None, duration_s: float | None = None) -> TrialRecord:
+        config = attrs.get(Key.CONFIG)
+        score = attrs.get(Key.SCORE)
+        skip = attrs.get(Key.SKIP)
+        return cls(
+            number=number,
+            state=state,
+            outcome=_outcome(state, attrs.get(Key.OUTCOME)),
+            counts=bool(attrs.get(Key.COUNTS)),
+            score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
+            params_decoded=dict(attrs.get(Key.PARAMS_DECODED) or {}),
+            repairs=tuple(attrs.get(Key.REPAIRS) or ()),
+            reason=attrs.get(Key.REASON),
+            config=ServerConfig.from_json(config) if config else None,
+            config_key=attrs.get(Key.CONFIG_KEY),
+            metrics=decode_phases(attrs.get(Key.PHASES)),
+            skipped_phases=tuple(int(c) for c in attrs.get(Key.SKIPPED_PHASES) or ()),
+            skip=dict(skip) if skip else None,
+            constraints={k: float(v) for k, v in constraints.items()},
+            failure_class=attrs.get(Key.FAILURE_CLASS),
+            failure=attrs.get(Key.FAILURE),
+            log_tail=attrs.get(Key.LOG_TAIL),
+            log=attrs.get(Key.LOG),
+            host=attrs.get(Key.HOST),
+            baseline=bool(attrs.get(Key.BASELINE)),
+            duplicate_of=attrs.get(Key.DUPLICATE_OF),
+            taken_by=attrs.get(Key.TAKEN_BY),
+            timings=dict(attrs.get(Key.TIMINGS) or {}),
+            launch=attrs.get(Key.LAUNCH),
+            values=values,
+            duration_s=duration_s,
+        )
+
+    # ----- what the trial is for the study -------------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        return self.state == TrialState.COMPLETE
+
+    @property
+    def feasible(self) -> bool:
+        """Every stored constraint satisfied (Optuna's convention: ≤ 0)."""
+        return all(v <= 0 for v in self.constraints.values())
+
+    @property
+    def is_measured(self) -> bool:
+        """Used the server: counts towards ``n_trials`` (measured or failed to start; not free reuses)."""
+        return self.complete and self.counts
+
+    @property
+    def is_benchmarked(self) -> bool:
+        """Ran the benchmark itself (a duplicate only copies another trial's result)."""
+        return self.is_measured and self.outcome is Outcome.MEASURED
+
+    @property
+    def is_scored(self) -> bool:
+        """Benchmarked, feasible and with a score (a skipped trial's is its optimistic bound)."""
+        return self.candidate_under(self.score, feasible=self.feasible)
+
+    @property
+    def is_candidate(self) -> bool:
+        """Can be the study's best: scored, and no phase was skipped (a skipped trial's stored score is only
+        its optimistic bound)."""
+        return self.is_scored and not self.skipped_phases
+
+    def candidate_under(self, score: float | None, *, feasible: bool) -> bool:
+        """A candidate for best with ``score`` and ``feasible`` as some ranking judges them (tuner/query/ranking.py
+        rescores from the stored metrics, so a phase its weights do not need may be missing)."""
+        return self.is_benchmarked and feasible and score is not None
+
+    @property
+    def skip_bounds(self) -> dict[int, float]:
+        """The optimistic values the skipped phases were assumed to reach (empty when none was skipped)."""
+        return skip_bounds(self.skip)
+
+
+def _outcome(state: TrialState, stored: Any) -> Outcome | None:
+    known = Outcome(stored) if isinstance(stored, str) and stored in STORED_OUTCOMES else None
+    if state == TrialState.COMPLETE:
+        return known
+    if state == TrialState.FAIL:
+        return Outcome.TAKEN if known is Outcome.TAKEN else Outcome.INTERRUPTED
+    if state == TrialState.RUNNING:
+        return Outcome.RUNNING
+    if state == TrialState.WAITING:
+        return Outcome.QUEUED
+    return None
+
+
+def skip_bounds(skip: Mapping[str, Any] | None) -> dict[int, float]:
+    """A stored ``Key.SKIP`` → the bound assumed for each skipped phase, by concurrency."""
+    return {int(c): float(v) for c, v in ((skip or {}).get("bounds") or {}).items()}
+
+
+def decode_phases(stored: Mapping[str, Any] | None) -> dict[int, dict[str, Any]]:
+    """``{"1": {...}, "64": {...}}`` as stored → metrics by concurrency."""
+    return {int(c): dict(m) for c, m in (stored or {}).items()}
+
+
+def encode_phases(metrics: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """Metrics by concurrency → the stored form (JSON object keys are strings)."""
+    return {str(c): m for c, m in metrics.items()}
+
+
+def records(study: optuna.Study, states: tuple[TrialState, ...] | None = None) -> list[TrialRecord]:
+    """Every trial of ``study`` (or those in ``states``), by number."""
+    return [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False, states=states)]
+
+
+def measured_records(study: optuna.Study) -> list[TrialRecord]:
+    """The trials that count towards ``n_trials``."""
+    return [r for r in records(study, (TrialState.COMPLETE,)) if r.is_measured]
+
+
+def best_record(study: optuna.Study) -> TrialRecord | None:
+    """The candidate with the highest stored score (ties: the earlier trial); None when there is none."""
+    candidates = [r for r in records(study, (TrialState.COMPLETE,)) if r.is_candidate]
+    return max(candidates, key=lambda r: (r.score or 0.0, -r.number), default=None)

@@ -1,0 +1,71 @@
+"""A trial's score within its study: ``objectives.scoring.Scorer`` over the study's references.
+
+``objectives.scoring`` defines the formula (docs/scoring.md); this module is where the study's side of it lives
+— the references a score of 1.0 stands for, which the first fully measured trial (the baseline runs first) fixes
+once (``fix_references`` is their only writer), and the value stored for a trial whose weighted phase was
+skipped. The trial runner, the confirmation stage and the ranking all score through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import optuna
+
+from objectives.scoring import PhaseMetrics, Scorer, phase_value, references_from
+from tuner.engine.record import Outcome, StudyKey, TrialRecord
+
+
+def stored_references(study: optuna.Study) -> dict[int, float]:
+    """The references stored on ``study`` (empty before its first full measurement)."""
+    return _decode(study.user_attrs.get(StudyKey.REFERENCES))
+
+
+def fix_references(study: optuna.Study, metrics: PhaseMetrics, weights: Mapping[int, float]) -> dict[int, float]:
+    """Store ``metrics``' primary values as the study's references unless it has them already (or a weighted
+    phase of ``metrics`` has no usable value); the references in force afterwards."""
+    stored = study.user_attrs.get(StudyKey.REFERENCES)
+    if stored is None:
+        refs = references_from(metrics, weights)
+        if refs is not None:
+            encoded = {str(c): v for c, v in refs.items()}
+            study.set_user_attr(StudyKey.REFERENCES, encoded)
+            # What was just written, should the storage not show it yet.
+            stored = study.user_attrs.get(StudyKey.REFERENCES) or encoded
+    return _decode(stored)
+
+
+def study_scorer(study: optuna.Study, weights: Mapping[int, float]) -> Scorer:
+    return Scorer(weights, stored_references(study))
+
+
+def references_for(study: optuna.Study, trials: Iterable[TrialRecord],
+                   weights: Mapping[int, float]) -> dict[int, float]:
+    """The study's stored references, completed for re-weighting: a weighted phase without one takes the
+    baseline's value, else the first benchmarked trial's — the rule the study used for its own."""
+    stored = stored_references(study)
+    measured = sorted((t for t in trials if t.complete and t.outcome is Outcome.MEASURED),
+                      key=lambda t: (not t.baseline, t.number))
+    for concurrency, weight in weights.items():
+        if weight <= 0 or stored.get(concurrency):
+            continue
+        for t in measured:
+            value = phase_value(t.metrics, concurrency)
+            if value and value > 0:
+                stored[concurrency] = value
+                break
+    return stored
+
+
+def trial_score(scorer: Scorer, metrics: PhaseMetrics, skip_bounds: Mapping[int, float]) -> float:
+    """The score stored for a benchmarked trial. Only a skipped trial lacks a weighted phase: it is valued at its
+    (losing) optimistic bound, and at 0.0 when it has none."""
+    score = scorer.score(metrics)
+    if score is not None:
+        return score
+    return scorer.optimistic_score(metrics, skip_bounds) if skip_bounds else 0.0
+
+
+def _decode(stored: Mapping[str, Any] | None) -> dict[int, float]:
+    return {int(c): float(v) for c, v in (stored or {}).items()}
