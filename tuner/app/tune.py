@@ -22,11 +22,12 @@ from tuner.app.progress import LiveView
 from tuner.core.errors import Interrupted, SpectuneError
 from tuner.core.interrupts import interruptible, silence_tracebacks
 from tuner.engine.confirm import Confirmation, confirm_top, confirmed_winner
+from tuner.engine.ends import best_trial, enqueue_baseline
 from tuner.engine.fingerprint import record_or_check
 from tuner.engine.loop import Gate, Limits, NoGate, measured_trials, requeue_interrupted, run_trials
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
 from tuner.engine.storage import is_server_database, open_study, recover_interrupted, study_lock
-from tuner.engine.trial import OUTCOME, ConfigTaken, TrialEvents, TrialRunner
+from tuner.engine.trial import ConfigTaken, TrialEvents, TrialRunner
 from tuner.sglang.launch import ServerConfig, launch_command
 from tuner.sglang.options import load_option_table
 from tuner.study.space import SearchSpace
@@ -45,13 +46,6 @@ class TuneOutcome:
     stopped_by: str  # n_trials | timeout | exhausted
     best: FrozenTrial | None
     best_command: str | None
-
-
-def best_trial(study: optuna.Study) -> FrozenTrial | None:
-    """The feasible, fully measured trial with the highest score (single objective)."""
-    candidates = [t for t in measured_trials(study) if t.user_attrs.get(OUTCOME) == "measured"
-                  and not t.user_attrs.get("skipped_phases") and all(v <= 0 for v in (t.constraints or {}).values())]
-    return max(candidates, key=lambda t: t.user_attrs.get("score", float("-inf")), default=None)
 
 
 # Optuna logs every exception that ends a trial with its traceback; these are expected endings.
@@ -159,18 +153,6 @@ def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer
         console.print(f"  trial {c.trial}: study score {c.original_score:.3f}, confirmed mean {c.mean:.3f} "
                       f"± {c.stdev:.3f} (range {spread}, {c.failed_restarts} failed restarts)", highlight=False)
     return results
-
-
-def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec) -> None:
-    """The server's current configuration runs first, once per study (not once per resume or worker).
-
-    Check-then-set: callers on a shared study hold the study's ``baseline`` mutex (tuner/workers/coordination.py)."""
-    if not spec.baseline or study.user_attrs.get("baseline_enqueued"):
-        return
-    study.set_user_attr("baseline_enqueued", True)
-    if study.get_trials(deepcopy=False):
-        return
-    study.enqueue_trial(space.encode(spec.baseline), user_attrs={"baseline": True})
 
 
 def _finish(spec: StudySpec, target: Target, best: FrozenTrial | None, table: Any, console: Console,

@@ -5,9 +5,12 @@ Each trial records its launch configuration in the user attribute ``"config"`` (
 
 from __future__ import annotations
 
-from typing import Any
+from optuna.trial import FrozenTrial
 
 from tuner.core.errors import SpectuneError
+from tuner.engine.ends import best_trial
+from tuner.engine.opening import StudyNotFound
+from tuner.query.load import StoredStudy
 from tuner.sglang.launch import ServerConfig
 from tuner.study.spec import StudySpec
 
@@ -17,41 +20,23 @@ def original_config(spec: StudySpec) -> ServerConfig:
     return ServerConfig.build({**spec.server_flags, **spec.baseline}, spec.server_env)
 
 
-def _load_study(spec: StudySpec) -> Any:
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        return optuna.load_study(study_name=spec.study.name, storage=spec.study.storage)
-    except KeyError:
-        raise SpectuneError(f"no study named {spec.study.name!r} in {spec.study.storage} — has it been "
-                            f"tuned yet (spectune tune {spec.path})?") from None
-
-
-def _config_of(trial: Any) -> ServerConfig:
+def _config_of(trial: FrozenTrial) -> ServerConfig:
     data = trial.user_attrs.get("config")
     if not data:
         raise SpectuneError(f"trial {trial.number} has no stored configuration (it was never deployed)")
     return ServerConfig.from_json(data)
 
 
-def trial_config(spec: StudySpec, number: int) -> ServerConfig:
-    study = _load_study(spec)
-    for trial in study.get_trials(deepcopy=False):
+def trial_config(stored: StoredStudy, number: int) -> ServerConfig:
+    for trial in stored.study.get_trials(deepcopy=False):
         if trial.number == number:
             return _config_of(trial)
-    raise SpectuneError(f"study {spec.study.name!r} has no trial {number}")
+    raise StudyNotFound(f"study {stored.spec.study.name!r} has no trial {number}")
 
 
-def best_config(spec: StudySpec) -> tuple[int, ServerConfig]:
+def best_config(stored: StoredStudy) -> tuple[int, ServerConfig]:
     """The best feasible measured trial's configuration (the study loop's own definition of best)."""
-    study = _load_study(spec)
-    try:
-        from tuner.app.tune import best_trial
-
-        best = best_trial(study)
-    except ImportError:  # pragma: no cover - the study loop is always installed with us
-        best = study.best_trial
+    best = best_trial(stored.study)
     if best is None:
-        raise SpectuneError(f"study {spec.study.name!r} has no feasible measured trial yet")
+        raise StudyNotFound(f"study {stored.spec.study.name!r} has no feasible measured trial yet")
     return best.number, _config_of(best)

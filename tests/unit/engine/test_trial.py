@@ -10,7 +10,8 @@ import optuna
 import pytest
 
 from objectives.scoring import STARTED_KEY, VALID_KEY
-from tuner.app.tune import best_trial, enqueue_baseline, measured_trials
+from tuner.engine.ends import best_trial, enqueue_baseline
+from tuner.engine.loop import measured_trials
 from tuner.engine.trial import TrialRunner
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import load_option_table

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import optuna
 
-from tuner.app.tune import best_trial
+from tuner.engine.ends import best_trial
 from tuner.query.load import open_stored_study
 from tuner.query.options import parse_constraints
 from tuner.query.ranking import rank
