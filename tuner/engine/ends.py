@@ -6,6 +6,8 @@ Here, below the commands, so that `spectune tune`, `spectune deploy --best`, the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import optuna
 from optuna.trial import FrozenTrial
 
@@ -17,7 +19,12 @@ from tuner.study.spec import StudySpec
 
 def best_trial(study: optuna.Study) -> FrozenTrial | None:
     """The feasible, fully measured trial with the highest score (single objective)."""
-    candidates = [t for t in measured_trials(study) if t.user_attrs.get(OUTCOME) == "measured"
+    return best_of(measured_trials(study))
+
+
+def best_of(trials: Iterable[FrozenTrial]) -> FrozenTrial | None:
+    """``best_trial`` among ``trials`` (e.g. the first N measured: what the study would have picked then)."""
+    candidates = [t for t in trials if t.user_attrs.get(OUTCOME) == "measured"
                   and not t.user_attrs.get("skipped_phases") and all(v <= 0 for v in (t.constraints or {}).values())]
     return max(candidates, key=lambda t: t.user_attrs.get("score", float("-inf")), default=None)
 
