@@ -8,6 +8,11 @@ user would deploy), divided by that optimum.
 
     .venv/bin/python bench/sample_efficiency.py --seeds 20            # prints a markdown table
 
+Any other landscape plugs in with ``--landscape MODULE:FACTORY`` (docs/benchmarks.md: the ``Landscape`` protocol
+and ``evaluate_search``, tuner/engine/landscape.py):
+
+    .venv/bin/python bench/sample_efficiency.py --landscape my_model.py:landscape --studies my-study.toml
+
 Samplers: the default (``auto``: GP when torch is installed, else TPE), TPE, GP, random search, and a
 one-flag-at-a-time sweep like the seed campaign (start from the baseline, sweep one flag with the others fixed,
 keep the best, next flag, repeat).
@@ -16,10 +21,12 @@ keep the best, next flag, repeat).
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import statistics
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +34,10 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tuner.app.tune import enqueue_baseline
-from tuner.engine.landscape import OracleMeasurer, true_scores
-from tuner.engine.loop import Limits, run_trials
-from tuner.engine.record import TrialRecord, best_record
-from tuner.engine.samplers import make_sampler
+from tuner.engine.landscape import Landscape, MeasuredLandscape, evaluate_search, simulator_landscape
+from tuner.engine.record import TrialRecord
 from tuner.engine.trial import TrialRunner
 from tuner.sglang.options import load_option_table
-from tuner.simulator.profile import load_profile
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -44,32 +47,25 @@ CHECKPOINTS = (10, 20, 40)
 TARGET_RATIO = 0.98
 
 
-def run_optuna(spec: StudySpec, space: SearchSpace, profile: Any, table: Any, sampler_name: str, seed: int,
-               budget: int, noise: float, truth: dict[str, float]) -> list[float]:
+def run_optuna(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: int, budget: int,
+               truth: dict[str, float]) -> list[float]:
     """Ratio (truth of the study's own best ÷ optimum) after each measured trial."""
-    settings = replace(spec.study, sampler=sampler_name, seed=seed)  # type: ignore[arg-type]
-    spec = replace(spec, study=settings)
-    study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler_name, seed))
-    enqueue_baseline(study, space, spec)
-    runner = TrialRunner(spec, space, OracleMeasurer(profile, table, spec.benchmark, noise=noise, seed=seed))
+    # The product's own loop (tuner/engine/loop.py, through the public evaluate_search): duplicates are free, a
+    # repeat is followed by a neighbour, and a study whose proposals stay free for too long ends "exhausted" —
+    # as `spectune tune` would.
+    result = evaluate_search(spec, landscape, n_trials=budget, seed=seed, sampler=sampler_name)  # type: ignore[arg-type]
     optimum = max(truth.values())
-    ratios: list[float] = []
-    started = time.monotonic()
-    while len(ratios) < budget:
-        # The product's own loop (tuner/engine/loop.py): duplicates are free, a repeat is followed by a neighbour, and
-        # a study whose proposals stay free for too long ends "exhausted" — as `spectune tune` would.
-        limits = Limits(n_trials=len(ratios) + 1, timeout_s=None, started=started)
-        if run_trials(study, runner, limits, "sqlite:///:memory:") != "n_trials":
-            break
-        best = best_record(study)
+    ratios = []
+    for k in range(1, result.measured + 1):
+        best = result.best_after(k)
         ratios.append(truth.get(best.config_key or "", 0.0) / optimum if best else 0.0)
     return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
 
 
-def run_sweep(spec: StudySpec, space: SearchSpace, profile: Any, table: Any, seed: int, budget: int,
-              noise: float, truth: dict[str, float]) -> list[float]:
+def run_sweep(spec: StudySpec, space: SearchSpace, landscape: Landscape, seed: int, budget: int,
+              truth: dict[str, float]) -> list[float]:
     """The seed campaign's method: one flag at a time from the baseline, the others held at the incumbent."""
-    measurer = OracleMeasurer(profile, table, spec.benchmark, noise=noise, seed=seed)
+    measurer = landscape.measurer(seed)
     study = optuna.create_study(direction="maximize")  # only as a store for the runner's scorer
     runner = TrialRunner(spec, space, measurer, skip_phases=False)
     optimum = max(truth.values())
@@ -114,6 +110,52 @@ def run_sweep(spec: StudySpec, space: SearchSpace, profile: Any, table: Any, see
     return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
 
 
+def load_landscape_factory(text: str) -> Callable[[StudySpec], Any]:
+    """``MODULE:FACTORY``: MODULE importable (``pkg.mod``) or a file path (``path/to/mod.py``)."""
+    module_name, sep, factory_name = text.rpartition(":")
+    if not sep or not module_name or not factory_name:
+        raise SystemExit(f"--landscape: expected MODULE:FACTORY, not {text!r}")
+    if module_name.endswith(".py") or "/" in module_name:
+        path = Path(module_name).resolve()
+        if not path.is_file():
+            raise SystemExit(f"--landscape: no file {path}")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert module_spec is not None and module_spec.loader is not None
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise SystemExit(f"--landscape: {module_name} has no callable {factory_name!r}")
+    return factory
+
+
+def make_landscape(spec: StudySpec, factory: Callable[[StudySpec], Any] | None, noise: float) -> Landscape:
+    """The factory's landscape for this study (a bare Measurer is its own truth), or the simulator's."""
+    if factory is None:
+        return simulator_landscape(spec, noise=noise)
+    made = factory(spec)
+    if callable(getattr(made, "measurer", None)) and callable(getattr(made, "true_score", None)):
+        return made
+    return MeasuredLandscape(spec, lambda _seed: made, truth=made)
+
+
+def true_score_table(space: SearchSpace, landscape: Landscape) -> dict[str, float]:
+    """Config key → true score over the distinct valid configurations of ``space`` that can be the answer."""
+    known = getattr(landscape, "true_scores", None)
+    if callable(known):
+        return known()
+    scores: dict[str, float] = {}
+    for params in space.points():
+        config = space.decode(params).config
+        if config is not None and config.key() not in scores:
+            score = landscape.true_score(config)
+            if score is not None:
+                scores[config.key()] = score
+    return scores
+
+
 def trials_to_reach(ratios: list[float], target: float) -> int | None:
     return next((i + 1 for i, r in enumerate(ratios) if r >= target), None)
 
@@ -125,16 +167,21 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.02, help="relative measurement noise (σ)")
     parser.add_argument("--samplers", default="auto,tpe,gp,random,sweep")
     parser.add_argument("--studies", default="studies/simulated.toml,bench/studies/llama-8b-h100.toml")
+    parser.add_argument("--landscape", metavar="MODULE:FACTORY",
+                        help="an external landscape: FACTORY(study_spec) returns a Landscape or a Measurer "
+                             "(docs/benchmarks.md); default: the simulator's ground truth (+ --noise)")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    table = load_option_table()
+    factory = load_landscape_factory(args.landscape) if args.landscape else None
     rows = []
     for study_path in args.studies.split(","):
         spec = load_study_file(REPO / study_path)
-        profile = load_profile(spec.target.settings["profile"])
-        space = SearchSpace(spec, table)
+        space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+        landscape = make_landscape(spec, factory, args.noise)
         t0 = time.perf_counter()
-        truth = true_scores(space, profile, table)
+        truth = true_score_table(space, landscape)
+        if not truth:
+            raise SystemExit(f"{study_path}: no configuration of the space can be the answer on this landscape")
         print(f"# {study_path}: {len(truth)} feasible distinct configurations, optimum score "
               f"{max(truth.values()):.3f} (ground truth in {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
         for sampler in args.samplers.split(","):
@@ -142,10 +189,9 @@ def main() -> None:
             curves = []
             for seed in range(args.seeds):
                 if sampler == "sweep":
-                    curves.append(run_sweep(spec, space, profile, table, seed, args.budget, args.noise, truth))
+                    curves.append(run_sweep(spec, space, landscape, seed, args.budget, truth))
                 else:
-                    curves.append(run_optuna(spec, space, profile, table, sampler, seed, args.budget, args.noise,
-                                             truth))
+                    curves.append(run_optuna(spec, landscape, sampler, seed, args.budget, truth))
             medians = {k: statistics.median(c[k - 1] for c in curves) for k in CHECKPOINTS if k <= args.budget}
             reach = [trials_to_reach(c, TARGET_RATIO) for c in curves]
             reached = [r for r in reach if r is not None]
@@ -159,9 +205,9 @@ def main() -> None:
     print(f"| study | sampler | {' | '.join(f'@{k}' for k in CHECKPOINTS)} | median trials to ≥{TARGET_RATIO} "
           "| seeds reaching it | wall s |")
     print("|---|---|" + "---|" * (len(CHECKPOINTS) + 3))
-    for study, sampler, medians, reach, n_reached, n, wall in rows:
+    for study, sampler, medians, median, n_reached, n, wall in rows:
         cells = " | ".join(f"{medians[k]:.3f}" if k in medians else "–" for k in CHECKPOINTS)
-        reach_text = f"{reach:g}" if reach is not None else f">{args.budget}"
+        reach_text = f"{median:g}" if median is not None else f">{args.budget}"
         print(f"| {study} | {sampler} | {cells} | {reach_text} | {n_reached}/{n} | {wall:.0f} |")
 
 

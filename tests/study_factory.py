@@ -1,31 +1,24 @@
-"""Realistic stored studies in about a second: the real ``TrialRunner`` with the simulator's ground truth.
+"""Realistic stored studies in about a second: the product's loop with the simulator's ground truth.
 
-The same path a study takes (baseline first, duplicates reused, failed starts and constraint violations stored
-as constraints), but ``OracleMeasurer`` answers instead of a server — see bench/sample_efficiency.py.
+The same path `spectune tune` takes (tuner/engine/landscape.py ``evaluate_search``: baseline first, duplicates
+reused, failed starts and constraint violations stored as constraints, the C=64 skip), with the simulator's
+ground truth plus noise answering instead of a server.
 Use the ``stored_study`` fixture by importing it into a conftest.
 """
 
 from __future__ import annotations
 
 import shutil
-import warnings
 from pathlib import Path
 
 import optuna
 import pytest
 
 from tests.helpers import STUDIES
-from tuner.app.tune import enqueue_baseline
-from tuner.engine.fingerprint import record_or_check
-from tuner.engine.landscape import OracleMeasurer
-from tuner.engine.record import Key
-from tuner.engine.samplers import make_sampler
-from tuner.engine.storage import open_study
-from tuner.engine.trial import TrialRunner
-from tuner.sglang.options import load_option_table
-from tuner.simulator.profile import load_profile
+from tuner.engine.landscape import evaluate_search, simulator_landscape
+from tuner.engine.storage import make_storage
 from tuner.study.file import load_study_file
-from tuner.study.space import SearchSpace
+from tuner.study.spec import SamplerName
 
 #: A C=64 latency bound some of the simulator's configurations break, so studies have infeasible trials.
 TTFT_BOUND = "c64.ttft_p99_ms < 90"
@@ -47,30 +40,15 @@ def write_study_file(directory: Path, name: str = "demo", *, storage: str | None
 
 
 def run_oracle_study(study_file: Path, n_measured: int = 14, *, seed: int = 3, noise: float = 0.02,
-                     sampler: str = "tpe") -> optuna.Study:
-    """Run (or continue) the study of ``study_file`` until ``n_measured`` trials used the 'server'."""
+                     sampler: SamplerName = "tpe") -> optuna.Study:
+    """Run (or continue) the study of ``study_file`` until ``n_measured`` trials used the 'server': the product's
+    own loop (``evaluate_search``), stored where the study file says."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec = load_study_file(study_file)
-    table = load_option_table(spec.study.sglang_version)
-    space = SearchSpace(spec, table)
-    if spec.study.storage.startswith("sqlite"):
-        study = optuna.create_study(study_name=spec.study.name, storage=_fast_sqlite(spec.study.storage),
-                                    sampler=make_sampler(sampler, seed), direction="maximize", load_if_exists=True)
-        with warnings.catch_warnings():  # experimental in name only; `tune` sets the same names
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(["score"])
-    else:
-        study = open_study(spec.study.storage, spec.study.name, make_sampler(sampler, seed), ["maximize"], ["score"])
-    record_or_check(study, spec)
-    enqueue_baseline(study, space, spec)
-    measurer = OracleMeasurer(load_profile(spec.target.settings["profile"]), table, spec.benchmark,
-                              noise=noise, seed=seed)
-    runner = TrialRunner(spec, space, measurer)
-    free = 0
-    while sum(1 for t in study.trials if t.user_attrs.get(Key.COUNTS)) < n_measured and free < 100:
-        study.optimize(runner, n_trials=1)
-        free = 0 if study.trials[-1].user_attrs.get(Key.COUNTS) else free + 1
-    return study
+    url = spec.study.storage
+    storage = _fast_sqlite(url) if url.startswith("sqlite") else make_storage(url)
+    return evaluate_search(spec, simulator_landscape(spec, noise=noise), n_trials=n_measured, seed=seed,
+                           sampler=sampler, storage=storage).study
 
 
 def _fast_sqlite(url: str) -> optuna.storages.RDBStorage:

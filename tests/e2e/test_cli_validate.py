@@ -42,6 +42,27 @@ def test_validate_missing_file(tmp_path: Path) -> None:
     assert result.stderr.strip() == f"error: {tmp_path / 'nope.toml'}: file not found"
 
 
+def test_validate_prints_no_password_of_a_postgresql_url(tmp_path: Path) -> None:
+    study = tmp_path / "pg.toml"
+    url = "postgresql+psycopg://tuner:s3cret-pw@127.0.0.1:1/spectune?password=other-secret"  # port 1: refused
+    study.write_text((STUDIES / "simulated.toml").read_text().replace("n_trials = 12",
+                                                                      f'n_trials = 12\nstorage = "{url}"'))
+    result = run("validate", str(study))
+    assert result.returncode == 0, result.stderr
+    assert "s3cret" not in result.stdout + result.stderr and "other-secret" not in result.stdout + result.stderr
+    assert "tuner:***@127.0.0.1:1/spectune" in result.stdout
+    assert "Stored: cannot be read now" in result.stdout  # the file is valid; its database is down
+
+
+def test_deploy_best_on_a_study_never_run_is_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    study = tmp_path / "s.toml"
+    study.write_text((STUDIES / "simulated.toml").read_text())
+    result = run("deploy", str(study), "--best")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: study 'simulated-demo' has never run") and result.stderr.count("\n") == 1
+    assert result.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
 @pytest.mark.parametrize("command", [[], ["validate"], ["simulate"], ["bench"]])
 def test_help_on_every_command(command: list[str]) -> None:
     result = run(*command, "--help")

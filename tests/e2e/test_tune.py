@@ -19,7 +19,9 @@ import optuna
 import pytest
 
 from tests.helpers import STUDIES, spectune_command
+from tuner.engine.opening import open_existing_study
 from tuner.engine.record import Key
+from tuner.study.file import load_study_file
 
 N_TRIALS = 4
 KILL_TEST_TRIALS = 6
@@ -50,8 +52,9 @@ def tune(study: Path, *args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, env=env, cwd=study.parent)
 
 
-def load(study: Path, name: str) -> optuna.Study:
-    return optuna.load_study(study_name=name, storage=f"sqlite:///{study.with_suffix('.db')}")
+def load(study: Path) -> optuna.Study:
+    """The stored study as every reader opens it."""
+    return open_existing_study(load_study_file(study))
 
 
 def servers_of(name: str) -> list[int]:
@@ -84,7 +87,7 @@ def test_tune_runs_a_short_study_and_prints_the_best_command(tmp_path: Path) -> 
     assert proc.returncode == 0, err
     assert "measured trials" in out
     assert "--speculative-num-steps" in out and "--speculative-algorithm EAGLE3" in out
-    s = load(study, name)
+    s = load(study)
     counted = [t for t in s.trials if t.user_attrs.get(Key.COUNTS)]
     assert len(counted) == 3
     assert s.trials[0].user_attrs.get("baseline") is True  # the current configuration runs first
@@ -122,7 +125,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     _, err = final.communicate(timeout=300)
     assert final.returncode == 0, err
     assert kills >= 2
-    s = load(study, name)
+    s = load(study)
     counted = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get(Key.COUNTS)]
     assert len(counted) == KILL_TEST_TRIALS
     assert not [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING]
@@ -145,7 +148,7 @@ def test_sigterm_records_the_trial_and_restores(tmp_path: Path, delay: float) ->
     assert proc.returncode == 143, err
     assert "interrupted by SIGTERM" in err
     assert "Traceback" not in err
-    s = load(study, name)
+    s = load(study)
     assert not [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING]
     interrupted = [t for t in s.trials if t.state == optuna.trial.TrialState.FAIL]
     waiting = [t for t in s.trials if t.state == optuna.trial.TrialState.WAITING]

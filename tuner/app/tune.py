@@ -20,10 +20,11 @@ from rich.console import Console
 from tuner.app.progress import LiveView
 from tuner.core.errors import Interrupted, SpectuneError
 from tuner.core.interrupts import interruptible, silence_tracebacks
+from tuner.engine.baseline import enqueue_baseline
 from tuner.engine.confirm import Confirmation, confirm_top, confirmed_winner
 from tuner.engine.fingerprint import record_or_check
 from tuner.engine.loop import Gate, Limits, NoGate, requeue_interrupted, run_trials
-from tuner.engine.record import Key, StudyKey, TrialRecord, best_record, measured_records
+from tuner.engine.record import StudyKey, TrialRecord, best_record, measured_records
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
 from tuner.engine.storage import is_server_database, open_study, recover_interrupted, study_lock
 from tuner.engine.trial import ConfigTaken, TrialEvents, TrialRunner
@@ -153,17 +154,6 @@ def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer
                       f"± {c.stdev:.3f} (range {spread}, {c.failed_restarts} failed restarts)", highlight=False)
     return results
 
-
-def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec) -> None:
-    """The server's current configuration runs first, once per study (not once per resume or worker).
-
-    Check-then-set: callers on a shared study hold the study's ``baseline`` mutex (tuner/workers/coordination.py)."""
-    if not spec.baseline or study.user_attrs.get(StudyKey.BASELINE_ENQUEUED):
-        return
-    study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
-    if study.get_trials(deepcopy=False):
-        return
-    study.enqueue_trial(space.encode(spec.baseline), user_attrs={Key.BASELINE: True})
 
 
 def _finish(spec: StudySpec, target: Target, best: TrialRecord | None, table: Any, console: Console,

@@ -19,11 +19,26 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     """
     if sum((trial is not None, best, original)) != 1:
         raise click.UsageError("give exactly one of --trial N, --best, --original")
+    from tuner.query.load import open_stored_study
     from tuner.query.stored import best_config, original_config, trial_config
     from tuner.study.file import load_study_file
     from tuner.targets import make_target
 
     spec = load_study_file(study)
+    # The stored configuration first: a study that cannot answer (never run, no such trial) must fail before
+    # anything touches the target.
+    if original:
+        what, config = "the original configuration", original_config(spec)
+    else:
+        stored = open_stored_study(spec)
+        for warning in stored.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        if best:
+            number, config = best_config(stored)
+            what = f"the best configuration (trial {number})"
+        else:
+            assert trial is not None
+            what, config = f"trial {trial}", trial_config(stored, trial)
     target = make_target(spec)
     with target:
         leftover = target.detect_leftover()
@@ -34,14 +49,6 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
             click.echo(f"removed spectune's drop-in and restarted {spec.target.settings['unit']} with its own "
                        f"configuration")
             return
-        if original:
-            what, config = "the original configuration", original_config(spec)
-        elif best:
-            number, config = best_config(spec)
-            what = f"the best configuration (trial {number})"
-        else:
-            assert trial is not None
-            what, config = f"trial {trial}", trial_config(spec, trial)
         click.echo(f"deploying {what} to the {spec.target.kind} target …")
         deployment = target.deploy(config)
         click.echo(f"ready at {deployment.base_url} after {deployment.deploy_s + deployment.ready_s:.1f} s")

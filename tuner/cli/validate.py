@@ -18,12 +18,17 @@ def command(study: str) -> None:
     from rich.table import Table
 
     from tuner.app.validate import validate_study
+    from tuner.engine.storage import redact
 
     report = validate_study(study)
     console = Console(highlight=False, width=120)
     spec = report.spec
     console.print(f"[bold]{spec.study.name}[/bold]  ({spec.path}) — target {spec.target.kind}, "
-                  f"{spec.study.n_trials} trials, sampler {spec.study.sampler}, storage {spec.study.storage}")
+                  f"{spec.study.n_trials} trials, sampler {spec.study.sampler}, "
+                  f"storage {escape(redact(spec.study.storage))}")
+    console.print(f"Stored: {escape(report.stored)}")
+    for warning in report.stored_warnings:
+        console.print(f"  warning: {escape(warning)}")
     table = Table(title="Search space")
     table.add_column("flag", no_wrap=True)
     table.add_column("Optuna parameter", no_wrap=True)

@@ -1,28 +1,192 @@
-"""A ``Measurer`` that answers from the simulator's noiseless ground truth, with optional seeded noise.
+"""Evaluating the search on a performance landscape: the study's real loop against a model instead of a server.
 
-bench/sample_efficiency.py runs whole studies through it in seconds (the same ``TrialRunner`` a real study uses),
-and knows the true optimum of the space, so it can say how close a sampler gets in N trials.
+Stable API (docs/benchmarks.md, "Evaluating the search on your own landscape"): ``evaluate_search``,
+``SearchResult``, ``Landscape``, ``MeasuredLandscape``, and the re-exported ``Measurer``, ``DeployFailed`` and
+``ServerConfig``. Their names, parameters and fields only grow, they are not renamed or removed.
+
+``evaluate_search`` runs exactly what ``spectune tune`` runs (tuner/engine/loop.py ``run_trials`` with
+tuner/engine/trial.py ``TrialRunner``: baseline first, duplicates free, a repeat followed by an unmeasured
+neighbour, failed starts and violated constraints stored as constraints, the C=64 skip), on in-memory storage,
+with any ``Measurer`` in place of target + benchmark. The built-in landscape is the simulator's noiseless
+ground truth (``simulator_landscape``), with optional seeded noise; bench/sample_efficiency.py and the tests'
+stored studies run through it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
+import optuna
 
-from objectives.scoring import Scorer, references_from
+from objectives.scoring import Scorer, constraint_values, is_feasible, references_from
 from objectives.spec import BenchmarkSpec
+from tuner.engine.baseline import enqueue_baseline
+from tuner.engine.fingerprint import record_or_check
+from tuner.engine.loop import Limits, run_trials
+from tuner.engine.record import TrialRecord, best_of, measured_records
+from tuner.engine.samplers import make_sampler, resolve_sampler_name
+from tuner.engine.trial import Measurer, TrialRunner
 from tuner.sglang.launch import ServerConfig
-from tuner.sglang.options import OptionTable
+from tuner.sglang.options import OptionTable, load_option_table
 from tuner.simulator.config import InvalidServerArgs
 from tuner.simulator.ground_truth import expected_metrics
-from tuner.simulator.profile import Profile
+from tuner.simulator.profile import Profile, load_profile
+from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
+from tuner.study.spec import SamplerName, StudySpec
 from tuner.targets.base import DeployFailed
+
+__all__ = ["DeployFailed", "Landscape", "MeasuredLandscape", "Measurer", "OracleMeasurer", "SearchResult",
+           "ServerConfig", "evaluate_search", "simulator_landscape", "true_phase_metrics", "true_scores"]
 
 _FAILURE_CLASS = {"flags": "invalid-flags", "config": "invalid-flags", "oom": "out-of-memory",
                   "runtime": "crashed"}
+
+
+class Landscape(Protocol):
+    """A performance model of one deployment: measurers for the search, and the truth to judge its pick by."""
+
+    def measurer(self, seed: int) -> Measurer:
+        """A fresh measurer for one search (``seed``: of its measurement noise, if it has any)."""
+
+    def true_score(self, config: ServerConfig) -> float | None:
+        """The noiseless score of ``config`` (any positive scale), or None where it cannot be the answer
+        (fails to start, violates a constraint)."""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What one search did: every trial, why it stopped, and what it picked (what a user would deploy)."""
+
+    spec: StudySpec  # the study as searched: its sampler and seed are those of this search
+    study: optuna.Study
+    stopped_by: str  # n_trials | timeout | exhausted, as from `spectune tune`
+    best: TrialRecord | None  # the pick; None for a Pareto study or when no trial was feasible
+
+    @property
+    def trials(self) -> tuple[optuna.trial.FrozenTrial, ...]:
+        return tuple(self.study.get_trials(deepcopy=False))
+
+    @property
+    def measured(self) -> int:
+        """Trials that used the 'server' (what ``n_trials`` counts)."""
+        return len(measured_records(self.study))
+
+    @property
+    def best_config(self) -> ServerConfig | None:
+        return self.best.config if self.best is not None else None
+
+    def best_after(self, measured: int) -> TrialRecord | None:
+        """The pick as it stood after the first ``measured`` measured trials (a sample-efficiency curve)."""
+        return best_of(measured_records(self.study)[:measured])
+
+
+def evaluate_search(study: StudySpec | str | Path, landscape: Landscape | Measurer, *, n_trials: int,
+                    seed: int = 0, sampler: SamplerName | None = None,
+                    storage: optuna.storages.BaseStorage | None = None) -> SearchResult:
+    """Run the study's real loop against ``landscape`` until ``n_trials`` trials were measured (or the space is
+    exhausted) and return what it did.
+
+    ``study``: a study file or its loaded spec (its target is not used). ``landscape``: a ``Landscape`` (a fresh
+    measurer is taken with ``seed``) or a bare ``Measurer`` (used as it is). ``sampler``: auto, gp, tpe or
+    random (default: the study file's); ``seed`` seeds the sampler. ``storage``: in memory unless given; a
+    stored study of the same name is continued."""
+    spec = study if isinstance(study, StudySpec) else load_study_file(study)
+    spec = replace(spec, study=replace(spec.study, sampler=sampler or spec.study.sampler, seed=seed))
+    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    pareto = spec.objective.mode == "pareto"
+    storage = storage if storage is not None else optuna.storages.InMemoryStorage()
+    optuna_study = optuna.create_study(
+        study_name=spec.study.name, storage=storage, load_if_exists=True,
+        sampler=make_sampler(spec.study.sampler, seed, multi_objective=pareto),
+        directions=["maximize", "maximize"] if pareto else ["maximize"])
+    with warnings.catch_warnings():  # experimental in name only; `tune` sets the same names
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna_study.set_metric_names([f"c{c}_tok_s" for c in sorted(spec.objective.weights)] if pareto
+                                      else ["score"])
+    record_or_check(optuna_study, spec)
+    optuna_study.set_user_attr("sampler", resolve_sampler_name(spec.study.sampler))
+    enqueue_baseline(optuna_study, space, spec)
+    measurer = landscape.measurer(seed) if _is_landscape(landscape) else landscape  # type: ignore[union-attr]
+    runner = TrialRunner(spec, space, measurer)  # type: ignore[arg-type]
+    url = getattr(storage, "url", "in-memory storage")  # only for messages
+    stopped_by = run_trials(optuna_study, runner, Limits(n_trials, None, time.monotonic()), url)
+    best = None if pareto else best_of(measured_records(optuna_study))
+    return SearchResult(spec, optuna_study, stopped_by, best)
+
+
+class MeasuredLandscape:
+    """A ``Landscape`` from a measurer factory: the truth is what a noiseless measurer answers, scored the way a
+    study scores (1.0 = the baseline; the study's constraints apply).
+
+    ``make_measurer(seed)`` gives the search's measurers; ``truth`` (default: ``make_measurer(0)``) must be
+    deterministic. Truth needs every distinct valid configuration of the space measured once, on first use."""
+
+    def __init__(self, spec: StudySpec, make_measurer: Callable[[int], Measurer], *,
+                 truth: Measurer | None = None) -> None:
+        self.spec = spec
+        self.make_measurer = make_measurer
+        self._truth = truth
+        self._scores: dict[str, float] | None = None
+
+    def measurer(self, seed: int) -> Measurer:
+        return self.make_measurer(seed)
+
+    def true_score(self, config: ServerConfig) -> float | None:
+        return self.true_scores().get(config.key())
+
+    def true_scores(self) -> dict[str, float]:
+        """Config key → true score of every configuration that can be the answer."""
+        if self._scores is None:
+            space = SearchSpace(self.spec, load_option_table(self.spec.study.sglang_version))
+            self._scores = true_scores(space, self._truth or self.make_measurer(0))
+        return self._scores
+
+
+def simulator_landscape(spec: StudySpec, *, noise: float = 0.02, profile: str | Profile | None = None
+                        ) -> MeasuredLandscape:
+    """The built-in landscape: the simulator profile's ground truth (default: the study's ``[target] profile``),
+    measured with seeded relative Gaussian ``noise`` on the throughputs."""
+    chosen = profile if profile is not None else spec.target.settings["profile"]
+    loaded = chosen if isinstance(chosen, Profile) else load_profile(chosen)
+    table = load_option_table(spec.study.sglang_version)
+    return MeasuredLandscape(
+        spec, lambda seed: OracleMeasurer(loaded, table, spec.benchmark, noise=noise, seed=seed),
+        truth=OracleMeasurer(loaded, table, spec.benchmark))
+
+
+def true_scores(space: SearchSpace, measurer: Measurer) -> dict[str, float]:
+    """True score of every distinct valid configuration of ``space`` that starts and meets the study's
+    constraints, normalised by the baseline's truth exactly as a study normalises by its measured baseline."""
+    spec = space.spec
+    baseline = space.decode(space.encode(spec.baseline)).config if spec.baseline else None
+    metrics_by_key: dict[str, dict[int, dict[str, Any]]] = {}
+    for params in space.points():
+        config = space.decode(params).config
+        if config is None or config.key() in metrics_by_key:
+            continue
+        try:
+            measurer.deploy(config)
+        except DeployFailed:
+            metrics_by_key[config.key()] = {}
+            continue
+        metrics_by_key[config.key()] = {phase.concurrency: dict(measurer.measure(index))
+                                        for index, phase in enumerate(spec.benchmark.phases)}
+    reference_metrics = metrics_by_key.get(baseline.key()) if baseline is not None else None
+    refs = references_from(reference_metrics or {}, spec.objective.weights) or {}
+    scorer = Scorer(spec.objective.weights, refs)
+    scores = {}
+    for key, metrics in metrics_by_key.items():
+        score = scorer.score(metrics) if metrics else None
+        if score is not None and is_feasible(constraint_values(spec.objective.constraints, metrics)):
+            scores[key] = score
+    return scores
 
 
 def true_phase_metrics(profile: Profile, argv: list[str], benchmark: BenchmarkSpec) -> dict[int, dict[str, Any]]:
@@ -39,6 +203,8 @@ def true_phase_metrics(profile: Profile, argv: list[str], benchmark: BenchmarkSp
 
 
 class OracleMeasurer:
+    """A ``Measurer`` that answers from the simulator's ground truth, with seeded relative noise."""
+
     def __init__(self, profile: Profile, table: OptionTable, benchmark: BenchmarkSpec, *,
                  noise: float = 0.0, seed: int = 0) -> None:
         self.profile = profile
@@ -51,11 +217,12 @@ class OracleMeasurer:
 
     def deploy(self, config: ServerConfig) -> Mapping[str, Any]:
         self.deploys += 1
+        argv = config.argv(self.table)
         try:
-            self._metrics = true_phase_metrics(self.profile, config.argv(self.table), self.benchmark)
+            self._metrics = true_phase_metrics(self.profile, argv, self.benchmark)
         except InvalidServerArgs as exc:
             raise DeployFailed(_FAILURE_CLASS.get(exc.kind, "other"), str(exc)) from None  # type: ignore[arg-type]
-        return {"launch": " ".join(config.argv(self.table)), "timings": {"deploy_s": 0.0, "ready_s": 0.0}}
+        return {"launch": " ".join(argv), "timings": {"deploy_s": 0.0, "ready_s": 0.0}}
 
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         concurrency = self.benchmark.phases[phase_index].concurrency
@@ -66,26 +233,5 @@ class OracleMeasurer:
         return metrics
 
 
-def true_scores(space: SearchSpace, profile: Profile, table: OptionTable) -> dict[str, float]:
-    """Ground-truth score of every distinct valid configuration of ``space`` (infeasible ones left out),
-    normalised by the baseline's ground truth exactly as a study normalises by its measured baseline."""
-    spec = space.spec
-    baseline = space.decode(space.encode(spec.baseline)).config if spec.baseline else None
-    metrics_by_key: dict[str, dict[int, dict[str, Any]]] = {}
-    for params in space.points():
-        config = space.decode(params).config
-        if config is None or config.key() in metrics_by_key:
-            continue
-        try:
-            metrics_by_key[config.key()] = true_phase_metrics(profile, config.argv(table), spec.benchmark)
-        except InvalidServerArgs:
-            metrics_by_key[config.key()] = {}
-    reference_metrics = metrics_by_key.get(baseline.key()) if baseline is not None else None
-    refs = references_from(reference_metrics or {}, spec.objective.weights) or {}
-    scorer = Scorer(spec.objective.weights, refs)
-    scores = {}
-    for key, metrics in metrics_by_key.items():
-        score = scorer.score(metrics) if metrics else None
-        if score is not None:
-            scores[key] = score
-    return scores
+def _is_landscape(value: object) -> bool:
+    return callable(getattr(value, "measurer", None))

@@ -18,7 +18,7 @@ What a trial *is* for the study is defined here once:
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -261,5 +261,9 @@ def measured_records(study: optuna.Study) -> list[TrialRecord]:
 
 def best_record(study: optuna.Study) -> TrialRecord | None:
     """The candidate with the highest stored score (ties: the earlier trial); None when there is none."""
-    candidates = [r for r in records(study, (TrialState.COMPLETE,)) if r.is_candidate]
-    return max(candidates, key=lambda r: (r.score or 0.0, -r.number), default=None)
+    return best_of(records(study, (TrialState.COMPLETE,)))
+
+
+def best_of(candidates: Iterable[TrialRecord]) -> TrialRecord | None:
+    """``best_record`` among ``candidates`` (e.g. the first N measured: what the study would have picked then)."""
+    return max((r for r in candidates if r.is_candidate), key=lambda r: (r.score or 0.0, -r.number), default=None)

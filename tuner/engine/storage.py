@@ -39,9 +39,10 @@ class StudyBusy(SpectuneError):
     exit_code = 5
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+def redact(text: str) -> str:
+    """``text`` (a URL, or a message quoting one) without any password: ``user:***@`` and ``password=***``."""
+    text = re.sub(r"://([^:/@\s]+):[^@\s]*@", r"://\1:***@", text)
+    return re.sub(r"([?&]password=)[^&\s'\"]*", r"\1***", text)
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -64,7 +65,7 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
             # A generous busy timeout: a dashboard reading the same file must not crash the tuner.
             return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
         except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
-            raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+            raise StorageUnavailable(f"cannot open storage {redact(url)}: {first_line(exc)}") from None
     for attempt in range(3):
         try:
             with warnings.catch_warnings():  # the heartbeat is "experimental" since 2.8; a warning per worker is noise
@@ -81,10 +82,10 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
             # Workers started together on an empty database race to create Optuna's tables; the loser of a
             # CREATE TABLE race sees a unique violation or "already exists", and a second look finds them made.
             if attempt == 2:
-                raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+                raise StorageUnavailable(f"cannot open storage {redact(url)}: {first_line(exc)}") from None
             time.sleep(0.3 * (attempt + 1))
         except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
-            raise StorageUnavailable(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
+            raise StorageUnavailable(f"cannot open storage {redact(url)}: {first_line(exc)}") from None
     raise AssertionError("unreachable")
 
 
@@ -97,7 +98,7 @@ def with_storage_retries(action: Callable[[], T], what: str, url: str, *, sleep:
             return action()
         except (optuna.exceptions.StorageInternalError, _sqlalchemy_error()) as exc:
             if attempt == retries:
-                raise StorageUnavailable(f"storage {redact(url)} failed while {what}: {_first_line(exc)} "
+                raise StorageUnavailable(f"storage {redact(url)} failed while {what}: {first_line(exc)} "
                                          f"(after {retries + 1} attempts; nothing measured was lost)") from None
             sleep(delay)
             delay = min(delay * 4, 60.0)
@@ -122,9 +123,10 @@ def _programming_error() -> type[Exception]:
     return ProgrammingError
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's text, redacted: drivers quote the URL they were given."""
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return redact(text[0]) if text else type(exc).__name__
 
 
 @contextmanager
@@ -162,7 +164,7 @@ def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, direct
     try:
         study = with_storage_retries(create, "opening the study", url)
     except ValueError as exc:
-        raise SpectuneError(f"study {name!r} in {redact(url)}: {_first_line(exc)}") from None
+        raise SpectuneError(f"study {name!r} in {redact(url)}: {first_line(exc)}") from None
     if [d.name.lower() for d in study.directions] != directions:
         raise SpectuneError(f"study {name!r} in {redact(url)} was created with other objectives "
                             f"({[d.name.lower() for d in study.directions]}); use a new study name")
@@ -185,13 +187,4 @@ def recover_interrupted(study: optuna.Study) -> list[int]:
             study.enqueue_trial(trial.params, user_attrs={Key.RETRY_OF: trial.number})
         recovered.append(trial.number)
     return recovered
-
-
-def load_existing_study(url: str, name: str) -> optuna.Study:
-    """Open a study for reading (``best``, ``deploy``, reports); a clear error when it does not exist."""
-    storage = make_storage(url)
-    try:
-        return with_storage_retries(lambda: optuna.load_study(study_name=name, storage=storage), "loading", url)
-    except KeyError:
-        raise SpectuneError(f"no study named {name!r} in {redact(url)} (has `spectune tune` run yet?)") from None
 

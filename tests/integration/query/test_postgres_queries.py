@@ -6,7 +6,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import optuna
 import pytest
+import sqlalchemy
 from click.testing import CliRunner
 
 from tests.integration.query.test_dashboard import check_study_detail, wsgi_get
@@ -16,6 +18,7 @@ from tuner.cli import main
 from tuner.engine.fingerprint import StudyFileChanged, record_or_check
 from tuner.query.dashboard import make_app
 from tuner.query.load import open_stored_study
+from tuner.study.file import load_study_file
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -59,9 +62,42 @@ def test_changed_study_file_is_noticed_on_postgresql(pg_study: Path) -> None:
         pg_study.write_text(original)
 
 
-def test_a_study_missing_from_the_database_is_reported(pg_study: Path) -> None:
+def test_a_study_missing_from_the_database_is_reported_and_not_created(pg_study: Path) -> None:
+    url = load_study_file(pg_study).study.storage
+    names = optuna.get_all_study_names(url)
     other = pg_study.with_name("other.toml")
     other.write_text(pg_study.read_text().replace('name = "pg-demo"', 'name = "never-ran"'))
-    result = CliRunner().invoke(main, ["best", str(other)])
-    assert result.exit_code == 2
-    assert result.stderr.startswith("error: study 'never-ran' has never run") and result.stderr.count("\n") == 1
+    for args in (["best"], ["deploy", "--best"], ["trials"]):
+        result = CliRunner().invoke(main, [args[0], str(other), *args[1:]])
+        assert result.exit_code == 2
+        assert result.stderr.startswith("error: study 'never-ran' has never run") and result.stderr.count("\n") == 1
+    assert optuna.get_all_study_names(url) == names  # load_study on a missing name created nothing
+
+
+def test_a_database_without_optuna_tables_gets_none(pg_study: Path) -> None:
+    url = load_study_file(pg_study).study.storage
+    admin = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(sqlalchemy.text("CREATE DATABASE untouched"))
+    admin.dispose()
+    empty_url = url.rsplit("/", 1)[0] + "/untouched"
+    empty = pg_study.with_name("empty.toml")
+    empty.write_text(pg_study.read_text().replace(url, empty_url))
+    result = CliRunner().invoke(main, ["best", str(empty)])
+    assert result.exit_code == 2 and "holds no Optuna study" in result.stderr
+    engine = sqlalchemy.create_engine(empty_url)
+    try:
+        assert sqlalchemy.inspect(engine).get_table_names() == []  # reading made no tables
+    finally:
+        engine.dispose()
+
+
+def test_validate_prints_no_password(pg_study: Path) -> None:
+    url = load_study_file(pg_study).study.storage
+    secret = url.replace("spectune@", "spectune:s3cret-pw@")  # trust auth: the password is not checked
+    study = pg_study.with_name("secret.toml")
+    study.write_text(pg_study.read_text().replace(url, secret))
+    result = CliRunner().invoke(main, ["validate", str(study)])
+    assert result.exit_code == 0, result.stderr
+    assert "s3cret-pw" not in result.stdout + result.stderr and "spectune:***@" in result.stdout
+    assert "measured (`spectune tune` resumes it)" in result.stdout  # it read the stored study

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import sqlite3
 from pathlib import Path
 
 import optuna
@@ -85,12 +86,38 @@ def test_bad_input_is_one_line_exit_2_and_leaves_the_study_alone(stored_study: P
     assert not (stored_study.parent / "report").exists()
 
 
-def test_a_study_never_run_is_an_error_and_no_database_appears(tmp_path: Path) -> None:
+@pytest.mark.parametrize("args", [("best",), ("trials",), ("report", "-o", "OUT"), ("dashboard", "--port", "0"),
+                                  ("deploy", "--best"), ("deploy", "--trial", "0")])
+def test_a_study_never_run_is_an_error_and_no_database_appears(tmp_path: Path, args: tuple[str, ...]) -> None:
     path = write_study_file(tmp_path, "fresh")
-    for command in ("best", "trials"):
-        code, _, err = _run(command, str(path))
-        assert code == 2 and err.startswith("error: study 'fresh' has never run") and err.count("\n") == 1
-    assert not path.with_suffix(".db").exists()
+    command, *rest = (str(tmp_path / "report") if a == "OUT" else a for a in args)
+    code, out, err = _run(command, str(path), *rest)
+    assert code == 2 and err.startswith("error: study 'fresh' has never run") and err.count("\n") == 1
+    assert out == ""
+    assert not path.with_suffix(".db").exists() and not (tmp_path / "report").exists()
+
+
+def test_validate_says_what_is_stored_and_creates_nothing(tmp_path: Path, stored_study: Path) -> None:
+    path = write_study_file(tmp_path, "fresh")
+    code, out, err = _run("validate", str(path))
+    assert code == 0, err
+    assert "Stored: none yet" in out and not path.with_suffix(".db").exists()
+    before = _digest(stored_study.with_suffix(".db"))
+    code, out, _ = _run("validate", str(stored_study))
+    assert code == 0 and "Stored: " in out and " measured (`spectune tune` resumes it)" in out
+    assert _digest(stored_study.with_suffix(".db")) == before
+
+
+def test_a_database_without_optuna_tables_is_not_written(tmp_path: Path) -> None:
+    path = write_study_file(tmp_path, "other")
+    db = path.with_suffix(".db")
+    with sqlite3.connect(db) as connection:  # someone else's database where the study file points
+        connection.execute("CREATE TABLE notes (text TEXT)")
+    before = _digest(db)
+    for args in (("best",), ("deploy", "--best")):
+        code, _, err = _run(args[0], str(path), *args[1:])
+        assert code == 2 and "holds no Optuna study" in err and err.count("\n") == 1
+    assert _digest(db) == before
 
 
 def test_an_empty_study_is_an_error(tmp_path: Path) -> None:

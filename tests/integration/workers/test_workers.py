@@ -20,8 +20,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.e2e.test_tune import make_study, servers_of, wait_gone
+from tests.e2e.test_tune import load, make_study, servers_of, wait_gone
 from tests.helpers import spectune_command
+from tuner.engine.opening import StudyNotFound
 from tuner.engine.record import Key
 from tuner.workers.leases import LeaseTable
 
@@ -64,10 +65,6 @@ def worker(study: Path, *args: str) -> Worker:
     return Worker(study, *args)
 
 
-def load(url: str, name: str) -> optuna.Study:
-    return optuna.load_study(study_name=name, storage=url)
-
-
 def server_pid(study: Path, name: str, host: str) -> int | None:
     pid_file = study.parent / ".spectune" / name / "logs" / host / "server.pid"
     try:
@@ -95,8 +92,8 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
         while victim_trial is None and time.monotonic() < deadline:
             time.sleep(0.2)
             try:
-                trials = load(pg_url, name).get_trials(deepcopy=False)
-            except KeyError:
+                trials = load(study).get_trials(deepcopy=False)
+            except StudyNotFound:
                 continue
             if sum(bool(t.user_attrs.get(Key.COUNTS)) for t in trials) < 4:
                 continue
@@ -122,7 +119,7 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
     elapsed = time.monotonic() - started
     for host, proc in procs.items():
         assert proc.returncode == 0, f"{host}: {outputs[host][1][-3000:]}"
-    s = load(pg_url, name)
+    s = load(study)
     trials = s.get_trials(deepcopy=False)
     counted = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(Key.COUNTS)]
     assert len(counted) == 30  # none lost, and no overshoot from three workers finishing at once
@@ -185,7 +182,7 @@ def test_workers_refuse_sqlite_and_a_second_worker_on_a_host(tmp_path: Path, pg_
         _, err = first.communicate(timeout=60)
     assert first.returncode == 143, err
     assert wait_gone(name) == []
-    s = load(pg_url, name)
+    s = load(study)
     assert not [t for t in s.trials if t.state == TrialState.RUNNING]
 
 

@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from tests.helpers import STUDIES
-from tuner.app.tune import enqueue_baseline
+from tuner.engine.baseline import enqueue_baseline
 from tuner.engine.explore import neighbours
 from tuner.engine.landscape import OracleMeasurer
 from tuner.engine.loop import Limits, run_trials

@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from objectives.scoring import STARTED_KEY, VALID_KEY
-from tuner.app.tune import enqueue_baseline
+from tuner.engine.baseline import enqueue_baseline
 from tuner.engine.record import best_record, measured_records
 from tuner.engine.trial import TrialRunner
 from tuner.sglang.launch import ServerConfig
