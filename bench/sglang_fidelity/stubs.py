@@ -11,7 +11,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import types
-from typing import Any
+from typing import Any, ClassVar
 
 STUB_ROOTS = ("sgl_kernel", "torchvision")
 
@@ -33,7 +33,7 @@ class _Anything:
 
 
 class _Module(types.ModuleType):
-    __path__: list[str] = []
+    __path__: ClassVar[list[str]] = []
     __version__ = "0.0.0"  # transformers parses the version of every package it finds
 
     def __getattr__(self, name: str) -> Any:
