@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -34,6 +36,7 @@ class OptionSpec:
     default: str
     choices: tuple[str, ...] | None
     nargs: int | str | None
+    required: bool = False
 
     @property
     def name(self) -> str:
@@ -86,12 +89,27 @@ class AmbiguousOption(LookupError):
 
 
 def _human_readable_int(text: str) -> int:
-    """SGLang accepts sizes such as ``128k``; plain integers are the common case."""
+    """SGLang's ``human_readable_int``: SI suffixes (1k = 10³, 1M = 10⁶, decimals allowed) and IEC ones
+    (1Ki = 2¹⁰, integers only), case-sensitive; its own error texts, which argparse prints after the flag."""
     text = text.strip()
-    multipliers = {"k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2, "g": 1000**3, "G": 1024**3}
-    if text and text[-1] in multipliers:
-        return int(float(text[:-1]) * multipliers[text[-1]])
-    return int(text)
+    si = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    iec = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", text)
+    if match:
+        number, suffix = match.groups()
+        if suffix in iec:
+            if "." in number:
+                raise argparse.ArgumentTypeError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. Use an integer IEC value such "
+                    f"as '{int(Decimal(number))}{suffix}', or an SI value such as '{number}{suffix[0]}'.")
+            return int(number) * iec[suffix]
+        return int(Decimal(number) * si[suffix])
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid integer value: '{text}'. Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes "
+            "(1Ki, 1Mi). Suffixes are case-sensitive.") from None
 
 
 def _json_list(text: str) -> list[Any]:
@@ -141,6 +159,7 @@ class OptionTable:
                     default=str(row["default"]),
                     choices=tuple(str(c) for c in choices) if choices is not None else None,
                     nargs=row.get("nargs"),
+                    required=bool(row.get("required", False)),
                 )
             )
         return cls(str(data["sglang_version"]), options)
@@ -218,6 +237,8 @@ class OptionTable:
                 kwargs["default"] = _parse_default(spec.default)
                 if spec.nargs is not None:
                     kwargs["nargs"] = spec.nargs
+                if spec.required:
+                    kwargs["required"] = True
                 if spec.choices is not None:
                     kwargs["choices"] = [_coerce_choice(spec, c) for c in spec.choices]
             parser.add_argument(*opts, **kwargs)

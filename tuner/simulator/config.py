@@ -20,7 +20,7 @@ from tuner.sglang.options import load_option_table
 from tuner.simulator.memory import MemoryPlan, plan_memory
 from tuner.simulator.profile import Profile
 
-PROG = "launch_server.py"  # what `python -m sglang.launch_server` shows as argv[0]
+PROG = "sglang serve"  # SGLang 0.5.23 names its parser so, under `sglang serve` and launch_server alike
 
 
 class InvalidServerArgs(SpectuneError):

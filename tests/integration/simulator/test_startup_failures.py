@@ -26,13 +26,13 @@ def test_help_prints_sglang_options() -> None:
     done = subprocess.run([*spectune_command(), "simulate", "--", "--help"], capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 0
-    assert "usage: launch_server.py" in done.stdout and "--speculative-num-steps" in done.stdout
+    assert "usage: sglang serve" in done.stdout and "--speculative-num-steps" in done.stdout
 
 
 def test_unknown_flag_exits_2() -> None:
     done = simulate(*SPEC, "--no-such-flag", "1")
     assert done.returncode == 2
-    assert "launch_server.py: error: unrecognized arguments: --no-such-flag 1" in done.stderr
+    assert "sglang serve: error: unrecognized arguments: --no-such-flag 1" in done.stderr
     assert classify(done.stderr, ExitInfo(code=2)).failure_class == "invalid-flags"
 
 
