@@ -86,7 +86,8 @@ class _Bench:
             return api.body(source.prompt(request), workload, model)
 
         runner = PhaseRunner(self.session, self.base_url, api, body, self.spec.phases[index], self.timeouts,
-                             self.progress, first_index=index * PHASE_INDEX_STRIDE)
+                             self.progress, first_index=index * PHASE_INDEX_STRIDE,
+                             max_tokens=workload.max_tokens)
         return await runner.run()
 
 
