@@ -152,7 +152,9 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: Ap
                 except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
                     raise _StreamProblem(ErrorKind.MALFORMED,
                                          f"bad event {payload[:120]!r}: {type(exc).__name__}") from None
-                if completion is not None or n:
+                # A chunk that repeats the last count without text carries no token (keep-alives, the final
+                # usage chunk): it is not kept, so an endless stream of them cannot grow the trace.
+                if n or (completion is not None and (not cumulative or completion != cumulative[-1])):
                     # Checked as they arrive, so a lying server is cut off at once and the trace stays
                     # bounded: a real answer has at most ``limit`` tokens, hence token-bearing chunks.
                     if completion is not None and (problem := count_problem(completion, limit)) is not None:
