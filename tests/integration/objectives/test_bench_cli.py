@@ -11,12 +11,16 @@ import pytest
 from tests.helpers import spectune_command
 from tests.integration.objectives.fake_sglang import Mode, fake_server
 from tests.integration.objectives.hostile_server import hostile_server
-from tests.integration.simulator.conftest import SPEC
 from tuner.cli.bench import EXIT_FAILED
 from tuner.core.net import free_port
 from tuner.simulator.process import running_simulator
 
 pytestmark = pytest.mark.timeout(60)
+
+SIMULATOR_ARGS = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3",
+                  "--speculative-draft-model-path", "Qwen/Qwen3.5-122B-A10B-EAGLE3",
+                  "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                  "--speculative-num-draft-tokens", "4", "--max-running-requests", "8"]
 
 
 def errors(done: subprocess.CompletedProcess[str]) -> list[str]:
@@ -102,7 +106,7 @@ def test_figures_are_labelled_scaled_when_the_server_says_its_time_scale() -> No
 
 @pytest.mark.timeout(120)
 def test_against_the_simulator_success_is_0_and_refused_requests_are_3(tmp_path: Path) -> None:
-    with running_simulator([*SPEC, "--max-running-requests", "8"], time_scale=100.0,
+    with running_simulator(SIMULATOR_ARGS, time_scale=100.0,
                            log_path=tmp_path / "simulator.log", ready_timeout_s=60) as sim:
         ok = spectune(sim.url, "--phase", "C=2:n=4", "--max-tokens", "16", "--json")
         # far past the context window: the simulator refuses every request with HTTP 400, as SGLang does
