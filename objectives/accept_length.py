@@ -21,6 +21,8 @@ import aiohttp
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
 _PROBE_TIMEOUT = aiohttp.ClientTimeout(total=10)
+#: One verify forward accepts at most its draft tokens + 1; no speculative setup drafts anywhere near this.
+MAX_ACCEPT_LENGTH = 1024.0
 
 Source = Literal["metrics", "server_info", "server_info_unflushed", "unavailable"]
 
@@ -59,6 +61,14 @@ def parse_counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
     return totals
 
 
+def plausible(value: float) -> float | None:
+    """``value`` if it can be an accept length (tokens per verify forward: finite and positive), else None.
+    JSON and Prometheus text both carry NaN and ±inf; a server may also send a negative or huge figure."""
+    if not math.isfinite(value) or value <= 0 or value > MAX_ACCEPT_LENGTH:
+        return None
+    return value
+
+
 class AcceptLengthProbe:
     """``await begin()`` before the measured part (server idle), ``await end()`` after it."""
 
@@ -82,7 +92,9 @@ class AcceptLengthProbe:
                 return AcceptLength(None, "unavailable")
             verify = counters[VERIFY_CALLS] - self._baseline[VERIFY_CALLS]
             tokens = counters[GENERATION_TOKENS] - self._baseline[GENERATION_TOKENS]
-            return AcceptLength(tokens / verify if verify > 0 else None, "metrics")
+            # counters that went down (a restart) or a ratio below 0 say nothing about acceptance
+            value = plausible(tokens / verify) if verify > 0 else None
+            return AcceptLength(value, "metrics" if value is not None else "unavailable")
         value = await self._server_info_accept_length()
         if value is None:
             return AcceptLength(None, "unavailable")
@@ -112,7 +124,9 @@ class AcceptLengthProbe:
             value = info["internal_states"][0]["avg_spec_accept_length"]
         except (KeyError, IndexError, TypeError):
             return None
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return plausible(float(value))
 
     async def _get_text(self, path: str) -> str | None:
         try:

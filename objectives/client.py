@@ -21,7 +21,7 @@ import aiohttp
 from objectives.api import ApiFormat
 from objectives.records import ErrorKind, RequestRecord
 from objectives.sse import SSEDecoder, SSEError
-from objectives.usage import UsageProblem, chunk_tokens
+from objectives.usage import ABSOLUTE_MAX_TOKENS, UsageProblem, chunk_tokens, count_problem
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _DONE = b"[DONE]"
@@ -48,6 +48,7 @@ class Trace:
     """The mutable state of one request in flight; readable by the phase while the request runs."""
 
     index: int
+    limit: int = ABSOLUTE_MAX_TOKENS  # most completion tokens the request allows (objectives.usage.token_limit)
     start: float = 0.0  # perf_counter when the request was sent
     times: list[float] = field(default_factory=list)  # absolute perf_counter of each token-bearing event
     cumulative: list[int | None] = field(default_factory=list)
@@ -60,11 +61,17 @@ class Trace:
                cancelled: bool = False) -> RequestRecord:
         """Freeze into a record; ``t0`` is the phase's measured start, ``end`` an absolute perf_counter."""
         try:
-            chunks = chunk_tokens(self.times, self.cumulative, self.chars)
+            chunks = chunk_tokens(self.times, self.cumulative, self.chars, self.limit)
         except UsageProblem as problem:
             chunks = None
             if kind is None and not cancelled:
                 kind, message = problem.kind, str(problem)
+        prompt = self.prompt_tokens
+        prompt_problem = None if prompt is None else count_problem(prompt, ABSOLUTE_MAX_TOKENS, "prompt_tokens")
+        if prompt_problem is not None:
+            prompt = None
+            if kind is None and not cancelled:
+                chunks, kind, message = None, ErrorKind.BAD_USAGE, prompt_problem
         start = self.start
         return RequestRecord(
             index=self.index,
@@ -73,7 +80,7 @@ class Trace:
             chunk_times_s=tuple(t - start for t in chunks.times) if chunks else (),
             chunk_tokens=chunks.tokens if chunks else (),
             output_tokens=chunks.total if chunks else 0,
-            prompt_tokens=self.prompt_tokens if isinstance(self.prompt_tokens, int) else None,
+            prompt_tokens=prompt,
             finish_reason=self.finish_reason if isinstance(self.finish_reason, str) else None,
             tokens_exact=chunks.exact if chunks else True,
             http_status=self.status,
@@ -127,6 +134,7 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: Ap
         loads = json.loads
         extract = api.extract
         times, cumulative, chars = trace.times, trace.cumulative, trace.chars
+        limit = trace.limit
         events = 0
 
         def handle(payloads: list[bytes], now: float) -> bool:
@@ -144,7 +152,17 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: Ap
                 except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
                     raise _StreamProblem(ErrorKind.MALFORMED,
                                          f"bad event {payload[:120]!r}: {type(exc).__name__}") from None
-                if completion is not None or n:
+                # A chunk that repeats the last count without text carries no token (keep-alives, the final
+                # usage chunk): it is not kept, so an endless stream of them cannot grow the trace.
+                if n or (completion is not None and (not cumulative or completion != cumulative[-1])):
+                    # Checked as they arrive, so a lying server is cut off at once and the trace stays
+                    # bounded: a real answer has at most ``limit`` tokens, hence token-bearing chunks.
+                    if completion is not None and (problem := count_problem(completion, limit)) is not None:
+                        raise _StreamProblem(ErrorKind.BAD_USAGE, problem)
+                    if len(times) >= limit:
+                        raise _StreamProblem(ErrorKind.BAD_USAGE,
+                                             f"more than {limit} token-bearing chunks: more than the request "
+                                             "allows")
                     times.append(now)
                     cumulative.append(completion)
                     chars.append(n)

@@ -34,6 +34,27 @@ class Summary:
         p50, p90, p99 = np.percentile(data, [50, 90, 99]) * scale
         return Summary(float(data.mean() * scale), float(p50), float(p90), float(p99))
 
+    @staticmethod
+    def weighted(values: np.ndarray, weights: np.ndarray, scale: float = 1.0) -> Summary:
+        """``of(np.repeat(values, weights))`` without building the repeated sample: memory stays one entry
+        per value however large the (integer, positive) weights are. Same linear interpolation as numpy."""
+        v = np.asarray(values, dtype=float)
+        w = np.asarray(weights, dtype=np.int64)
+        if v.size == 0:
+            return Summary(None, None, None, None)
+        order = np.argsort(v, kind="stable")
+        v, w = v[order], w[order]
+        ends = np.cumsum(w)  # the repeated sample's element k has value v[i] for ends[i-1] <= k < ends[i]
+        n = int(ends[-1])
+        out = []
+        for q in (50, 90, 99):
+            h = (n - 1) * q / 100
+            lo = int(np.floor(h))
+            hi = min(lo + 1, n - 1)
+            a, b = v[np.searchsorted(ends, lo, side="right")], v[np.searchsorted(ends, hi, side="right")]
+            out.append(float((a + (h - lo) * (b - a)) * scale))
+        return Summary(float(np.dot(v, w) / n * scale), out[0], out[1], out[2])
+
 
 def _ok(records: Sequence[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.ok]
@@ -134,6 +155,21 @@ def itl_s(records: Sequence[RequestRecord]) -> np.ndarray:
     if not gaps:
         return np.empty(0)
     return np.repeat(np.concatenate(gaps), np.concatenate(weights))
+
+
+def itl_summary(records: Sequence[RequestRecord], scale: float = 1.0) -> Summary:
+    """``Summary.of(itl_s(records))`` in memory proportional to chunks, not tokens: each gap is one value
+    weighted by its chunk's tokens."""
+    gaps: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    for r in _ok(records):
+        if len(r.chunk_times_s) > 1:
+            tokens = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
+            gaps.append(np.diff(np.asarray(r.chunk_times_s)) / tokens)
+            weights.append(tokens)
+    if not gaps:
+        return Summary(None, None, None, None)
+    return Summary.weighted(np.concatenate(gaps), np.concatenate(weights), scale)
 
 
 def tokens_per_chunk(records: Sequence[RequestRecord]) -> float | None:

@@ -4,12 +4,16 @@ Stages:
 1. Warmup: ``warmup`` requests at concurrency min(C, warmup), awaited and discarded (bench_serving's
    warmup). They prime the server and prove the endpoint answers; the server is idle afterwards.
 2. The accept-length probe starts (Prometheus counters, or ``/flush_cache`` — which needs that idle server).
-3. Measured: C workers, each sending its next request as soon as the previous one ends. The measured window
-   ``[t0, t1]`` starts when the workers start and ends at the first of: the N-th finished request, the
-   duration, the throughput's CI within target (checked twice a second), the phase deadline, or a run of
-   consecutive failures that shows the server is not serving. Requests still in flight at t1 are cancelled
-   (not errors; their tokens up to t1 count), so the whole window ran at concurrency C instead of ending in
-   a drain at falling concurrency. At the deadline they become ``deadline`` errors instead.
+3. Measured: C workers, each sending its next request as soon as the previous one ends.
+   With ``n`` requests the phase sends exactly n, then drains, as sglang.bench_serving does: the window
+   ``[t0, t1]`` runs from the first send to the last completion, and aggregate throughput is the output
+   tokens of the n requests / (t1 − t0). Stopping at the n-th completion while workers keep sending (what
+   this module did before) lets the next wave's prefill slow the window's last requests, which read C=64
+   throughput ~3 % low next to bench_serving, GuideLLM and AIPerf.
+   Other stops end the window at once: the duration, the throughput's CI within target (checked twice a
+   second), the phase deadline, or a run of consecutive failures that shows the server is not serving.
+   Requests still in flight then are cancelled (not errors; their tokens up to t1 count), so a timed
+   window runs at concurrency C to its end. At the deadline they become ``deadline`` errors instead.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from objectives.confidence import relative_half_width
 from objectives.records import ErrorKind, RequestRecord
 from objectives.results import PhaseResult, StopReason
 from objectives.spec import PhaseSpec
-from objectives.usage import UsageProblem, chunk_tokens
+from objectives.usage import UsageProblem, chunk_tokens, token_limit
 
 _TICK_S = 0.25  # progress updates and the CI check; cheap next to any request
 _CI_MIN_REQUESTS = 10  # fewer finished requests say too little about the spread, whatever the CI claims
@@ -64,7 +68,7 @@ class PhaseRunner:
 
     def __init__(self, session: aiohttp.ClientSession, base_url: str, api: ApiFormat, body: BodyFactory,
                  spec: PhaseSpec, timeouts: Timeouts, progress: ProgressCallback | None = None,
-                 first_index: int = 0) -> None:
+                 first_index: int = 0, max_tokens: int | None = None) -> None:
         self.session = session
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + api.path
@@ -74,13 +78,16 @@ class PhaseRunner:
         self.timeouts = timeouts
         self.progress = progress
         self.next_index = first_index
+        self.limit = token_limit(max_tokens)  # completion tokens beyond this are a server's lie
         # measured-stage state
         self.t0 = 0.0
         self.t1 = 0.0
+        self.window = 0.0  # the measured window's length, t1 − t0
         self.records: list[RequestRecord] = []
         self.inflight: dict[int, Trace] = {}
         self.stop = asyncio.Event()
         self.stopped_by: StopReason | None = None
+        self.sent = 0  # measured requests sent
         self.finished = 0
         self.failed = 0
         self.consecutive_failures = 0
@@ -116,7 +123,7 @@ class PhaseRunner:
         async def worker() -> None:
             while queue:
                 index = queue.pop(0)
-                trace = Trace(index)
+                trace = Trace(index, self.limit)
                 results.append(await send(self.session, self.url, self.body(index), self.api, trace,
                                           self.timeouts, perf_counter()))
 
@@ -151,18 +158,30 @@ class PhaseRunner:
             workers = list(pending)
         await _cancel(workers)
         self._close_inflight(None if self.stopped_by != "deadline" and not drain else ErrorKind.DEADLINE)
+        if self.stopped_by == "requests" and self.records:
+            # bench_serving's window, exactly over the recorded timestamps: first send to last completion.
+            # (t0 was taken just before the workers started, the first request left a little later.) The
+            # window is computed from the shifted records themselves, so the last one ends exactly at its end.
+            first = min(r.start_s for r in self.records)
+            self.records = [dataclasses.replace(r, start_s=r.start_s - first) for r in self.records]
+            self.window = max(r.start_s + r.end_s for r in self.records)
+            self.t0 += first
+            self.t1 = self.t0 + self.window
+            return
         # A request that ended after t1 was still running at the end of the window: like one cancelled
         # there, its tokens count up to t1 but it is not a finished request of this phase.
-        window = self.t1 - self.t0
+        window = self.window = self.t1 - self.t0
         self.records = [dataclasses.replace(r, cancelled=True)
                         if r.error_kind is None and not r.cancelled and r.start_s + r.end_s > window else r
                         for r in self.records]
 
     async def _worker(self) -> None:
-        while not self.stop.is_set():
+        quota = self.spec.requests
+        while not self.stop.is_set() and (quota is None or self.sent < quota):
+            self.sent += 1
             index = self.next_index
             self.next_index += 1
-            trace = Trace(index)
+            trace = Trace(index, self.limit)
             self.inflight[index] = trace
             try:
                 body = self.body(index)
@@ -186,7 +205,9 @@ class PhaseRunner:
         if self.stop.is_set():
             return
         if self.spec.requests is not None and self.finished >= self.spec.requests:
-            self._stop("requests")
+            # every request of the phase has ended (no more are sent): the window closes at the last
+            # completion (made exact over all records in _measure)
+            self._stop("requests", at=self.t0 + record.start_s + record.end_s)
         elif self.consecutive_failures >= failure_limit(self.spec.concurrency):
             self._stop("failures")
         else:
@@ -220,17 +241,17 @@ class PhaseRunner:
                 tokens.extend(r.chunk_tokens)
         for trace in list(self.inflight.values()):
             try:
-                chunks = chunk_tokens(list(trace.times), list(trace.cumulative), list(trace.chars))
+                chunks = chunk_tokens(list(trace.times), list(trace.cumulative), list(trace.chars), trace.limit)
             except (UsageProblem, ValueError):
                 continue
             times.extend(t - self.t0 for t in chunks.times)
             tokens.extend(chunks.tokens)
         return np.asarray(times), np.asarray(tokens, dtype=float)
 
-    def _stop(self, reason: StopReason) -> None:
+    def _stop(self, reason: StopReason, at: float | None = None) -> None:
         if not self.stop.is_set():
             self.stopped_by = reason
-            self.t1 = perf_counter()
+            self.t1 = perf_counter() if at is None else at
             self.stop.set()
 
     def _close_inflight(self, kind: ErrorKind | None) -> None:
@@ -253,9 +274,9 @@ class PhaseRunner:
 
     def _result(self, warmup_failed: int, accept: AcceptLength) -> PhaseResult:
         records = sorted(self.records, key=lambda r: r.index)
-        window = self.t1 - self.t0
+        window = self.window
         ttft = metrics.Summary.of(metrics.ttft_s(records), 1000)
-        itl = metrics.Summary.of(metrics.itl_s(records), 1000)
+        itl = metrics.itl_summary(records, 1000)
         tpot = metrics.Summary.of(metrics.tpot_s(records), 1000)
         e2e = metrics.Summary.of(metrics.e2e_s(records), 1000)
         speeds = metrics.per_request_tok_s(records)

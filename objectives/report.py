@@ -67,7 +67,14 @@ class ProgressDisplay:
 
 
 def results_table(result: BenchmarkResult) -> Table:
-    table = Table(title=f"spectune bench {result.base_url}" + (f" — {result.model}" if result.model else ""))
+    title = f"spectune bench {result.base_url}" + (f" — {result.model}" if result.model else "")
+    caption = None
+    if result.scaled:
+        scale = result.time_scale
+        title += f" — SCALED ×{scale:g}"
+        caption = (f"simulator time scale {scale:g}: rates are {scale:g}× and times 1/{scale:g} of what the "
+                   "simulated server would measure")
+    table = Table(title=title, caption=caption)
     table.add_column("metric")
     for phase in result.phases:
         table.add_column(phase.label, justify="right")

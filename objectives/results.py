@@ -117,6 +117,13 @@ class BenchmarkResult:
     spec: BenchmarkSpec
     model: str | None
     phases: tuple[PhaseResult, ...]
+    # what a simulator said its time scale is (None: the server did not say); figures are as measured
+    time_scale: float | None = None
+
+    @property
+    def scaled(self) -> bool:
+        """The figures come from a simulator running faster or slower than the real server would."""
+        return self.time_scale is not None and self.time_scale != 1.0
 
     def phase(self, concurrency: int) -> PhaseResult:
         for p in self.phases:
@@ -128,6 +135,8 @@ class BenchmarkResult:
         return {
             "base_url": self.base_url,
             "model": self.model,
+            "time_scale": self.time_scale,
+            "scaled": self.scaled,
             "workload": dataclasses.asdict(self.spec.workload),
             "phases": [p.to_dict(records) for p in self.phases],
         }

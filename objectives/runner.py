@@ -10,6 +10,7 @@ results as data.
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import aiohttp
@@ -42,7 +43,10 @@ async def run_benchmark_async(base_url: str, spec: BenchmarkSpec,
                               progress: ProgressCallback | None = None) -> BenchmarkResult:
     async with _Bench(base_url, spec, progress) as bench:
         phases = [await bench.phase(i) for i in range(len(spec.phases))]
-    return BenchmarkResult(base_url=bench.base_url, spec=spec, model=bench.model, phases=tuple(phases))
+        assert bench.session is not None
+        scale = await discover_time_scale(bench.session, bench.base_url, bench.timeouts)
+    return BenchmarkResult(base_url=bench.base_url, spec=spec, model=bench.model, phases=tuple(phases),
+                           time_scale=scale)
 
 
 async def run_phase_async(base_url: str, spec: BenchmarkSpec, phase_index: int,
@@ -86,7 +90,8 @@ class _Bench:
             return api.body(source.prompt(request), workload, model)
 
         runner = PhaseRunner(self.session, self.base_url, api, body, self.spec.phases[index], self.timeouts,
-                             self.progress, first_index=index * PHASE_INDEX_STRIDE)
+                             self.progress, first_index=index * PHASE_INDEX_STRIDE,
+                             max_tokens=workload.max_tokens)
         return await runner.run()
 
 
@@ -109,3 +114,28 @@ async def discover_model(session: aiohttp.ClientSession, base_url: str, timeouts
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError, KeyError, IndexError, TypeError):
         return None
     return model if isinstance(model, str) else None
+
+
+async def discover_time_scale(session: aiohttp.ClientSession, base_url: str, timeouts: Timeouts) -> float | None:
+    """The ``time_scale`` a simulator reports in its server info (``/server_info``, or the older
+    ``/get_server_info``; top level or ``internal_states[0]``), or None when the server does not say — a
+    real SGLang server never does. Figures measured at a scale s ≠ 1 are s times too fast: whoever shows
+    them must say so (``PhaseResult.at_time_scale`` converts them)."""
+    timeout = aiohttp.ClientTimeout(total=timeouts.connect_s + 10, sock_connect=timeouts.connect_s)
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            async with session.get(f"{base_url}{path}", timeout=timeout) as response:
+                if response.status != 200:
+                    continue
+                info: Any = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+            return None
+        if not isinstance(info, dict):
+            return None
+        states = info.get("internal_states")
+        first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+        value = info.get("time_scale", first.get("time_scale"))
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value) if math.isfinite(value) and value > 0 else None
+    return None

@@ -14,6 +14,39 @@ from dataclasses import dataclass
 
 from objectives.records import ErrorKind
 
+#: Completion tokens a server may report beyond ``max_tokens`` before the count is implausible: a stop token
+#: counted on top, or a speculative step not cut exactly at the limit. 2·10⁸ for a 512-token request is a
+#: lie, and believing it costs memory and reports an absurd throughput as valid.
+MAX_TOKENS_SLACK = 32
+#: The bound when the request's ``max_tokens`` is unknown: no context window holds this many tokens.
+ABSOLUTE_MAX_TOKENS = 10_000_000
+
+
+def token_limit(max_tokens: int | None) -> int:
+    """The most completion tokens one answer may plausibly claim (see ``MAX_TOKENS_SLACK``)."""
+    if max_tokens is None:
+        return ABSOLUTE_MAX_TOKENS
+    return min(max(max_tokens, 0) + MAX_TOKENS_SLACK, ABSOLUTE_MAX_TOKENS)
+
+
+def count_problem(value: object, limit: int, name: str = "completion_tokens") -> str | None:
+    """Why ``value`` is not a plausible token count from the server, or None when it is one.
+
+    JSON gives us bool, float (also NaN and ±inf: Python's json accepts them), huge ints and strings; only a
+    plain int in ``[0, limit]`` is a count."""
+    if type(value) is not int:
+        return f"{name} is {_short(value)}, not a count"
+    if value < 0:
+        return f"{name} is {value}, a negative count"
+    if value > limit:
+        return f"{name} is {_short(value)}, more than the request allows ({limit})"
+    return None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
 
 class UsageProblem(Exception):
     def __init__(self, kind: ErrorKind, message: str) -> None:
@@ -32,9 +65,11 @@ class ChunkTokens:
         return sum(self.tokens)
 
 
-def chunk_tokens(times: Sequence[float], cumulative: Sequence[int | None], chars: Sequence[int]) -> ChunkTokens:
+def chunk_tokens(times: Sequence[float], cumulative: Sequence[int | None], chars: Sequence[int],
+                 limit: int = ABSOLUTE_MAX_TOKENS) -> ChunkTokens:
     """Token counts for the chunks observed at ``times``; raises ``UsageProblem`` when the server's counts
-    are missing or contradict themselves. Chunks that carried no token are dropped."""
+    are missing, implausible (beyond ``limit``, see ``token_limit``) or contradict themselves. Chunks that
+    carried no token are dropped."""
     last = 0
     seen = False
     exact = True
@@ -43,8 +78,9 @@ def chunk_tokens(times: Sequence[float], cumulative: Sequence[int | None], chars
             if n:
                 exact = False
             continue
-        if type(value) is not int or value < 0:
-            raise UsageProblem(ErrorKind.BAD_USAGE, f"completion_tokens is {value!r}, not a count")
+        problem = count_problem(value, limit)
+        if problem is not None:
+            raise UsageProblem(ErrorKind.BAD_USAGE, problem)
         if value < last:
             raise UsageProblem(ErrorKind.BAD_USAGE, f"completion_tokens went down from {last} to {value}")
         last = value

@@ -2,9 +2,39 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from objectives.spec import DEFAULT_IGNORE_EOS, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, WorkloadSpec
+from tuner.core.errors import SpectuneError
+
+if TYPE_CHECKING:
+    from objectives.results import BenchmarkResult
+
+#: Exit status when the benchmark ran but did not measure a serving server (see ``BenchmarkFailed``).
+EXIT_FAILED = 3
+DEFAULT_MAX_ERROR_RATE = 0.10
+
+
+class BenchmarkFailed(SpectuneError):
+    """A phase had no successful request, or more failed requests than ``--max-error-rate`` allows: its
+    figures describe a broken server, and a script must not take them for a measurement."""
+
+    exit_code = EXIT_FAILED
+
+
+def failure(result: BenchmarkResult, max_error_rate: float) -> str | None:
+    """One line saying why ``result`` is not a valid measurement, or None when it is."""
+    reasons = []
+    for phase in result.phases:
+        errors = ", ".join(f"{kind} {n}" for kind, n in phase.errors.items()) or "none"
+        if phase.completed == 0:
+            reasons.append(f"{phase.label}: no successful request (errors: {errors})")
+        elif phase.error_rate is not None and phase.error_rate > max_error_rate:
+            reasons.append(f"{phase.label}: error rate {phase.error_rate:.1%} is above --max-error-rate "
+                           f"{max_error_rate:.1%} (errors: {errors})")
+    return "; ".join(reasons) or None
 
 
 @click.command("bench")
@@ -31,12 +61,28 @@ from objectives.spec import DEFAULT_IGNORE_EOS, DEFAULT_MAX_TOKENS, DEFAULT_TEMP
 @click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True)
 @click.option("--stall-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
               help="Seconds of silence inside a stream before the request counts as stalled.")
+@click.option("--max-error-rate", type=click.FloatRange(min=0, max=1), default=DEFAULT_MAX_ERROR_RATE,
+              show_default=True, help="Exit with status 3 when a phase's failed / (successful + failed) "
+                                      "requests is above this.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--records", is_flag=True, help="With --json: include every request's record.")
 def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tokens: int, max_tokens: int,
             temperature: float, ignore_eos: bool, model: str | None, seed: int, request_timeout: float,
-            connect_timeout: float, stall_timeout: float, as_json: bool, records: bool) -> None:
-    """Benchmark the SGLang server at URL (e.g. http://127.0.0.1:30000)."""
+            connect_timeout: float, stall_timeout: float, max_error_rate: float, as_json: bool,
+            records: bool) -> None:
+    """Benchmark the SGLang server at URL (e.g. http://127.0.0.1:30000).
+
+    \b
+    Exit status:
+      0    every phase measured a serving server
+      2    a usage error (bad option, unreadable prompt file)
+      3    a phase had no successful request, or an error rate above --max-error-rate; the results are
+           still printed, and one line on stderr says which phase and why
+      130  interrupted
+
+    Figures from the simulator at a time scale other than 1 are labelled SCALED when the server says its
+    scale (JSON: "time_scale", "scaled").
+    """
     import json
     import sys
 
@@ -68,3 +114,8 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
         sys.stdout.write("\n")
     else:
         Console().print(results_table(result))
+    if result.scaled:
+        click.echo(f"note: the server runs at time scale {result.time_scale:g}: the figures are scaled", err=True)
+    reason = failure(result, max_error_rate)
+    if reason is not None:
+        raise BenchmarkFailed(reason)

@@ -51,7 +51,9 @@ def wait_ready(base_url: str, *, timeout_s: float, watch: Callable[[], ExitInfo 
     """Return once the server answers 200; raise ``NotReady`` when ``watch`` reports an exit or time runs out.
 
     ``watch`` returns None while the server process/unit is alive, else how it ended; it is called between
-    polls (and may rate-limit itself when it is expensive, e.g. over SSH).
+    polls (and may rate-limit itself when it is expensive, e.g. over SSH). Each poll is bounded as a whole
+    (not per socket read), so a server that answers byte by byte cannot hold the wait past ``timeout_s`` by
+    more than one poll's timeout.
     """
     policy = policy or ReadinessPolicy()
     start = time.monotonic()
@@ -66,6 +68,7 @@ def wait_ready(base_url: str, *, timeout_s: float, watch: Callable[[], ExitInfo 
         if exited is not None:
             raise NotReady(f"server {exited.describe()} before it was ready", exit=exited, connected=connected)
         remaining = deadline - time.monotonic()
+        # probe() bounds the whole request, so this poll ends by the deadline (+ 50 ms for a last look).
         status = probe(base_url, paths[0], min(policy.request_timeout_s, max(remaining, 0.05)))
         polls += 1
         if status == 200:

@@ -42,6 +42,7 @@ class Script:
     first_token_delay_s: float = 0.005
     metrics: bool = True  # serve /metrics with speculative counters
     accept_length: float = 3.0  # reported through /metrics and /server_info
+    time_scale: float | None = None  # reported by /server_info when set, as a simulator could
     requests: int = 0  # answered so far (all routes that generate)
     bodies: list[dict] = field(default_factory=list)
     flushes: int = 0
@@ -80,7 +81,10 @@ class FakeServer:
         return web.Response(text=text)
 
     async def server_info(self, request: web.Request) -> web.Response:
-        return web.json_response({"internal_states": [{"avg_spec_accept_length": self.script.accept_length}]})
+        info: dict = {"internal_states": [{"avg_spec_accept_length": self.script.accept_length}]}
+        if self.script.time_scale is not None:
+            info["time_scale"] = self.script.time_scale
+        return web.json_response(info)
 
     async def flush_cache(self, request: web.Request) -> web.Response:
         self.script.flushes += 1

@@ -86,7 +86,10 @@ def simulator(args: list[str], profile: Path, log_path: Path, timeout_s: float =
 
 
 def test_c1_decode_speed_and_c64_throughput_match_the_ground_truth(tmp_path: Path) -> None:
-    phases = (PhaseSpec(1, requests=8, warmup=1), PhaseSpec(64, requests=192, warmup=8))
+    # The ground truth is the steady state of a closed loop at C, which a timed phase measures (C in flight
+    # to the window's end). A phase of n requests measures whole waves, as bench_serving does, and with
+    # these fixed lengths reads ~3 % above the steady state (docs/metrics.md, "Measured window").
+    phases = (PhaseSpec(1, requests=8, warmup=1), PhaseSpec(64, duration_s=15, warmup=8))
     profile = quick_start_profile(tmp_path)
     with simulator(SERVER_ARGS, profile, tmp_path / "simulator.log") as url:
         result = run_benchmark(url, BenchmarkSpec(workload=WORKLOAD, phases=phases))

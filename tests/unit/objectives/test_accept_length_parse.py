@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from objectives.accept_length import GENERATION_TOKENS, VERIFY_CALLS, parse_counters
+from objectives.accept_length import GENERATION_TOKENS, VERIFY_CALLS, parse_counters, plausible
 
 EXPOSITION = """\
 # HELP sglang:generation_tokens_total Number of generation tokens processed.
@@ -22,3 +22,9 @@ def test_counters_are_summed_over_label_sets() -> None:
 
 def test_missing_counters_are_absent_not_zero() -> None:
     assert parse_counters("sglang:num_requests_total 3\n", (VERIFY_CALLS,)) == {}
+
+
+def test_only_finite_positive_accept_lengths_are_plausible() -> None:
+    assert plausible(3.2) == 3.2
+    for value in (float("nan"), float("inf"), float("-inf"), -1.0, 0.0, 1e9):
+        assert plausible(value) is None, value

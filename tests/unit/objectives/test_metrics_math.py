@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from objectives import metrics
 from objectives.records import ErrorKind, RequestRecord
@@ -78,3 +82,28 @@ def test_a_time_scaled_phase_reads_as_the_real_server() -> None:
     assert real.ttft_p99_ms == 500.0 and real.duration_s == 100.0
     assert real.accept_length == 10.0 and real.error_rate == 10.0 and real.output_tokens == 400
     assert phase.at_time_scale(1.0) is phase
+
+
+@given(st.lists(st.tuples(st.floats(min_value=0.0, max_value=10.0), st.integers(min_value=1, max_value=50)),
+                min_size=1, max_size=40))
+def test_weighted_summary_equals_the_summary_of_the_repeated_sample(pairs: list[tuple[float, int]]) -> None:
+    values = np.asarray([v for v, _ in pairs])
+    weights = np.asarray([w for _, w in pairs])
+    expected = metrics.Summary.of(np.repeat(values, weights), 1000)
+    got = metrics.Summary.weighted(values, weights, 1000)
+    for name in ("mean", "p50", "p90", "p99"):
+        assert getattr(got, name) == pytest.approx(getattr(expected, name), rel=1e-9, abs=1e-9), name
+
+
+def test_itl_summary_never_expands_per_token() -> None:
+    # a (bounded) record whose one chunk claims 10^9 tokens: the per-token sample would take 8 GB
+    big = rec(times=(0.1, 0.2, 1.1), tokens=(1, 1, 10**9))
+    tracemalloc.start()
+    try:
+        summary = metrics.itl_summary([big, rec(index=1)], 1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    assert summary.p50 == pytest.approx(0.9 / 10**9 * 1000)  # the 10^9 gaps of 0.9 / 10^9 s (in ms): the median
+    assert metrics.itl_summary([]).mean is None

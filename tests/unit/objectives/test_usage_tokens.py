@@ -5,7 +5,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from objectives.records import ErrorKind
-from objectives.usage import UsageProblem, chunk_tokens
+from objectives.usage import (
+    ABSOLUTE_MAX_TOKENS,
+    MAX_TOKENS_SLACK,
+    UsageProblem,
+    chunk_tokens,
+    count_problem,
+    token_limit,
+)
 
 
 def test_cumulative_counts_become_per_chunk_deltas_and_empty_chunks_vanish() -> None:
@@ -54,3 +61,23 @@ def test_impossible_or_missing_counts_are_reported_by_kind(cumulative: list, cha
 def test_a_zero_token_answer_is_valid_and_empty() -> None:
     result = chunk_tokens([1.0], [0], [0])
     assert result.tokens == () and result.exact
+
+
+@pytest.mark.parametrize("value", [2 * 10**8, 10**30, -1, 3.5, float("nan"), float("inf"), True, "12", None, [3]])
+def test_implausible_counts_are_named_problems(value: object) -> None:
+    assert count_problem(value, token_limit(512)) is not None
+
+
+def test_the_limit_is_max_tokens_plus_a_small_slack() -> None:
+    limit = token_limit(512)
+    assert limit == 512 + MAX_TOKENS_SLACK
+    assert count_problem(limit, limit) is None and count_problem(0, limit) is None
+    assert count_problem(limit + 1, limit) is not None
+    assert token_limit(None) == ABSOLUTE_MAX_TOKENS
+
+
+def test_a_count_beyond_the_limit_is_bad_usage_not_a_record_of_it() -> None:
+    with pytest.raises(UsageProblem) as info:
+        chunk_tokens([1.0, 2.0], [1, 2 * 10**8], [1, 1], limit=token_limit(16))
+    assert info.value.kind is ErrorKind.BAD_USAGE and "200000000" in str(info.value)
+    assert chunk_tokens([1.0, 2.0], [1, 48], [1, 1], limit=token_limit(16)).total == 48

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tuner.core.net import probe
 from tuner.targets.base import DeployFailed
 from tuner.targets.classify import ExitInfo
 from tuner.targets.preflight import check_flags, options_in_help
@@ -94,6 +96,89 @@ def test_timeout_when_nothing_listens() -> None:
         wait_ready("http://127.0.0.1:9", timeout_s=0.8, watch=alive, policy=ReadinessPolicy(max_interval_s=0.2))
     assert info.value.exit is None and not info.value.connected
     assert 0.8 <= time.monotonic() - started < 1.5
+
+
+class Trickler:
+    """A hostile HTTP server on 127.0.0.1: every connection gets ``head`` (at once, or one byte at a time
+    when ``slow_head``), then an endless trickle of body bytes ``gap_s`` apart. The gap is far below any
+    per-read timeout, so only a deadline on the whole request ends a client's wait."""
+
+    def __init__(self, head: bytes, gap_s: float = 0.1, slow_head: bool = False) -> None:
+        self.head = head
+        self.gap_s = gap_s
+        self.slow_head = slow_head
+        self.stop = threading.Event()
+        self.connections = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)  # the request
+            data = iter(self.head if self.slow_head else b"")
+            try:
+                if not self.slow_head:
+                    conn.sendall(self.head)
+            except OSError:
+                return
+            while not self.stop.is_set():
+                byte = next(data, ord("x"))
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return  # the client gave up: what the test wants
+                time.sleep(self.gap_s)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.mark.parametrize(("head", "slow_head"), [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", False),  # 200 at once, body never completes
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", True),  # status line and headers byte by byte
+    (b"HTTP/1.1 200 OK\r\nX-Slow: ", False),  # a header line that never ends
+])
+def test_a_probe_of_a_trickling_server_ends_by_its_own_deadline(head: bytes, slow_head: bool) -> None:
+    server = Trickler(head, gap_s=0.05, slow_head=slow_head)
+    try:
+        started = time.monotonic()
+        status = probe(server.url, "/health_generate", timeout_s=0.5)
+        elapsed = time.monotonic() - started
+    finally:
+        server.close()
+    assert status is None  # no complete answer within the deadline is no answer
+    assert elapsed < 0.5 + 1.5, f"the probe took {elapsed:.2f} s"
+
+
+def test_wait_ready_ends_near_its_timeout_against_a_trickling_health_check() -> None:
+    # 1 byte per 0.3 s: far below the 2 s per-read timeout, so the old probe waited for all 10^8 bytes
+    server = Trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", gap_s=0.3)
+    policy = ReadinessPolicy(request_timeout_s=1.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(NotReady) as info:
+            wait_ready(server.url, timeout_s=2.0, watch=alive, policy=policy)
+        elapsed = time.monotonic() - started
+    finally:
+        server.close()
+    assert not info.value.connected  # a status line alone is not an answer
+    assert server.connections >= 2  # it kept polling instead of hanging in the first probe
+    # never past the deadline by more than one probe timeout (+ a generous margin for a busy machine)
+    assert 2.0 <= elapsed < 2.0 + policy.request_timeout_s + 1.5, f"waited {elapsed:.2f} s"
 
 
 HELP = """usage: launch_server.py [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]
