@@ -132,7 +132,7 @@ def main() -> None:
     rows = []
     for study_path in args.studies.split(","):
         spec = load_study_file(REPO / study_path)
-        profile = load_profile(spec.target.settings["profile"])
+        profile = load_profile(spec.target.settings.profile)
         space = SearchSpace(spec, table)
         t0 = time.perf_counter()
         truth = true_scores(space, profile, table)

@@ -62,7 +62,7 @@ def run_oracle_study(study_file: Path, n_measured: int = 14, *, seed: int = 3, n
         study = open_study(spec.study.storage, spec.study.name, make_sampler(sampler, seed), ["maximize"], ["score"])
     record_or_check(study, spec)
     enqueue_baseline(study, space, spec)
-    measurer = OracleMeasurer(load_profile(spec.target.settings["profile"]), table, spec.benchmark,
+    measurer = OracleMeasurer(load_profile(spec.target.settings.profile), table, spec.benchmark,
                               noise=noise, seed=seed)
     runner = TrialRunner(spec, space, measurer)
     free = 0

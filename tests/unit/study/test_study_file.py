@@ -78,7 +78,7 @@ def test_example_studies_are_valid(name: str) -> None:
 def test_seed_study_targets_a_placeholder_host() -> None:
     spec = load_study_file(STUDIES / "qwen3.5-122b-eagle3.toml")
     assert spec.target.kind == "systemd-ssh"
-    assert spec.target.settings["host"].endswith(".example")
+    assert spec.target.settings.host.endswith(".example")
     assert {p.flag for p in spec.search} >= {"--speculative-num-steps", "--speculative-eagle-topk"}
     steps = next(p for p in spec.search if p.flag == "--speculative-num-steps")
     assert (steps.low, steps.high) == (1, 8)
