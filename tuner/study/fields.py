@@ -95,11 +95,12 @@ def _command(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+_DURATION_TEXT = {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?\s*(ms|h|m|s)?\s*)+$"}
 #: Seconds, written as a number or ``"90s"``, ``"30m"``, ``"1h30m"``.
-Duration = Annotated[float, PlainValidator(_duration), WithJsonSchema({
-    "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?\s*(ms|h|m|s)?\s*)+$"}],
-})]
-PositiveDuration = Annotated[Duration, Field(gt=0)]
+Duration = Annotated[float, PlainValidator(_duration),
+                     WithJsonSchema({"anyOf": [{"type": "number", "minimum": 0}, _DURATION_TEXT]})]
+PositiveDuration = Annotated[float, PlainValidator(_duration), Field(gt=0),
+                             WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, _DURATION_TEXT]})]
 #: An integer or a float (never a boolean), finite.
 Number = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number"})]
 Port = Annotated[int, Field(ge=1, le=65535)]

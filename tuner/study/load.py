@@ -170,15 +170,17 @@ def _message(error: ErrorDetails, root: Any, loc: tuple[str | int, ...]) -> str:
     kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
     wanted = {
         "int_type": "an integer", "int_from_float": "an integer", "float_type": "a number",
-        "bool_type": "true or false", "string_type": "a string", "list_type": "a list", "tuple_type": "a list", "dict_type": "a table",
-        "model_type": "a table", "model_attributes_type": "a table",
+        "bool_type": "true or false", "string_type": "a string", "list_type": "a list", "tuple_type": "a list",
+        "dict_type": "a table", "model_type": "a table", "model_attributes_type": "a table",
     }.get(kind)
     if wanted:
         return f"must be {wanted}, not {value!r}"
     relation = {"greater_than": (">", "gt"), "greater_than_equal": ("≥", "ge"), "less_than": ("<", "lt"),
                 "less_than_equal": ("≤", "le")}.get(kind)
     if relation:
-        return f"must be {relation[0]} {ctx.get(relation[1])}, not {value!r}"
+        bound = ctx.get(relation[1])
+        bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound  # "≥ 0", not "≥ 0.0"
+        return f"must be {relation[0]} {bound}, not {value!r}"
     if kind == "missing":
         return "missing (required)"
     if kind == "extra_forbidden":

@@ -138,9 +138,18 @@ def _env_value(value: Any) -> str:
     return str(value)
 
 
+def _weight(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"must be a number ≥ 0, not {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, not {value!r}")
+    return float(value)
+
+
+Weight = Annotated[float, PlainValidator(_weight), WithJsonSchema({"type": "number", "minimum": 0})]
 EnvValue = Annotated[str, PlainValidator(_env_value), WithJsonSchema({"type": ["string", "number"]})]
 #: Any TOML value: SGLang's option table, not the schema, knows what each flag takes (tuner.study.flags).
-FlagValueField = Annotated[Any, WithJsonSchema({"type": ["string", "number", "boolean", "array", "object"]})]
+FlagValueField = Annotated[Any, WithJsonSchema({})]
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
@@ -250,7 +259,7 @@ class BenchmarkSection(FileModel):
 class ObjectiveSection(FileModel):
     """``[objective]``: how a trial's phases become one score, and which trials are feasible."""
 
-    weights: dict[str, Annotated[float, Field(ge=0)]] | None = Field(None, description=(
+    weights: dict[str, Weight] | None = Field(None, description=(
         "Weight of each phase's score, keyed by phase: c1 = 0.7, c64 = 0.3 (C=1 scores per-request tok/s, "
         "larger C aggregate tok/s). Default: equal weights."),
         json_schema_extra={"propertyNames": {"pattern": r"^c\d+$"}})

@@ -6,6 +6,7 @@ Constraint metrics are the metrics a phase reports (``objectives.results.METRICS
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -68,6 +69,9 @@ def _constraint(problems: Problems, where: str, text: str, concurrencies: list[i
         value = float(bound)
     except ValueError:  # the pattern admits "1.2.3"
         problems.add(where, f"cannot read the number {bound!r}")
+        return None
+    if not math.isfinite(value):  # 1e999
+        problems.add(where, f"the bound must be a finite number, not {bound}")
         return None
     return ConstraintSpec(text=text.strip(), metric=metric, op=op, bound=value,  # type: ignore[arg-type]
                           phase=int(phase) if phase is not None else None)

@@ -54,6 +54,10 @@ BROKEN = {
                        "unknown key"),
     "short-grace": (text(study_extra='heartbeat_interval = "30s"\nheartbeat_grace = "40s"\n'),
                     "study.heartbeat_grace", "at least twice heartbeat_interval (60 s), not 40 s"),
+    "empty-host": (systemd_text('host = ""\n'), "target.host", "not a host name: ''"),
+    "empty-host-in-list": (text(hosts='["a", ""]'), "target.hosts", "not a host name: ''"),
+    "empty-listen-host": (systemd_text('host = "gpu1"\nlisten_host = " "\n'), "target.listen_host",
+                          "not a host name: ' '"),
     "bad-interval": (text(study_extra='heartbeat_interval = "soon"\n'), "study.heartbeat_interval",
                      "cannot read duration"),
 }
