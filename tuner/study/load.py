@@ -167,33 +167,33 @@ def _dotted(loc: Iterable[str | int]) -> str:
 
 
 def _message(error: ErrorDetails, root: Any, loc: tuple[str | int, ...]) -> str:
-    kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    error_type, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
     wanted = {
         "int_type": "an integer", "int_from_float": "an integer", "float_type": "a number",
         "bool_type": "true or false", "string_type": "a string", "list_type": "a list", "tuple_type": "a list",
         "dict_type": "a table", "model_type": "a table", "model_attributes_type": "a table",
-    }.get(kind)
+    }.get(error_type)
     if wanted:
         return f"must be {wanted}, not {value!r}"
     relation = {"greater_than": (">", "gt"), "greater_than_equal": ("≥", "ge"), "less_than": ("<", "lt"),
-                "less_than_equal": ("≤", "le")}.get(kind)
+                "less_than_equal": ("≤", "le")}.get(error_type)
     if relation:
         bound = ctx.get(relation[1])
         bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound  # "≥ 0", not "≥ 0.0"
         return f"must be {relation[0]} {bound}, not {value!r}"
-    if kind == "missing":
+    if error_type == "missing":
         return "missing (required)"
-    if kind == "extra_forbidden":
+    if error_type == "extra_forbidden":
         return "unknown key" + did_you_mean(str(loc[-1]), _keys_at(root, loc[:-1]))
-    if kind == "literal_error":
+    if error_type == "literal_error":
         choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         noun = _CHOICE_NOUNS.get(str(loc[-1]), "value")
         return f"unknown {noun} {value!r}" + did_you_mean(str(value), choices)
-    if kind == "finite_number":
+    if error_type == "finite_number":
         return f"must be a finite number, not {value!r}"
-    if kind in ("too_short", "string_too_short"):
+    if error_type in ("too_short", "string_too_short"):
         return "must not be empty"
-    if kind == "value_error":
+    if error_type == "value_error":
         return str(ctx.get("error", error["msg"]))
     return str(error["msg"])
 

@@ -1,7 +1,7 @@
 """``[objective]`` against the benchmark's phases: weights keyed by phase, constraints on reported metrics.
 
 The model (``ObjectiveSection``) checks types and signs; what needs the phases or the metric names is here.
-Constraint metrics are the metrics a phase reports (``objectives.results.METRICS``), so the two cannot drift.
+Constraint metrics are the metrics a phase reports (``objectives.spec.METRICS``), so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import math
 import re
 from pathlib import Path
 
-from objectives.results import METRICS
-from objectives.spec import BenchmarkSpec, ConstraintSpec
+from objectives.spec import METRICS, BenchmarkSpec, ConstraintSpec
 from tuner.study.fields import did_you_mean
 from tuner.study.models import ObjectiveSection
 from tuner.study.problems import Collect, Problems

@@ -11,7 +11,7 @@ from __future__ import annotations
 import typing
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
@@ -79,7 +79,3 @@ def log_dir_of(spec: StudySpec, given: str | None) -> Path:
     """``log_dir`` relative to the study file; default ``.spectune/<study>/logs`` beside it."""
     base = spec.path.resolve().parent
     return (base / Path(given).expanduser()) if given else base / ".spectune" / spec.study.name / "logs"
-
-
-def field_default(model: type[FileModel], name: str) -> Any:
-    return model.model_fields[name].default

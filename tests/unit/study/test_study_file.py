@@ -255,3 +255,13 @@ def test_absolute_sqlite_storage_is_kept(tmp_path: Path) -> None:
     db = tmp_path / "abs.db"
     spec = load_study_file(write(tmp_path, replace("seed = 1", f'seed = 1\nstorage = "sqlite:///{db}"')))
     assert spec.study.storage == f"sqlite:///{db}"
+
+
+def test_constraint_metrics_are_the_metrics_a_phase_reports() -> None:
+    import dataclasses
+
+    from objectives.results import PhaseResult
+    from tuner.study.file import CONSTRAINT_METRICS
+
+    fields = {f.name for f in dataclasses.fields(PhaseResult)}
+    assert set(CONSTRAINT_METRICS) <= fields
