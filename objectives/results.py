@@ -14,16 +14,11 @@ from typing import Any, Literal
 
 from objectives.accept_length import AcceptLength
 from objectives.records import RequestRecord
-from objectives.spec import BenchmarkSpec, PhaseSpec
+from objectives.spec import METRICS, BenchmarkSpec, PhaseSpec
 
 StopReason = Literal["requests", "duration", "ci", "deadline", "failures"]
 
-#: The metric names a phase reports, in the order the results table shows them.
-METRICS = (
-    "per_request_tok_s_mean", "per_request_tok_s_median", "aggregate_tok_s", "request_rate",
-    "accept_length", "tokens_per_chunk", "achieved_concurrency", "error_rate",
-    *(f"{m}_{s}_ms" for m in ("ttft", "itl", "tpot", "e2e") for s in ("mean", "p50", "p90", "p99")),
-)
+__all__ = ["METRICS", "BenchmarkResult", "PhaseResult", "StopReason"]
 
 
 @dataclass(frozen=True)

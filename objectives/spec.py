@@ -1,6 +1,6 @@
 """What to measure, as plain frozen values: the workload and the concurrency phases of a benchmark.
 
-The study file's ``[benchmark]`` section is validated into these (``tuner.study.file``); ``spectune bench``
+The study file's ``[benchmark]`` section is validated into these (``tuner.study.models``); ``spectune bench``
 builds them from its options. The load generator only ever sees these values.
 """
 
@@ -10,6 +10,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Api = Literal["chat", "completions", "generate"]
+
+#: The metric names a phase reports (``objectives.results.PhaseResult`` has one field each), in the order the
+#: results table shows them; study-file constraints name the same. Here rather than in results.py so reading a
+#: study file does not import the load generator's HTTP stack.
+METRICS = (
+    "per_request_tok_s_mean", "per_request_tok_s_median", "aggregate_tok_s", "request_rate",
+    "accept_length", "tokens_per_chunk", "achieved_concurrency", "error_rate",
+    *(f"{m}_{s}_ms" for m in ("ttft", "itl", "tpot", "e2e") for s in ("mean", "p50", "p90", "p99")),
+)
 
 #: Realistic by default: sampling at temperature 0.7 and stopping at EOS. The seed's campaign used
 #: temperature 0 with ignore_eos, which makes the draft model look better than it is in production

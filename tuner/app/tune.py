@@ -162,7 +162,7 @@ def _finish(spec: StudySpec, target: Target, best: TrialRecord | None, table: An
     command = None
     config = best.config if best is not None else None
     if config is not None:
-        prefix = spec.target.settings.get("command") or ("python3", "-m", "sglang.launch_server")
+        prefix = spec.target.settings.launch_prefix() or ("python3", "-m", "sglang.launch_server")
         command = launch_command(prefix, config, table).shell(multiline=True)
     if spec.finish == "best" and config is not None:
         if not quiet:

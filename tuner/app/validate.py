@@ -42,7 +42,7 @@ def validate_study(path: str) -> ValidationReport:
     if proposal is None or proposal.config is None:
         proposal = next(p for p in map(space.decode, space.points()) if p.config is not None)
     assert proposal.config is not None
-    prefix = spec.target.settings.get("command") or DEFAULT_PREFIX
+    prefix = spec.target.settings.launch_prefix() or DEFAULT_PREFIX
     stored, stored_warnings = describe_stored(spec)
     return ValidationReport(spec, space.dimensions, summary, launch_command(prefix, proposal.config, table),
                             proposal.repairs, stored, stored_warnings)

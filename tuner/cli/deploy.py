@@ -44,16 +44,15 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
         leftover = target.detect_leftover()
         if leftover:
             click.echo(f"found {leftover}; it is replaced now")
-        if original and spec.target.kind == "systemd-ssh":
+        if original and spec.target.settings.outlives_spectune:
             target.restore()
-            click.echo(f"removed spectune's drop-in and restarted {spec.target.settings['unit']} with its own "
-                       f"configuration")
+            click.echo(spec.target.settings.restored_message())
             return
         click.echo(f"deploying {what} to the {spec.target.kind} target …")
         deployment = target.deploy(config)
         click.echo(f"ready at {deployment.base_url} after {deployment.deploy_s + deployment.ready_s:.1f} s")
         click.echo(deployment.launch.shell(multiline=True))
-        if spec.target.kind != "systemd-ssh":
+        if not spec.target.settings.outlives_spectune:
             _serve_until_interrupted(target)
 
 

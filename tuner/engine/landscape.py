@@ -153,8 +153,9 @@ def simulator_landscape(spec: StudySpec, *, noise: float = 0.02, profile: str | 
                         ) -> MeasuredLandscape:
     """The built-in landscape: the simulator profile's ground truth (default: the study's ``[target] profile``),
     measured with seeded relative Gaussian ``noise`` on the throughputs."""
-    chosen = profile if profile is not None else spec.target.settings["profile"]
-    loaded = chosen if isinstance(chosen, Profile) else load_profile(chosen)
+    # Only a simulated target names a profile; any other study is evaluated on the default one.
+    chosen = profile if profile is not None else getattr(spec.target.settings, "profile", None)
+    loaded = chosen if isinstance(chosen, Profile) else load_profile(chosen) if chosen else load_profile()
     table = load_option_table(spec.study.sglang_version)
     return MeasuredLandscape(
         spec, lambda seed: OracleMeasurer(loaded, table, spec.benchmark, noise=noise, seed=seed),

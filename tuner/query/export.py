@@ -23,10 +23,10 @@ SGLANG_LAUNCH = ("python3", "-m", "sglang.launch_server")
 
 
 def launch_for(spec: StudySpec, config: ServerConfig) -> LaunchCommand:
-    if spec.target.kind in ("local", "systemd-ssh"):
+    if spec.target.settings.launch_is_exact:
         from tuner.targets import make_target
 
-        target: Any = make_target(spec)  # constructing a target contacts nothing; both kinds have launch()
+        target: Any = make_target(spec)  # constructing a target contacts nothing
         return target.launch(config)
     return launch_command(SGLANG_LAUNCH, config, load_option_table(spec.study.sglang_version))
 

@@ -1,19 +1,22 @@
 """The validated contents of a study file, as frozen values.
 
-``tuner.study.file`` builds these from TOML and is the only place that knows the file format; everything else
-(search space, targets, the study loop) reads these.
+``tuner.study.load`` builds these from TOML through the models of ``tuner.study.models`` (the one description of
+the file format); everything else (search space, targets, the study loop) reads these.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from objectives.spec import BenchmarkSpec, ConstraintSpec
 from tuner.sglang.launch import FlagValue
 
-TargetKind = Literal["simulated", "local", "systemd-ssh"]
+if TYPE_CHECKING:
+    # Only for annotations: tuner.targets imports this module.
+    from tuner.targets.settings import TargetSettings
+
 SamplerName = Literal["auto", "gp", "tpe", "random"]
 FinishAction = Literal["original", "best", "leave"]
 
@@ -38,14 +41,23 @@ class StudySettings:
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """Which deployment target, with its kind-specific settings already type-checked."""
+    """Which deployment target: its kind's validated, frozen settings model (tuner/targets/registry.py)."""
 
-    kind: TargetKind
-    settings: dict[str, Any] = field(default_factory=dict)
-    startup_timeout_s: float = 900.0
-    #: Identical machines one study uses at once, one worker each (``[target] hosts``); empty: the one
-    #: ``host`` (systemd-ssh) or this machine. See tuner/targets/hosts.py.
-    hosts: tuple[str, ...] = ()
+    settings: TargetSettings
+
+    @property
+    def kind(self) -> str:
+        return self.settings.kind
+
+    @property
+    def startup_timeout_s(self) -> float:
+        return self.settings.startup_timeout
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Identical machines one study uses at once, one worker each (``[target] hosts``); empty: the one
+        ``host`` (systemd-ssh) or this machine. See tuner/targets/hosts.py."""
+        return self.settings.listed_hosts()
 
 
 @dataclass(frozen=True)

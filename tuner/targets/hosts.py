@@ -11,23 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from pathlib import Path
 
 from tuner.core.errors import UsageError
 from tuner.study.spec import StudySpec
+from tuner.targets.simulated import DEFAULT_SIMULATED_HOST
 
-#: The host name of a simulated target without a ``hosts`` list.
-DEFAULT_SIMULATED_HOST = "simulated"
+__all__ = ["DEFAULT_SIMULATED_HOST", "check_host", "hosts_of", "spec_for_host"]
 
 
 def hosts_of(spec: StudySpec) -> tuple[str, ...]:
-    if spec.target.hosts:
-        return spec.target.hosts
-    if spec.target.kind == "systemd-ssh":
-        return (str(spec.target.settings["host"]),)
-    if spec.target.kind == "simulated":
-        return (DEFAULT_SIMULATED_HOST,)
-    return (socket.gethostname(),)
+    # A kind without hosts of its own (local) is this machine.
+    return spec.target.settings.covered_hosts(spec.study.name) or (socket.gethostname(),)
 
 
 def check_host(spec: StudySpec, host: str) -> str:
@@ -43,13 +37,5 @@ def spec_for_host(spec: StudySpec, host: str) -> StudySpec:
     """The study as seen by the worker on ``host``: the target's settings point at that host only."""
     if not spec.target.hosts:
         return spec
-    settings = dict(spec.target.settings)
-    if spec.target.kind == "systemd-ssh":
-        settings["host"] = host
-    elif spec.target.kind == "simulated":
-        # Per-host logs and pid file: a worker cleaning up a dead worker's leftover server must find that
-        # host's server, never another host's.
-        base = Path(settings.get("log_dir") or Path(".spectune") / spec.study.name / "logs")
-        settings["log_dir"] = str(base / host)
-    target = dataclasses.replace(spec.target, settings=settings, hosts=(host,))
+    target = dataclasses.replace(spec.target, settings=spec.target.settings.for_host(host, spec.study.name))
     return dataclasses.replace(spec, target=target)

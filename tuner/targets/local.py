@@ -18,13 +18,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
 
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
+from tuner.study.fields import Command, HostName, Port, PositiveDuration
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, wait_ready
+from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, TargetSettings, log_dir_of
+
+if TYPE_CHECKING:
+    from tuner.study.spec import StudySpec
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +47,7 @@ class LocalSettings:
     host: str = "127.0.0.1"
     port: int = 30000
     stop_grace_s: float = 30.0
-    startup_timeout_s: float = 900.0
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     help_timeout_s: float = 120.0
     study: str = "spectune"
 
@@ -261,3 +269,25 @@ def tail_file(path: Path, lines: int) -> str:
         f.seek(size - block)
         data = f.read()
     return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+
+
+class LocalTargetSettings(TargetSettings):
+    """``kind = "local"``: the server as a child process group of spectune, on this machine."""
+
+    kind: Literal["local"] = Field(description="The server runs as a child process on this machine.")
+    command: Command = Field(description="The server command the flags are appended to, as an argv list "
+                                         "(e.g. [\"python3\", \"-m\", \"sglang.launch_server\"]).")
+    host: HostName = Field(LocalSettings.host, description="The address the server binds (its --host).")
+    port: Port = Field(LocalSettings.port, description="The server's TCP port (its --port).")
+    log_dir: str | None = Field(None, description="Where server logs go, relative to the study file "
+                                                  "(default: .spectune/<study>/logs beside it).")
+    stop_grace: PositiveDuration = Field(LocalSettings.stop_grace_s, description=(
+        "How long a stopping server may take after SIGTERM before its process group is killed."))
+
+    def launch_prefix(self) -> tuple[str, ...]:
+        return self.command
+
+    def make_target(self, spec: StudySpec, table: OptionTable) -> LocalTarget:
+        return LocalTarget(LocalSettings(
+            command=self.command, log_dir=log_dir_of(spec, self.log_dir), host=self.host, port=self.port,
+            stop_grace_s=self.stop_grace, startup_timeout_s=self.startup_timeout, study=spec.study.name), table)

@@ -8,13 +8,26 @@ every trial of a study talks to the same URL.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
 
 from tuner.core.net import free_port
 from tuner.sglang.options import OptionTable
 from tuner.simulator.command import simulator_command
+from tuner.simulator.profile import shipped_profiles
+from tuner.study.fields import HostList, did_you_mean, resolve_path
 from tuner.targets.local import LocalSettings, LocalTarget
+from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, TargetSettings, log_dir_of
+
+if TYPE_CHECKING:
+    from tuner.study.spec import StudySpec
+
+#: The host name of a simulated target without a ``hosts`` list.
+DEFAULT_SIMULATED_HOST = "simulated"
 
 
 @dataclass(frozen=True)
@@ -24,7 +37,7 @@ class SimulatedSettings:
     time_scale: float = 1.0
     seed: int = 0
     port: int = 0
-    startup_timeout_s: float = 900.0
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     study: str = "spectune"
 
 
@@ -41,3 +54,61 @@ class SimulatedTarget(LocalTarget):
             help_timeout_s=60.0, study=settings.study,
         )
         super().__init__(local, table)
+
+
+class SimulatedTargetSettings(TargetSettings):
+    """``kind = "simulated"``: the built-in SGLang simulator on 127.0.0.1 (no GPU needed)."""
+
+    kind: Literal["simulated"] = Field(description="The built-in SGLang simulator, on this machine.")
+    profile: str | None = Field(None, description=(
+        "A shipped simulator profile name, or the path of a profile TOML file relative to the study file "
+        "(default: the seed campaign's Qwen3.5-122B + EAGLE-3 server)."))
+    time_scale: float = Field(SimulatedSettings.time_scale, gt=0, description=(
+        "How many times faster than the modelled server the simulator runs."))
+    seed: int = Field(SimulatedSettings.seed, ge=0, lt=2**32, description="The simulator's noise seed.")
+    port: int = Field(SimulatedSettings.port, ge=0, le=65535,
+                      description="The simulator's TCP port on 127.0.0.1; 0 picks a free one.")
+    log_dir: str | None = Field(None, description="Where server logs go, relative to the study file "
+                                                  "(default: .spectune/<study>/logs beside it).")
+    hosts: HostList = Field((), description=(
+        "Labels of simulated hosts used at once, one worker and one simulator each (docs/scaling.md)."))
+
+    launch_is_exact = False  # the simulator stands in for `python3 -m sglang.launch_server`
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if "/" in value or value.endswith(".toml"):
+            resolved = resolve_path(value, info)
+            if not resolved.is_file():
+                raise ValueError(f"file not found: {resolved}")
+            return str(resolved)
+        shipped = shipped_profiles()
+        if value not in shipped:
+            raise ValueError(f"unknown simulator profile {value!r}" + did_you_mean(value, shipped))
+        return value
+
+    def listed_hosts(self) -> tuple[str, ...]:
+        return self.hosts
+
+    def covered_hosts(self, study: str) -> tuple[str, ...]:
+        return self.hosts or (DEFAULT_SIMULATED_HOST,)
+
+    def for_host(self, host: str, study: str) -> SimulatedTargetSettings:
+        if not self.hosts:
+            return self
+        # Per-host logs and pid file: a worker cleaning up a dead worker's leftover server must find that
+        # host's server, never another host's.
+        base = Path(self.log_dir or Path(".spectune") / study / "logs")
+        return self.model_copy(update={"log_dir": str(base / host), "hosts": (host,)})
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if len(self.hosts) > 1 and self.port:
+            yield "port", "must be 0 with several hosts (each simulated host picks its own free port)"
+
+    def make_target(self, spec: StudySpec, table: OptionTable) -> SimulatedTarget:
+        return SimulatedTarget(SimulatedSettings(
+            log_dir=log_dir_of(spec, self.log_dir), profile=self.profile, time_scale=self.time_scale,
+            seed=self.seed, port=self.port, startup_timeout_s=self.startup_timeout, study=spec.study.name), table)

@@ -48,7 +48,7 @@ def test_a_sampler_stuck_on_one_point_still_reaches_n_trials() -> None:
     stuck = optuna.samplers.PartialFixedSampler(baseline, optuna.samplers.RandomSampler(seed=0))
     study = optuna.create_study(direction="maximize", sampler=stuck)
     enqueue_baseline(study, space, spec)
-    runner = TrialRunner(spec, space, OracleMeasurer(load_profile(spec.target.settings["profile"]), table,
+    runner = TrialRunner(spec, space, OracleMeasurer(load_profile(spec.target.settings.profile), table,
                                                      spec.benchmark))
     stopped = run_trials(study, runner, Limits(n_trials=5, timeout_s=None, started=time.monotonic()),
                          "sqlite:///:memory:")

@@ -78,7 +78,7 @@ def test_example_studies_are_valid(name: str) -> None:
 def test_seed_study_targets_a_placeholder_host() -> None:
     spec = load_study_file(STUDIES / "qwen3.5-122b-eagle3.toml")
     assert spec.target.kind == "systemd-ssh"
-    assert spec.target.settings["host"].endswith(".example")
+    assert spec.target.settings.host.endswith(".example")
     assert {p.flag for p in spec.search} >= {"--speculative-num-steps", "--speculative-eagle-topk"}
     steps = next(p for p in spec.search if p.flag == "--speculative-num-steps")
     assert (steps.low, steps.high) == (1, 8)
@@ -157,6 +157,45 @@ BROKEN = {
                                "study.sglang_version", "no option table for SGLang 0.4.0"),
     "bad-storage-url": (replace('seed = 1', 'seed = 1\nstorage = "mongodb://x/y"'), "study.storage",
                         "unsupported database 'mongodb'"),
+    # NaN and infinities are valid TOML floats; none of them means anything in a study file.
+    "nan-time-scale": (replace("time_scale = 10.0", "time_scale = nan"), "target.time_scale",
+                       "must be a finite number, not nan"),
+    "inf-range-bound": (replace("min = 0.80, max = 0.90", "min = 0.80, max = inf"), "search.mem-fraction-static.max",
+                        "must be a finite number, not inf"),
+    "nan-weight": (replace("c1 = 0.6", "c1 = nan"), "objective.weights.c1", "must be a finite number, not nan"),
+    "nan-fixed-flag": (replace('model-path = "m"', 'model-path = "m"\nschedule-conservativeness = nan'),
+                       "server.flags.schedule-conservativeness", "must be a finite number, not nan"),
+    "nan-choice": (replace("choices = [1, 2]", "choices = [1, nan]"), "search.speculative-eagle-topk.choices",
+                   "must be a finite number, not nan"),
+    "inf-temperature": (replace("[benchmark]\n", "[benchmark]\ntemperature = -inf\n"), "benchmark.temperature",
+                        "must be a finite number, not -inf"),
+    "inf-constraint-bound": (replace('"error_rate <= 0.01"', '"error_rate <= 1e999"'), "objective.constraints[0]",
+                             "the bound must be a finite number"),
+    "inf-heartbeat": (replace("seed = 1", "seed = 1\nheartbeat_interval = inf"), "study.heartbeat_interval",
+                      "must be a finite duration, not inf"),
+    "negative-seed": (replace("seed = 1", "seed = -1"), "study.seed", "must be ≥ 0, not -1"),
+    "huge-seed": (replace("seed = 1", "seed = 4294967296"), "study.seed", "must be < 4294967296, not 4294967296"),
+    "exploding-grid": (replace("step = 0.02", "step = 1e-9"), "search.mem-fraction-static.step",
+                       "grid points from 0.8 to 0.9 (at most 1,000,000); use a larger step"),
+    "name-with-slash": (replace('name = "t"', 'name = "a/b"'), "study.name", "must not contain '/', '\\' or '..'"),
+    "name-with-dotdot": (replace('name = "t"', 'name = "..t"'), "study.name", "must not contain"),
+    "mysql-storage": (replace("seed = 1", 'seed = 1\nstorage = "mysql://u@h/db"'), "study.storage",
+                      "unsupported database 'mysql' (supported: sqlite, postgresql, postgresql+psycopg)"),
+    "unknown-driver": (replace("seed = 1", 'seed = 1\nstorage = "postgresql+psycopg2://u@h/db"'), "study.storage",
+                       "unsupported database driver 'postgresql+psycopg2' (supported: sqlite, postgresql"),
+    "sqlite-dir-missing": (replace("seed = 1", 'seed = 1\nstorage = "sqlite:///no/such/dir/x.db"'), "study.storage",
+                           "/no/such/dir does not exist"),
+    "sqlite-absolute-dir-missing": (replace("seed = 1", 'seed = 1\nstorage = "sqlite:////no-such-spectune-dir/x.db"'),
+                                    "study.storage", "directory /no-such-spectune-dir does not exist"),
+    "zero-timeout": (replace('timeout = "1h"', 'timeout = "0s"'), "study.timeout", "must be > 0, not '0s'"),
+    "int-range-with-float": (replace("min = 1, max = 5", "min = 1.5, max = 5"), "search.speculative-num-steps.min",
+                             "must be an integer, not 1.5"),
+    "unknown-target-key": (replace("time_scale = 10.0", "time_scale = 10.0\ntimescale = 2"), "target.timescale",
+                           "unknown key (did you mean 'time_scale'?)"),
+    "unknown-phase-key": (replace("{ concurrency = 1, requests = 4 }", "{ concurrency = 1, request = 4 }"),
+                          "benchmark.phases[0].request", "unknown key (did you mean 'requests'?)"),
+    "unknown-range-key": (replace("min = 1, max = 5", "min = 1, maximum = 5"), "search.speculative-num-steps.maximum",
+                          "unknown key (did you mean 'max'?)"),
 }
 
 
@@ -200,3 +239,29 @@ def test_seed_preset_means_greedy_past_eos(tmp_path: Path) -> None:
     assert spec.benchmark.workload.ignore_eos is True
     realistic = load_study_file(write(tmp_path, VALID, "b.toml")).benchmark.workload
     assert realistic.temperature > 0 and realistic.ignore_eos is False
+
+
+def test_a_study_name_may_not_be_blank(tmp_path: Path) -> None:
+    lines = problems_of(tmp_path, replace('name = "t"', 'name = "  "'))
+    assert any(line.endswith(": study.name: must not be empty") for line in lines), lines
+
+
+def test_tokens_per_chunk_is_a_constraint_metric_because_phases_report_it(tmp_path: Path) -> None:
+    spec = load_study_file(write(tmp_path, replace('"error_rate <= 0.01"', '"tokens_per_chunk >= 1"')))
+    assert spec.objective.constraints[0].metric == "tokens_per_chunk"
+
+
+def test_absolute_sqlite_storage_is_kept(tmp_path: Path) -> None:
+    db = tmp_path / "abs.db"
+    spec = load_study_file(write(tmp_path, replace("seed = 1", f'seed = 1\nstorage = "sqlite:///{db}"')))
+    assert spec.study.storage == f"sqlite:///{db}"
+
+
+def test_constraint_metrics_are_the_metrics_a_phase_reports() -> None:
+    import dataclasses
+
+    from objectives.results import PhaseResult
+    from tuner.study.file import CONSTRAINT_METRICS
+
+    fields = {f.name for f in dataclasses.fields(PhaseResult)}
+    assert set(CONSTRAINT_METRICS) <= fields

@@ -41,7 +41,7 @@ BROKEN = {
     "not-a-name": (text(hosts='["a b"]'), "target.hosts", "not a host name"),
     "not-strings": (text(hosts="[1, 2]"), "target.hosts", "must be a list of strings"),
     "sqlite-with-several": (text(hosts='["a", "b"]', storage=""), "target.hosts",
-                            "2 hosts need a PostgreSQL or MySQL [study] storage"),
+                            "2 hosts need a PostgreSQL [study] storage"),
     "fixed-port-with-several": (text(hosts='["a", "b"]', target_extra="port = 31000\n"), "target.port",
                                 "must be 0 with several hosts"),
     "host-and-hosts": (systemd_text('host = "gpu1"\nhosts = ["gpu1", "gpu2"]\n'), "target.host",
@@ -54,6 +54,10 @@ BROKEN = {
                        "unknown key"),
     "short-grace": (text(study_extra='heartbeat_interval = "30s"\nheartbeat_grace = "40s"\n'),
                     "study.heartbeat_grace", "at least twice heartbeat_interval (60 s), not 40 s"),
+    "empty-host": (systemd_text('host = ""\n'), "target.host", "not a host name: ''"),
+    "empty-host-in-list": (text(hosts='["a", ""]'), "target.hosts", "not a host name: ''"),
+    "empty-listen-host": (systemd_text('host = "gpu1"\nlisten_host = " "\n'), "target.listen_host",
+                          "not a host name: ' '"),
     "bad-interval": (text(study_extra='heartbeat_interval = "soon"\n'), "study.heartbeat_interval",
                      "cannot read duration"),
 }
@@ -75,8 +79,8 @@ def test_hosts_and_heartbeat_are_read(tmp_path: Path) -> None:
     assert (spec.study.heartbeat_interval_s, spec.study.heartbeat_grace_s) == (2, 10)  # grace: 5 beats
     one = spec_for_host(spec, "sim-b")
     assert one.target.hosts == ("sim-b",)
-    assert one.target.settings["log_dir"].endswith("logs/sim-b")  # its own pid file and logs
-    assert spec_for_host(spec, "sim-a").target.settings["log_dir"] != one.target.settings["log_dir"]
+    assert one.target.settings.log_dir.endswith("logs/sim-b")  # its own pid file and logs
+    assert spec_for_host(spec, "sim-a").target.settings.log_dir != one.target.settings.log_dir
     assert check_host(spec, "sim-a") == "sim-a"
     with pytest.raises(UsageError, match=r"--host 'gpu9' is not a host of study 't' \(\[target\] hosts: sim-a, sim-b"):
         check_host(spec, "gpu9")
@@ -84,7 +88,7 @@ def test_hosts_and_heartbeat_are_read(tmp_path: Path) -> None:
 
 def test_systemd_hosts_become_the_ssh_host(tmp_path: Path) -> None:
     spec = load_study_file(write(tmp_path, systemd_text('hosts = ["gpu1", "gpu2"]\n')))
-    assert spec_for_host(spec, "gpu2").target.settings["host"] == "gpu2"
+    assert spec_for_host(spec, "gpu2").target.settings.host == "gpu2"
     single = load_study_file(write(tmp_path, systemd_text('host = "gpu1"\n'), "single.toml"))
     assert hosts_of(single) == ("gpu1",) and spec_for_host(single, "gpu1") is single
 

@@ -1,0 +1,226 @@
+"""Load and validate a study file (TOML) as a whole.
+
+Every problem becomes one line ``FILE: KEY: PROBLEM``; all of them are collected before anything is raised, so
+a user fixes a broken file in one round. Each section is validated by its model (tuner/study/models.py) on its
+own, so a broken ``[study]`` does not hide a broken ``[search]``; the SGLang flags and the phases are then
+checked by hand (tuner/study/flags.py, tuner/study/objective.py). Nothing here touches a server or a database.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
+
+from tuner.core.errors import StudyFileError
+from tuner.sglang.options import load_option_table
+from tuner.study import flags
+from tuner.study.fields import did_you_mean
+from tuner.study.models import (
+    MISSING_SECTION,
+    BenchmarkSection,
+    FinishSection,
+    ObjectiveSection,
+    SearchParam,
+    ServerSection,
+    StudyFile,
+    StudySection,
+)
+from tuner.study.objective import objective
+from tuner.study.problems import Problems
+from tuner.study.spec import StudySpec, TargetSpec
+from tuner.targets.registry import TARGET_KINDS, settings_model
+from tuner.targets.settings import TargetSettings
+
+#: How a ``Literal`` field's unknown value is named in its error line (default: "value").
+_CHOICE_NOUNS = {"sampler": "sampler", "deploy": "action", "api": "API", "preset": "preset", "mode": "mode"}
+
+
+def load_study_file(path: str | Path) -> StudySpec:
+    """Read and validate ``path``; raise ``StudyFileError`` listing every problem."""
+    path = Path(path)
+    problems = Problems(path)
+    if not path.exists():
+        raise StudyFileError([f"{path}: file not found"])
+    if not path.is_file():
+        raise StudyFileError([f"{path}: not a file"])
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise StudyFileError([f"{path}: not a UTF-8 text file"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyFileError([f"{path}: invalid TOML: {exc}"]) from None
+
+    sections = tuple(StudyFile.model_fields)
+    for name in raw:
+        if name not in sections:
+            problems.add(name, "unknown section" + did_you_mean(name, sections))
+    context = {"base_dir": path.parent}
+    study = _section(problems, raw, "study", StudySection, context)
+    target = _target(problems, raw.get("target"), context)
+    server = _section(problems, raw, "server", ServerSection, context)
+    search = _section(problems, raw, "search", dict[str, SearchParam], context)
+    baseline = _section(problems, raw, "baseline", dict[str, Any], context)
+    benchmark = _section(problems, raw, "benchmark", BenchmarkSection, context)
+    objective_section = _section(problems, raw, "objective", ObjectiveSection, context)
+    finish = _section(problems, raw, "finish", FinishSection, context)
+
+    # What later checks need falls back to defaults, so one broken section does not hide problems elsewhere.
+    settings = (study or StudySection(name=path.stem)).to_settings(path)
+    table = load_option_table(settings.sglang_version)
+    server_flags, server_env = flags.server(problems, server or ServerSection(), table)
+    params = flags.search(problems, search, table, server_flags) if search is not None else ()
+    baseline_flags = flags.baseline(problems, baseline or {}, table, params)
+    if benchmark is not None:
+        for key, problem in benchmark.check():
+            problems.add(f"benchmark.{key}", problem)
+    benchmark_spec = (benchmark or BenchmarkSection()).to_spec()
+    objective_spec = objective(problems, objective_section or ObjectiveSection(), benchmark_spec)
+    flags.speculative_completeness(problems, server_flags, params)
+    if target is not None and len(target.listed_hosts()) > 1 and settings.storage.startswith("sqlite"):
+        problems.add("target.hosts", f"{len(target.listed_hosts())} hosts need a PostgreSQL [study] storage "
+                     "(SQLite serves one tuner at a time; see docs/scaling.md)")
+    if problems:
+        raise StudyFileError(problems.lines)
+    assert target is not None and finish is not None
+    spec = StudySpec(path=path, study=settings, target=TargetSpec(target), server_flags=server_flags,
+                     server_env=server_env, search=params, baseline=baseline_flags, benchmark=benchmark_spec,
+                     objective=objective_spec, finish=finish.deploy)
+    flags.check_space_is_feasible(problems, spec, table)
+    if problems:
+        raise StudyFileError(problems.lines)
+    return spec
+
+
+def _section(problems: Problems, raw: dict[str, Any], name: str, kind: Any, context: dict[str, Any]) -> Any:
+    """The validated section ``name`` (its default when absent), or None after reporting its problems."""
+    field = StudyFile.model_fields[name]
+    if name not in raw:
+        if field.is_required():
+            problems.add(name, MISSING_SECTION[name])
+            return None
+        return field.get_default(call_default_factory=True)
+    try:
+        return _adapter(kind).validate_python(raw[name], context=context)
+    except ValidationError as exc:
+        _report(problems, exc, (name,), kind)
+        return None
+
+
+@cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
+def _target(problems: Problems, data: Any, context: dict[str, Any]) -> TargetSettings | None:
+    """``[target]`` by the model of its kind, so errors name the kind's own keys."""
+    if data is None:
+        problems.add("target", MISSING_SECTION["target"])
+        return None
+    if not isinstance(data, dict):
+        problems.add("target", f"must be a table, not {data!r}")
+        return None
+    kind = data.get("kind")
+    if kind is None:
+        problems.add("target.kind", f"missing (required; one of: {', '.join(TARGET_KINDS)})")
+        return None
+    if kind not in TARGET_KINDS:
+        problems.add("target.kind", f"unknown target kind {kind!r}" + did_you_mean(str(kind), TARGET_KINDS))
+        return None
+    model = settings_model(kind)
+    try:
+        settings = model.model_validate(data, context=context)
+    except ValidationError as exc:
+        _report(problems, exc, ("target",), model)
+        return None
+    before = len(problems.lines)
+    for key, problem in settings.check():
+        problems.add(f"target.{key}", problem)
+    return settings if len(problems.lines) == before else None
+
+
+# ----- pydantic errors as one line each ----------------------------------------------------------------
+def _report(problems: Problems, exc: ValidationError, prefix: tuple[str, ...], root: Any) -> None:
+    seen: set[str] = set()
+    for error in exc.errors(include_url=False):
+        loc = tuple(part for part in error["loc"] if part != "[key]")
+        key = _dotted(prefix + loc)
+        if key in seen:  # one line per key: the first problem is the one to fix
+            continue
+        seen.add(key)
+        problems.add(key, _message(error, root, loc))
+
+
+def _dotted(loc: Iterable[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _message(error: ErrorDetails, root: Any, loc: tuple[str | int, ...]) -> str:
+    error_type, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    wanted = {
+        "int_type": "an integer", "int_from_float": "an integer", "float_type": "a number",
+        "bool_type": "true or false", "string_type": "a string", "list_type": "a list", "tuple_type": "a list",
+        "dict_type": "a table", "model_type": "a table", "model_attributes_type": "a table",
+    }.get(error_type)
+    if wanted:
+        return f"must be {wanted}, not {value!r}"
+    relation = {"greater_than": (">", "gt"), "greater_than_equal": ("≥", "ge"), "less_than": ("<", "lt"),
+                "less_than_equal": ("≤", "le")}.get(error_type)
+    if relation:
+        bound = ctx.get(relation[1])
+        bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound  # "≥ 0", not "≥ 0.0"
+        return f"must be {relation[0]} {bound}, not {value!r}"
+    if error_type == "missing":
+        return "missing (required)"
+    if error_type == "extra_forbidden":
+        return "unknown key" + did_you_mean(str(loc[-1]), _keys_at(root, loc[:-1]))
+    if error_type == "literal_error":
+        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        noun = _CHOICE_NOUNS.get(str(loc[-1]), "value")
+        return f"unknown {noun} {value!r}" + did_you_mean(str(value), choices)
+    if error_type == "finite_number":
+        return f"must be a finite number, not {value!r}"
+    if error_type in ("too_short", "string_too_short"):
+        return "must not be empty"
+    if error_type == "value_error":
+        return str(ctx.get("error", error["msg"]))
+    return str(error["msg"])
+
+
+def _keys_at(root: Any, loc: tuple[str | int, ...]) -> list[str]:
+    """The keys the table at ``loc`` (inside ``root``) allows: for did-you-mean hints on unknown keys."""
+    kind = root
+    for part in loc:
+        kind = _unwrap(kind)
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            field = kind.model_fields.get(str(part))
+            kind = field.annotation if field is not None else None
+        else:
+            args = typing.get_args(kind)
+            kind = args[-1] if args else None
+    kind = _unwrap(kind)
+    return list(kind.model_fields) if isinstance(kind, type) and issubclass(kind, BaseModel) else []
+
+
+def _unwrap(kind: Any) -> Any:
+    """``X`` of ``Annotated[X, ...]`` and ``X | None``."""
+    while True:
+        if typing.get_origin(kind) is typing.Annotated:
+            kind = typing.get_args(kind)[0]
+            continue
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(args) == 1:
+            kind = args[0]
+            continue
+        return kind

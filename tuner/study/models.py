@@ -1,0 +1,313 @@
+"""The study file's format: one pydantic model per table, the single source of every key, type, default, range
+and choice (the JSON Schema, docs/study-file.md and the loader all read these).
+
+What a model cannot say — SGLang option lookups, the search space's feasibility, phase names in weights — is
+checked by ``tuner.study.flags`` and ``tuner.study.objective`` on the validated values. Each model converts
+into the frozen values of ``tuner.study.spec`` / ``objectives.spec`` that the rest of spectune reads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, PlainValidator, ValidationInfo, WithJsonSchema, field_validator
+
+from objectives.spec import Api, BenchmarkSpec, PhaseSpec, WorkloadSpec
+from tuner.sglang.options import DEFAULT_SGLANG_VERSION, available_versions
+from tuner.study.fields import FileModel, Number, PositiveDuration, base_dir, resolve_path
+from tuner.study.spec import FinishAction, SamplerName, StudySettings
+from tuner.targets.registry import TARGETS
+from tuner.targets.settings import TargetSettings
+
+#: Storage URL schemes spectune ships a driver for (``postgresql`` alone is SQLAlchemy's name for the same).
+STORAGE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+#: Seeds go to NumPy and Optuna, whose generators take unsigned 32-bit seeds.
+Seed = Annotated[int, Field(ge=0, lt=2**32)]
+PositiveInt = Annotated[int, Field(gt=0)]
+MetricMode = Literal["weighted", "pareto"]
+Preset = Literal["realistic", "seed"]
+
+
+def choices_of(literal: Any) -> tuple[str, ...]:
+    """The values of a ``Literal`` type, e.g. the samplers of ``SamplerName``."""
+    return tuple(str(v) for v in typing.get_args(literal))
+
+
+# ----- [study] ---------------------------------------------------------------------------------------
+class StudySection(FileModel):
+    """``[study]``: what the study is called, where it is stored, and how long it runs."""
+
+    name: str = Field(description="The study's name in its storage; also names its log folder.")
+    storage: str | None = Field(None, description=(
+        "An Optuna RDB URL: sqlite:///path (relative to the study file) or postgresql+psycopg://user@host/db "
+        "(several workers, docs/scaling.md). Default: a SQLite file beside the study file, named after it."),
+        json_schema_extra={"pattern": r"^(sqlite|postgresql|postgresql\+psycopg)://"})
+    n_trials: PositiveInt = Field(20, description="How many trials that use the server to run.")
+    timeout: PositiveDuration | None = Field(None, description=(
+        "Stop starting new trials after this long (e.g. \"8h\"); default: no limit."))
+    sampler: SamplerName = Field("auto", description=(
+        "Optuna sampler: auto (GP when PyTorch is installed, else multivariate TPE), gp, tpe or random."))
+    seed: Seed | None = Field(None, description="The sampler's seed, for a reproducible sequence of trials.")
+    sglang_version: str = Field(DEFAULT_SGLANG_VERSION, description=(
+        "The SGLang release whose option table checks flag names and values."),
+        json_schema_extra={"enum": list[Any](available_versions())})
+    heartbeat_interval: PositiveDuration = Field(StudySettings.heartbeat_interval_s, description=(
+        "How often a worker on a server database beats (rounded up to whole seconds)."))
+    heartbeat_grace: PositiveDuration | None = Field(None, description=(
+        "A worker silent this long is dead: its trial is re-run and its host lease can be taken over. "
+        "Default: 5 × heartbeat_interval; at least 2 ×."))
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        if any(part in value for part in ("/", "\\", "..")):
+            # The name becomes a folder (.spectune/<name>/logs) and a marker in unit files.
+            raise ValueError(f"must not contain '/', '\\' or '..': {value!r}")
+        return value
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else resolve_storage(value, base_dir(info))
+
+    @field_validator("sglang_version")
+    @classmethod
+    def _shipped_version(cls, value: str) -> str:
+        if value not in available_versions():
+            raise ValueError(f"no option table for SGLang {value} (shipped: {', '.join(available_versions())})")
+        return value
+
+    @field_validator("heartbeat_grace")
+    @classmethod
+    def _grace_covers_beats(cls, value: float | None, info: ValidationInfo) -> float | None:
+        # The grace must cover a few missed beats, or a busy worker's live trial is failed as stale by another
+        # (optuna#4234, #5470).
+        interval = info.data.get("heartbeat_interval")
+        if value is not None and interval is not None and math.ceil(value) < 2 * _whole_seconds(interval):
+            raise ValueError(f"must be at least twice heartbeat_interval ({2 * _whole_seconds(interval)} s), "
+                             f"not {math.ceil(value)} s")
+        return value
+
+    def to_settings(self, path: Path) -> StudySettings:
+        storage = self.storage or f"sqlite:///{(path.parent / (path.stem + '.db')).resolve()}"
+        interval = _whole_seconds(self.heartbeat_interval)
+        grace = math.ceil(self.heartbeat_grace) if self.heartbeat_grace is not None else 5 * interval
+        return StudySettings(name=self.name, storage=storage, n_trials=self.n_trials, timeout_s=self.timeout,
+                             sampler=self.sampler, seed=self.seed, sglang_version=self.sglang_version,
+                             heartbeat_interval_s=interval, heartbeat_grace_s=grace)
+
+
+def _whole_seconds(seconds: float) -> int:
+    """Optuna's RDB heartbeat takes whole seconds."""
+    return max(1, math.ceil(seconds))
+
+
+def resolve_storage(storage: str, folder: Path) -> str:
+    """Relative SQLite paths are relative to the study file, not to wherever spectune was started."""
+    scheme, sep, rest = storage.partition("://")
+    if not sep or not re.fullmatch(r"[a-z0-9+]+", scheme):
+        raise ValueError(f"not a database URL: {storage!r} (e.g. sqlite:///study.db, "
+                         "postgresql+psycopg://user@host/db)")
+    if scheme not in STORAGE_SCHEMES:
+        dialect = scheme.split("+")[0]
+        what = f"database driver {scheme!r}" if dialect in STORAGE_SCHEMES else f"database {dialect!r}"
+        raise ValueError(f"unsupported {what} (supported: {', '.join(STORAGE_SCHEMES)})")
+    if scheme == "sqlite" and rest.startswith("/") and rest != "/:memory:":
+        db_path = Path(rest[1:])
+        if not db_path.is_absolute():
+            db_path = (folder / db_path).resolve()
+        if not db_path.parent.is_dir():
+            raise ValueError(f"directory {db_path.parent} does not exist")
+        return f"{scheme}:///{db_path}"
+    return storage
+
+
+# ----- [server], [search], [baseline] ----------------------------------------------------------------
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"must be a string or number, not {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be a finite number, not {value!r}")
+    return str(value)
+
+
+def _weight(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"must be a number ≥ 0, not {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, not {value!r}")
+    return float(value)
+
+
+Weight = Annotated[float, PlainValidator(_weight), WithJsonSchema({"type": "number", "minimum": 0})]
+EnvValue = Annotated[str, PlainValidator(_env_value), WithJsonSchema({"type": ["string", "number"]})]
+#: Any TOML value: SGLang's option table, not the schema, knows what each flag takes (tuner.study.flags).
+FlagValueField = Annotated[Any, WithJsonSchema({})]
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class ServerSection(FileModel):
+    """``[server]``: what every trial's server gets besides the tuned flags."""
+
+    flags: dict[str, FlagValueField] = Field(default_factory=dict, description=(
+        "Fixed SGLang flags, named without the leading -- (e.g. model-path = \"Qwen/...\", tp-size = 4); "
+        "checked against the option table of sglang_version."))
+    env: dict[str, EnvValue] = Field(default_factory=dict, description="Environment variables of the server.",
+                                     json_schema_extra={"propertyNames": {"pattern": ENV_NAME_PATTERN}})
+
+
+class SearchParam(FileModel):
+    """One tuned flag: a numeric range (``min``, ``max``, optional ``step``) or a list of ``choices``."""
+
+    min: Number | None = Field(None, description="Lowest value of a numeric range (inclusive).")
+    max: Number | None = Field(None, description="Highest value of a numeric range (inclusive, on the grid).")
+    step: Number | None = Field(None, description=(
+        "Grid spacing of a range: 1 for integer flags unless given; required for float flags."))
+    choices: list[FlagValueField] | None = Field(None, description=(
+        "The values to try, instead of a range; speculative-algorithm may include \"off\"."))
+
+
+# ----- [benchmark] -----------------------------------------------------------------------------------
+class PhaseSection(FileModel):
+    """One closed-loop phase of ``[benchmark] phases``: ``concurrency`` requests in flight at all times."""
+
+    concurrency: int = Field(ge=1, description="Requests kept in flight (also names the phase: c1, c64 ...).")
+    requests: PositiveInt | None = Field(None, description=(
+        "Measured requests (default without duration: 8 at concurrency 1, else 4 × concurrency)."))
+    duration: PositiveDuration | None = Field(None, description=(
+        "Measure for this long instead of (or besides) a request count; the first reached ends the phase."))
+    warmup: int = Field(PhaseSpec.warmup, ge=0, description="Unmeasured requests sent first.")
+    ci_target: float | None = Field(None, gt=0, lt=1, description=(
+        "Stop early once the throughput's 95 % confidence interval is within ± this fraction (e.g. 0.02)."))
+    deadline: PositiveDuration = Field(PhaseSpec.deadline_s, description=(
+        "The most one phase may take, however the server behaves."))
+
+    def to_spec(self) -> PhaseSpec:
+        requests = self.requests
+        if requests is None and self.duration is None:
+            requests = 8 if self.concurrency == 1 else 4 * self.concurrency
+        return PhaseSpec(concurrency=self.concurrency, requests=requests, duration_s=self.duration,
+                         warmup=self.warmup, ci_target=self.ci_target, deadline_s=self.deadline)
+
+
+class BenchmarkSection(FileModel):
+    """``[benchmark]``: the requests every trial sends, phase by phase."""
+
+    preset: Preset = Field("realistic", description=(
+        "realistic (sampling at temperature 0.7, stop at EOS) or seed (the seed campaign: greedy decoding, "
+        "generation past EOS) — the defaults of temperature and ignore_eos."))
+    api: Api = Field(WorkloadSpec.api, description="Which HTTP API the requests use.")
+    dataset: str = Field(WorkloadSpec.dataset, description=(
+        "builtin (realistic prompts shipped with spectune), synthetic (prompts of input_tokens tokens) or the "
+        "path of a JSONL prompt file, relative to the study file."))
+    input_tokens: PositiveInt = Field(WorkloadSpec.input_tokens, description="Prompt length of synthetic prompts.")
+    max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, description="Tokens generated per request (at most).")
+    temperature: float | None = Field(None, ge=0, description=(
+        f"Sampling temperature (default: {WorkloadSpec.temperature} with preset realistic, 0 with seed)."))
+    ignore_eos: bool | None = Field(None, description=(
+        f"Generate past EOS (default: {str(WorkloadSpec.ignore_eos).lower()} with preset realistic, true with "
+        "seed)."))
+    model: str | None = Field(None, description="The model name requests send (default: ask /v1/models).")
+    seed: Seed = Field(WorkloadSpec.seed, description="Seed of prompt selection and sampling.")
+    request_timeout: PositiveDuration = Field(WorkloadSpec.request_timeout_s,
+                                              description="The most one request may take.")
+    connect_timeout: PositiveDuration = Field(WorkloadSpec.connect_timeout_s,
+                                              description="The most connecting to the server may take.")
+    phases: list[PhaseSection] | None = Field(None, min_length=1, description=(
+        "The phases, in order (default: { concurrency = 1, requests = 8 } then "
+        "{ concurrency = 64, requests = 256, warmup = 8 })."))
+
+    @field_validator("dataset")
+    @classmethod
+    def _prompt_file(cls, value: str, info: ValidationInfo) -> str:
+        if value in ("builtin", "synthetic"):
+            return value
+        resolved = resolve_path(value, info)
+        if not resolved.is_file():
+            raise ValueError(f"prompt file not found: {resolved}")
+        return str(resolved)
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        seen: set[int] = set()
+        for i, phase in enumerate(self.phases or ()):
+            if phase.concurrency in seen:
+                yield f"phases[{i}].concurrency", f"concurrency {phase.concurrency} appears in two phases"
+            seen.add(phase.concurrency)
+
+    def to_spec(self) -> BenchmarkSpec:
+        seeded = self.preset == "seed"  # the seed campaign: greedy decoding, generation past EOS
+        temperature = self.temperature if self.temperature is not None else (
+            0.0 if seeded else WorkloadSpec.temperature)
+        ignore_eos = self.ignore_eos if self.ignore_eos is not None else (seeded or WorkloadSpec.ignore_eos)
+        workload = WorkloadSpec(
+            api=self.api, dataset=self.dataset, input_tokens=self.input_tokens, max_tokens=self.max_tokens,
+            temperature=float(temperature), ignore_eos=ignore_eos, model=self.model, seed=self.seed,
+            request_timeout_s=self.request_timeout, connect_timeout_s=self.connect_timeout)
+        if not self.phases:
+            return BenchmarkSpec(workload=workload)
+        return BenchmarkSpec(workload=workload, phases=tuple(p.to_spec() for p in self.phases))
+
+
+# ----- [objective] and [finish] ----------------------------------------------------------------------
+class ObjectiveSection(FileModel):
+    """``[objective]``: how a trial's phases become one score, and which trials are feasible."""
+
+    weights: dict[str, Weight] | None = Field(None, description=(
+        "Weight of each phase's score, keyed by phase: c1 = 0.7, c64 = 0.3 (C=1 scores per-request tok/s, "
+        "larger C aggregate tok/s). Default: equal weights."),
+        json_schema_extra={"propertyNames": {"pattern": r"^c\d+$"}})
+    constraints: list[str] = Field(default_factory=list, description=(
+        "Feasibility rules METRIC OP NUMBER, optionally on one phase: \"error_rate <= 0.01\", "
+        "\"c64.ttft_p99_ms < 2000\" (metrics: docs/metrics.md)."))
+    mode: MetricMode = Field("weighted", description=(
+        "weighted (one score) or pareto (two weighted phases, a Pareto front of both)."))
+
+
+class FinishSection(FileModel):
+    """``[finish]``: what the target runs when the study ends."""
+
+    deploy: FinishAction = Field("original", description=(
+        "original (restore the server's own configuration), best (deploy the winner) or leave (as it is)."))
+
+
+# ----- the whole file --------------------------------------------------------------------------------
+def _target_union() -> Any:
+    """The ``[target]`` table: the settings model of its ``kind`` (tuner/targets/registry.py)."""
+    models = tuple(model for model, _ in TARGETS.values())
+    return Annotated[typing.Union[models], Field(discriminator="kind")]  # noqa: UP007 - built at runtime
+
+
+if TYPE_CHECKING:
+    TargetSection = TargetSettings
+else:
+    TargetSection = _target_union()
+
+
+class StudyFile(FileModel):
+    """A spectune study file: what to tune, on which target, measured how."""
+
+    study: StudySection = Field(description="The study's name, storage and budget.")
+    target: TargetSection = Field(description="Where trials deploy the server; the keys depend on kind.")
+    server: ServerSection = Field(default_factory=ServerSection, description="Fixed flags and environment.")
+    search: dict[str, SearchParam] = Field(description=(
+        "The tuned flags, named without the leading -- (e.g. speculative-num-steps = { min = 1, max = 8 })."))
+    baseline: dict[str, FlagValueField] = Field(default_factory=dict, description=(
+        "The server's current value of every tuned flag; measured first."))
+    benchmark: BenchmarkSection = Field(default_factory=BenchmarkSection, description="What every trial sends.")
+    objective: ObjectiveSection = Field(default_factory=ObjectiveSection, description="How trials are scored.")
+    finish: FinishSection = Field(default_factory=FinishSection, description="What runs when the study ends.")
+
+
+#: What a missing required section lacks, in the words of its error line.
+MISSING_SECTION = {
+    "study": "missing section (needs at least name)",
+    "target": "missing section (needs at least kind)",
+    "search": "missing section: name at least one flag to tune",
+}

@@ -1,0 +1,81 @@
+"""What every target kind's ``[target]`` settings can do; each kind subclasses this next to its target class.
+
+A kind's settings model parses and validates its own ``[target]`` table (keys, types, defaults, ranges) and
+carries the kind's behaviour the rest of spectune asks for — which hosts it covers, the one-host view a worker
+deploys to, the launch command prefix, how to build the target — so no caller needs a ``kind ==`` chain. The
+kinds are listed once, in ``tuner.targets.registry``.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import Field
+
+from tuner.study.fields import FileModel, PositiveDuration
+
+if TYPE_CHECKING:
+    from tuner.sglang.options import OptionTable
+    from tuner.study.spec import StudySpec
+    from tuner.targets.base import Target
+
+#: How long a deploy may take until /health_generate answers (model loading, CUDA-graph capture).
+DEFAULT_STARTUP_TIMEOUT_S = 900.0
+
+
+class TargetSettings(FileModel):
+    """The keys every kind has. Subclasses narrow ``kind`` to their own ``Literal`` name."""
+
+    kind: str = Field(description="Which deployment target runs the server.")
+    startup_timeout: PositiveDuration = Field(
+        DEFAULT_STARTUP_TIMEOUT_S,
+        description="How long one deploy may take until the server answers /health_generate (model loading, "
+                    "CUDA-graph capture); a slower start is a failed trial.")
+
+    #: Whether the target's own launch command is the command a user would run (``spectune best --export``).
+    launch_is_exact: ClassVar[bool] = True
+    #: Whether the server keeps serving after spectune exits (``spectune deploy`` then returns at once).
+    outlives_spectune: ClassVar[bool] = False
+
+    @classmethod
+    def kind_name(cls) -> str:
+        """The ``kind`` this model accepts, read from its ``Literal`` annotation."""
+        (name,) = typing.get_args(cls.model_fields["kind"].annotation)
+        return str(name)
+
+    def listed_hosts(self) -> tuple[str, ...]:
+        """``[target] hosts``: identical machines one study uses at once; empty when the kind has none."""
+        return ()
+
+    def covered_hosts(self, study: str) -> tuple[str, ...]:
+        """Every host a worker of this study may lease (tuner/targets/hosts.py)."""
+        return self.listed_hosts()
+
+    def for_host(self, host: str, study: str) -> TargetSettings:
+        """These settings as the worker on ``host`` sees them."""
+        return self
+
+    def launch_prefix(self) -> tuple[str, ...] | None:
+        """The server command the flags are appended to, when the study file names one."""
+        return None
+
+    def restored_message(self) -> str:
+        """What ``spectune deploy --original`` prints after ``restore()``."""
+        return "restored the original configuration"
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        """Problems between keys (``(key, problem)``) once every key is valid on its own."""
+        return iter(())
+
+    def make_target(self, spec: StudySpec, table: OptionTable) -> Target:
+        """The target these settings describe. Nothing is contacted until the first call on it."""
+        raise NotImplementedError
+
+
+def log_dir_of(spec: StudySpec, given: str | None) -> Path:
+    """``log_dir`` relative to the study file; default ``.spectune/<study>/logs`` beside it."""
+    base = spec.path.resolve().parent
+    return (base / Path(given).expanduser()) if given else base / ".spectune" / spec.study.name / "logs"
