@@ -30,10 +30,10 @@ from tuner.engine.storage import is_server_database, open_study, recover_interru
 from tuner.engine.trial import ConfigTaken, TrialEvents, TrialRunner
 from tuner.sglang.launch import launch_command
 from tuner.sglang.options import load_option_table
+from tuner.study.hosts import hosts_of, spec_for_host
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 from tuner.targets.base import Target, TargetUnavailable
-from tuner.targets.hosts import hosts_of, spec_for_host
 from tuner.workers.coordination import shared_study
 from tuner.workers.leased import LeasedTarget
 from tuner.workers.leases import LeaseLost
@@ -94,7 +94,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                 say(f"resuming: trial(s) {', '.join(map(str, recovered))} were interrupted and will be re-run")
             enqueue_baseline(study, space, spec)
         if target is None:
-            from tuner.targets import make_target
+            from tuner.study.target import make_target
 
             target = make_target(spec_for_host(spec, host))
         if team:

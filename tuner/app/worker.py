@@ -13,8 +13,8 @@ from rich.console import Console
 from tuner.app.tune import TuneOutcome, run_study
 from tuner.core.errors import SpectuneError
 from tuner.engine.storage import is_server_database, redact
+from tuner.study.hosts import check_host
 from tuner.study.spec import StudySpec
-from tuner.targets.hosts import check_host
 
 
 class NeedsServerDatabase(SpectuneError):

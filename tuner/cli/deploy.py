@@ -22,7 +22,7 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     from tuner.query.load import open_stored_study
     from tuner.query.stored import best_config, original_config, trial_config
     from tuner.study.file import load_study_file
-    from tuner.targets import make_target
+    from tuner.study.target import make_target
 
     spec = load_study_file(study)
     # The stored configuration first: a study that cannot answer (never run, no such trial) must fail before

@@ -24,7 +24,7 @@ SGLANG_LAUNCH = ("python3", "-m", "sglang.launch_server")
 
 def launch_for(spec: StudySpec, config: ServerConfig) -> LaunchCommand:
     if spec.target.settings.launch_is_exact:
-        from tuner.targets import make_target
+        from tuner.study.target import make_target
 
         target: Any = make_target(spec)  # constructing a target contacts nothing
         return target.launch(config)

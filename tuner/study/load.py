@@ -21,9 +21,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from tuner.core.errors import StudyFileError
+from tuner.core.fields import did_you_mean
 from tuner.sglang.options import load_option_table
 from tuner.study import flags
-from tuner.study.fields import did_you_mean
 from tuner.study.models import (
     MISSING_SECTION,
     BenchmarkSection,

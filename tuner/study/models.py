@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, PlainValidator, ValidationInfo, WithJsonSchema, field_validator
 
 from objectives.spec import Api, BenchmarkSpec, PhaseSpec, WorkloadSpec
+from tuner.core.fields import FileModel, Number, PositiveDuration, base_dir, resolve_path
 from tuner.sglang.options import DEFAULT_SGLANG_VERSION, available_versions
-from tuner.study.fields import FileModel, Number, PositiveDuration, base_dir, resolve_path
 from tuner.study.spec import FinishAction, SamplerName, StudySettings
 from tuner.targets.registry import TARGETS
 from tuner.targets.settings import TargetSettings

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from objectives.spec import METRICS, BenchmarkSpec, ConstraintSpec
-from tuner.study.fields import did_you_mean
+from tuner.core.fields import did_you_mean
 from tuner.study.models import ObjectiveSection
 from tuner.study.problems import Collect, Problems
 from tuner.study.spec import ObjectiveSpec

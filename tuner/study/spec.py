@@ -56,7 +56,7 @@ class TargetSpec:
     @property
     def hosts(self) -> tuple[str, ...]:
         """Identical machines one study uses at once, one worker each (``[target] hosts``); empty: the one
-        ``host`` (systemd-ssh) or this machine. See tuner/targets/hosts.py."""
+        ``host`` (systemd-ssh) or this machine. See tuner/study/hosts.py."""
         return self.settings.listed_hosts()
 
 

@@ -18,21 +18,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
+from tuner.core.fields import Command, HostName, Port, PositiveDuration
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
-from tuner.study.fields import Command, HostName, Port, PositiveDuration
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, wait_ready
-from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, TargetSettings, log_dir_of
-
-if TYPE_CHECKING:
-    from tuner.study.spec import StudySpec
+from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +284,7 @@ class LocalTargetSettings(TargetSettings):
     def launch_prefix(self) -> tuple[str, ...]:
         return self.command
 
-    def make_target(self, spec: StudySpec, table: OptionTable) -> LocalTarget:
+    def make_target(self, placement: Placement, table: OptionTable) -> LocalTarget:
         return LocalTarget(LocalSettings(
-            command=self.command, log_dir=log_dir_of(spec, self.log_dir), host=self.host, port=self.port,
-            stop_grace_s=self.stop_grace, startup_timeout_s=self.startup_timeout, study=spec.study.name), table)
+            command=self.command, log_dir=log_dir_of(placement, self.log_dir), host=self.host, port=self.port,
+            stop_grace_s=self.stop_grace, startup_timeout_s=self.startup_timeout, study=placement.study), table)

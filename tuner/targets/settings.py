@@ -10,17 +10,26 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
-from tuner.study.fields import FileModel, PositiveDuration
+from tuner.core.fields import FileModel, PositiveDuration
 
 if TYPE_CHECKING:
     from tuner.sglang.options import OptionTable
-    from tuner.study.spec import StudySpec
     from tuner.targets.base import Target
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a study keeps what a target writes: the study's name (marks its processes and units) and the folder
+    of its study file (relative paths such as ``log_dir`` start there)."""
+
+    study: str
+    base_dir: Path
+
 
 #: How long a deploy may take until /health_generate answers (model loading, CUDA-graph capture).
 DEFAULT_STARTUP_TIMEOUT_S = 900.0
@@ -51,7 +60,7 @@ class TargetSettings(FileModel):
         return ()
 
     def covered_hosts(self, study: str) -> tuple[str, ...]:
-        """Every host a worker of this study may lease (tuner/targets/hosts.py)."""
+        """Every host a worker of this study may lease (tuner/study/hosts.py)."""
         return self.listed_hosts()
 
     def for_host(self, host: str, study: str) -> TargetSettings:
@@ -70,12 +79,12 @@ class TargetSettings(FileModel):
         """Problems between keys (``(key, problem)``) once every key is valid on its own."""
         return iter(())
 
-    def make_target(self, spec: StudySpec, table: OptionTable) -> Target:
+    def make_target(self, placement: Placement, table: OptionTable) -> Target:
         """The target these settings describe. Nothing is contacted until the first call on it."""
         raise NotImplementedError
 
 
-def log_dir_of(spec: StudySpec, given: str | None) -> Path:
+def log_dir_of(placement: Placement, given: str | None) -> Path:
     """``log_dir`` relative to the study file; default ``.spectune/<study>/logs`` beside it."""
-    base = spec.path.resolve().parent
-    return (base / Path(given).expanduser()) if given else base / ".spectune" / spec.study.name / "logs"
+    base = placement.base_dir
+    return (base / Path(given).expanduser()) if given else base / ".spectune" / placement.study / "logs"

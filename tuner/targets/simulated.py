@@ -11,20 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from tuner.core.fields import HostList, did_you_mean, resolve_path
 from tuner.core.net import free_port
 from tuner.sglang.options import OptionTable
 from tuner.simulator.command import simulator_command
 from tuner.simulator.profile import shipped_profiles
-from tuner.study.fields import HostList, did_you_mean, resolve_path
 from tuner.targets.local import LocalSettings, LocalTarget
-from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, TargetSettings, log_dir_of
-
-if TYPE_CHECKING:
-    from tuner.study.spec import StudySpec
+from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
 #: The host name of a simulated target without a ``hosts`` list.
 DEFAULT_SIMULATED_HOST = "simulated"
@@ -108,7 +105,7 @@ class SimulatedTargetSettings(TargetSettings):
         if len(self.hosts) > 1 and self.port:
             yield "port", "must be 0 with several hosts (each simulated host picks its own free port)"
 
-    def make_target(self, spec: StudySpec, table: OptionTable) -> SimulatedTarget:
+    def make_target(self, placement: Placement, table: OptionTable) -> SimulatedTarget:
         return SimulatedTarget(SimulatedSettings(
-            log_dir=log_dir_of(spec, self.log_dir), profile=self.profile, time_scale=self.time_scale,
-            seed=self.seed, port=self.port, startup_timeout_s=self.startup_timeout, study=spec.study.name), table)
+            log_dir=log_dir_of(placement, self.log_dir), profile=self.profile, time_scale=self.time_scale,
+            seed=self.seed, port=self.port, startup_timeout_s=self.startup_timeout, study=placement.study), table)

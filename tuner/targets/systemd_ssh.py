@@ -15,23 +15,20 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from tuner.core.fields import Command, HostList, HostName, Port, PositiveDuration, resolve_path
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
-from tuner.study.fields import Command, HostList, HostName, Port, PositiveDuration, resolve_path
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, probe, wait_ready
-from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, TargetSettings
+from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings
 from tuner.targets.ssh import Connection, RemoteCommandFailed, Result, SSHSettings
 from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
-
-if TYPE_CHECKING:
-    from tuner.study.spec import StudySpec
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +300,7 @@ class SystemdSshTargetSettings(TargetSettings):
         if len(self.hosts) > 1 and self.server_host:
             yield "server_host", "cannot be set with several hosts (each worker benchmarks its own)"
 
-    def make_target(self, spec: StudySpec, table: OptionTable) -> SystemdSshTarget:
+    def make_target(self, placement: Placement, table: OptionTable) -> SystemdSshTarget:
         # check() guarantees one of them; a worker's for_host() view has exactly its own host.
         ssh = SSHSettings(host=self.host or self.hosts[0], port=self.ssh_port, user=self.user, key_file=self.key_file,
                           known_hosts=self.known_hosts, accept_unknown_host_key=self.accept_unknown_host_key,
@@ -311,4 +308,4 @@ class SystemdSshTargetSettings(TargetSettings):
         return SystemdSshTarget(SystemdSettings(
             ssh=ssh, unit=self.unit, command=self.command, server_port=self.server_port,
             server_host=self.server_host, listen_host=self.listen_host, systemd_dir=self.systemd_dir,
-            startup_timeout_s=self.startup_timeout, study=spec.study.name), table)
+            startup_timeout_s=self.startup_timeout, study=placement.study), table)

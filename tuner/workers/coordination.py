@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tuner.engine.storage import with_storage_retries
+from tuner.study.hosts import hosts_of
 from tuner.study.spec import StudySpec
-from tuner.targets.hosts import hosts_of
 from tuner.workers.leases import HostBusy, Lease, LeaseKeeper, LeaseTable, Mutex, new_holder
 
 
