@@ -139,7 +139,9 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
     # Every host measured a share (the work was spread), and the hosts are free again.
     by_host = {host: sum(t.user_attrs.get(Key.HOST) == host for t in counted) for host in HOSTS}
     assert all(n >= 3 for n in by_host.values()), by_host
-    assert "waiting for a host lease" in outputs["sim-b"][1]
+    # The replacement got the dead worker's host: by waiting for its lease to lapse, or — when this machine was
+    # slow to start it — by finding the lease already lapsed. Which of the two is a matter of timing.
+    assert "on host sim-b" in outputs["sim-b"][1]
     assert LeaseTable(pg_url, name).leases() == []
     assert not orphan_left
     assert wait_gone(name) == []
