@@ -141,6 +141,7 @@ class SimulatorApp:
             "internal_states": [internal],
             "num_running_reqs": engine.num_running,
             "num_queue_reqs": engine.num_waiting,
+            "simulator": schedule_state(engine),
         })
 
     async def flush_cache(self, request: web.Request) -> web.Response:
@@ -294,6 +295,16 @@ class SimulatorApp:
             self.engine.cancel(handle)
             raise
         return response
+
+
+def schedule_state(engine: Engine) -> dict[str, Any]:
+    """Not SGLang's: how well the simulator keeps its schedule, so that a measuring side can refuse a phase
+    measured while the host was too busy (``dropped_s`` grew by more than a small share of ``busy_s``)."""
+    stats = engine.clock.stats
+    return {"time_scale": engine.time_scale, "simulated_s": stats.simulated_s, "busy_s": stats.busy_s,
+            "dropped_s": stats.dropped_s, "late_events": stats.late_events, "max_lag_s": stats.max_lag_s,
+            "lag_s": engine.clock.lag_s() if not engine.idle else 0.0, "tolerance_s": engine.clock.tolerance_s,
+            "stream_interval": engine.stream_interval}
 
 
 async def start_http(app: web.Application, host: str, port: int) -> web.AppRunner:
