@@ -54,9 +54,11 @@ __all__ = ["Chunk", "Counters", "Engine", "GenerationFailed", "GenerationRequest
 #: The Weyl sequence's step: 1/φ spreads consecutive points most evenly over [0, 1).
 _GOLDEN = 0.6180339887498949
 #: SSE events per real second the engine aims to stay under (all requests together) by coalescing chunks.
-#: One event costs the server and an in-process client some 50-100 µs of Python together; this keeps both well
-#: under a core on a shared machine, while a window's end cuts only a few per cent of a chunk per request.
-EVENT_BUDGET_PER_S = 3000.0
+#: An event costs the server ~100-200 µs (mostly its send syscall) and the client as much again: at C=64 and
+#: 10× (6k events/s uncoalesced) that is most of a core, which a shared machine does not give. At 1000 events/s
+#: both stay near a tenth of a core; what it costs is the tokens a window's end finds held back (about half a
+#: chunk per running request: ~1 % of a C=64 window at 10×).
+EVENT_BUDGET_PER_S = 1000.0
 
 
 @dataclass(eq=False)

@@ -234,8 +234,12 @@ class SimulatorApp:
                 tail += _sse(renderer.usage_chunk(completion))
             await response.write(tail + _DONE)
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.engine.cancel(handle)  # the client went away: SGLang aborts the request
+        except ConnectionResetError:
+            # The client went away (a phase ending cancels its in-flight requests): SGLang aborts the request.
+            # Not re-raised: aiohttp would log a traceback for each, costing CPU while the next phase starts.
+            self.engine.cancel(handle)
+        except asyncio.CancelledError:
+            self.engine.cancel(handle)
             raise
         return response
 
