@@ -92,8 +92,12 @@ class Engine:
         interval = decode_log_interval or config.args.get("decode_log_interval") or 40
         self.decode_log_interval = int(interval)
         self.stream_interval = max(1, int(config.args.get("stream_interval") or 1))
+        # An explicit --stream-interval is taken as asked (a client that wants one chunk per iteration gets it);
+        # only the default lets the engine coalesce.
+        explicit = any(a == "--stream-interval" or a.startswith("--stream-interval=") for a in config.argv)
+        self.coalescing = coalesce and time_scale > 1 and not explicit
         #: simulated ms between a request's chunks per running request (0: no coalescing)
-        self._gap_ms_per_request = 1000.0 * time_scale / EVENT_BUDGET_PER_S if coalesce and time_scale > 1 else 0.0
+        self._gap_ms_per_request = 1000.0 * time_scale / EVENT_BUDGET_PER_S if self.coalescing else 0.0
         self.clock = clock or Clock(time_scale)
         self.simulated_ms = 0.0  # the schedule's simulated time since start
         self.counters = Counters()

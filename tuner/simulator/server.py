@@ -19,7 +19,7 @@ from aiohttp import web
 
 from tuner.simulator import protocol
 from tuner.simulator.config import ServerConfig
-from tuner.simulator.engine import Engine, GenerationFailed, GenerationRequest, RequestHandle
+from tuner.simulator.engine import EVENT_BUDGET_PER_S, Engine, GenerationFailed, GenerationRequest, RequestHandle
 from tuner.simulator.profile import Profile
 
 VERSION = "0.5.23"
@@ -308,7 +308,8 @@ def schedule_state(engine: Engine) -> dict[str, Any]:
     return {"time_scale": engine.time_scale, "simulated_s": stats.simulated_s, "busy_s": stats.busy_s,
             "dropped_s": stats.dropped_s, "late_events": stats.late_events, "max_lag_s": stats.max_lag_s,
             "lag_s": engine.clock.lag_s() if not engine.idle else 0.0, "tolerance_s": engine.clock.tolerance_s,
-            "stream_interval": engine.stream_interval}
+            "stream_interval": engine.stream_interval, "coalescing": engine.coalescing,
+            "event_budget_per_s": EVENT_BUDGET_PER_S if engine.coalescing else None}
 
 
 async def start_http(app: web.Application, host: str, port: int) -> web.AppRunner:
