@@ -41,6 +41,8 @@ class ScheduleStats:
     dropped_s: float = 0.0  # real time given up because the process was late beyond the tolerance
     late_events: int = 0  # how often that happened
     max_lag_s: float = 0.0  # the largest lag seen on waking (caught up or not)
+    lag_sum_s: float = 0.0  # Σ lag over phases: chunks are late by lag_sum_s / phases on average
+    phases: int = 0
 
 
 class Clock:
@@ -70,11 +72,13 @@ class Clock:
         stats = self.stats
         stats.simulated_s += cost_ms / 1000.0
         stats.busy_s += duration
+        stats.phases += 1
         target = self.deadline + duration
         now = self.now()
         lag = now - target
         dropped = 0.0
         if lag > 0:
+            stats.lag_sum_s += min(lag, self.tolerance_s)
             stats.max_lag_s = max(stats.max_lag_s, lag)
             if lag > self.tolerance_s:
                 dropped = lag - self.tolerance_s
