@@ -8,6 +8,8 @@ end. Records are built as the client builds them and the figures come from ``obj
 the same computation on the schedule instead of on socket arrival times. The server's own warmup request
 comes first, as in the live process, so that requests are numbered (and their acceptance seeded) alike.
 
+Phases end at their ``requests`` (a duration-only phase is not replayed: it would end after one request).
+
 Uses: the load-independent accuracy tests (schedule vs ground truth) and the reference column of
 ``bench/simulator_under_load.py``.
 """
