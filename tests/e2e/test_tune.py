@@ -34,7 +34,7 @@ def make_study(tmp_path: Path, name: str, *, n_trials: int = N_TRIALS, finish: s
     text = (STUDIES / "simulated.toml").read_text()
     text = text.replace('name = "simulated-demo"', f'name = "{name}"')
     text = text.replace("n_trials = 12", f"n_trials = {n_trials}")
-    text = text.replace("time_scale = 50.0", "time_scale = 400.0")
+    text = re.sub(r"^time_scale = [0-9.]+", "time_scale = 400.0", text, flags=re.M)
     text = re.sub(r'^deploy = .*$', f'deploy = "{finish}"', text, flags=re.M)
     text = text.replace("{ concurrency = 1, requests = 4, warmup = 1 }",
                         "{ concurrency = 1, requests = 2, warmup = 1 }")

@@ -9,10 +9,18 @@ Semantics are those ``ground_truth`` assumes, so the live server converges to it
   ``model.decode_iteration_ms(B, Σ context)`` times a uniform noise factor;
 * in it each request gains 1 + accepted drafts tokens: positions are accepted in order with the model's
   conditional rates and the chain stops at the first rejection; a request never passes its output length;
-* one chunk per request per iteration, carrying every token accepted in it.
+* a request streams a chunk with its first token (the prefill's), with its last, and in between every
+  ``--stream-interval`` decode iterations (SGLang's option, default 1), carrying every token since the last.
 
-Time is kept as a deadline clock: each phase ends at ``previous end + cost / time_scale``, so the Python work
-between iterations and the event loop's timer granularity do not add up over a long run.
+Coalescing: at a high time scale one chunk per request per iteration is more SSE events than Python can send
+and a client can read on a shared CPU (~38k/s at C=64 and 50×), and the host's load then decides the figures.
+So the engine also waits until ``batch · time_scale / EVENT_BUDGET_PER_S`` simulated seconds have passed since
+a request's last chunk: fewer, larger chunks carrying the same tokens at the scheduled time of the iteration
+that completed them. A client's per-request speed (tokens between its first and last chunk) and aggregate are
+unchanged; ITL and tokens per chunk then describe the coalesced stream. At time scale 1 nothing coalesces.
+
+Time is kept by ``clock.Clock``: a deadline schedule (Python work and timer granularity do not add up), which
+catches up short stalls of the process and counts the lag it has to give up (``ScheduleStats``).
 
 Randomness is seeded: the iteration noise comes from the engine's generator, acceptance from a stream per
 request seeded by (seed, arrival number), so the same requests in the same order produce the same chunks.
@@ -32,92 +40,25 @@ import contextlib
 import random
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tuner.simulator import model, text
+from tuner.simulator.clock import Clock
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.profile import Profile
+from tuner.simulator.requests import Chunk, Counters, GenerationFailed, GenerationRequest, RequestHandle, SpecStats
+
+__all__ = ["Chunk", "Counters", "Engine", "GenerationFailed", "GenerationRequest", "RequestHandle", "SpecStats"]
 
 #: The Weyl sequence's step: 1/φ spreads consecutive points most evenly over [0, 1).
 _GOLDEN = 0.6180339887498949
-#: Behind schedule by more than this many phases' worth of time (or a millisecond, whichever is more), the
-#: clock restarts from now instead of catching up in a burst of zero-length iterations (after the process was
-#: descheduled, or at a time scale the machine cannot keep up with): a late server then measures slower, as a
-#: real overloaded one would, never faster.
-_MAX_LAG_PHASES = 3.0
-_MIN_LAG_S = 0.001
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    prompt: str
-    max_new_tokens: int
-    temperature: float = 0.0
-    ignore_eos: bool = False
-    prompt_tokens: int | None = None  # given for input_ids; else counted from the prompt text
-    internal: bool = False  # health checks: not counted in metrics or the accept-length average
-
-    @property
-    def input_tokens(self) -> int:
-        return self.prompt_tokens if self.prompt_tokens is not None else text.count_prompt_tokens(self.prompt)
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """What one iteration gave one request."""
-
-    text: str  # the new words
-    new_tokens: int
-    completion_tokens: int  # cumulative
-    finish_reason: str | None  # "stop" | "length" on the last chunk
-    verify_ct: int  # cumulative verify forwards of this request
-    correct_drafts: int  # cumulative accepted draft tokens
-
-
-@dataclass(frozen=True)
-class SpecStats:
-    """SGLang's per-request speculative meta_info (tokenizer_manager._calculate_spec_decoding_metrics)."""
-
-    verify_ct: int
-    num_correct_drafts: int
-    num_proposed_drafts: int
-    histogram: tuple[int, ...]  # index = accepted drafts in one verify
-    completion_tokens: int
-
-    @property
-    def accept_length(self) -> float:
-        return self.completion_tokens / self.verify_ct if self.verify_ct else 1.0
-
-    @property
-    def accept_rate(self) -> float:
-        return self.num_correct_drafts / self.num_proposed_drafts if self.num_proposed_drafts else 0.0
-
-
-class GenerationFailed(Exception):
-    """The engine failed this request (e.g. the over-large draft tree's runtime error)."""
-
-
-@dataclass(eq=False)
-class RequestHandle:
-    """The caller's side of one request: an async stream of chunks, then the request's statistics."""
-
-    rid: str
-    prompt_tokens: int
-    output_length: int
-    created: float = field(default_factory=time.time)
-    _queue: asyncio.Queue[Chunk | GenerationFailed] = field(default_factory=asyncio.Queue)
-    stats: SpecStats | None = None  # set with the last chunk
-
-    async def chunks(self) -> AsyncIterator[Chunk]:
-        """Chunks as the iterations produce them; raises ``GenerationFailed`` if the engine fails it."""
-        while True:
-            item = await self._queue.get()
-            if isinstance(item, GenerationFailed):
-                raise item
-            yield item
-            if item.finish_reason is not None:
-                return
+#: SSE events per real second the engine aims to stay under (all requests together) by coalescing chunks.
+#: An event costs the server ~100-200 µs (mostly its send syscall) and the client as much again: at C=64 and
+#: 10× (6k events/s uncoalesced) that is most of a core, which a shared machine does not give. At 1000 events/s
+#: both stay near a tenth of a core; what it costs is the tokens a window's end finds held back (about half a
+#: chunk per running request: ~1 % of a C=64 window at 10×).
+EVENT_BUDGET_PER_S = 1000.0
 
 
 @dataclass(eq=False)
@@ -129,33 +70,19 @@ class _Running:
     writer: text.TokenWriter
     reserved: int
     generated: int = 0
+    pending: int = 0  # tokens generated but not streamed yet (coalescing, --stream-interval)
+    since_chunk: int = 0  # decode iterations since the last chunk
+    chunk_at_ms: float = 0.0  # simulated time of the last chunk
     verify_ct: int = 0
     correct: int = 0
     histogram: list[int] = field(default_factory=list)
     cancelled: bool = False
 
 
-@dataclass
-class Counters:
-    """Prometheus counters (updated when a request finishes, as SGLang's tokenizer manager does) and the
-    scheduler's own totals for ``avg_spec_accept_length`` (reset by /flush_cache)."""
-
-    prompt_tokens_total: int = 0
-    generation_tokens_total: int = 0
-    verify_calls_total: int = 0
-    requests_total: int = 0
-    # scheduler side, since the last flush
-    accepted_tokens: int = 0  # bonus included
-    verify_forwards: int = 0
-    avg_spec_accept_length: float | None = None  # snapshot every decode-log interval
-    last_gen_throughput: float = 0.0
-    interval_tokens: int = 0
-    interval_started: float = field(default_factory=time.monotonic)
-
-
 class Engine:
     def __init__(self, profile: Profile, config: ServerConfig, *, time_scale: float = 1.0, seed: int = 0,
-                 decode_log_interval: int | None = None, on_log: Callable[[str], object] | None = None) -> None:
+                 decode_log_interval: int | None = None, on_log: Callable[[str], object] | None = None,
+                 clock: Clock | None = None, coalesce: bool = True) -> None:
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
         self.profile = profile
@@ -164,6 +91,15 @@ class Engine:
         self.seed = seed
         interval = decode_log_interval or config.args.get("decode_log_interval") or 40
         self.decode_log_interval = int(interval)
+        self.stream_interval = max(1, int(config.args.get("stream_interval") or 1))
+        # An explicit --stream-interval is taken as asked (a client that wants one chunk per iteration gets it);
+        # only the default lets the engine coalesce.
+        explicit = any(a == "--stream-interval" or a.startswith("--stream-interval=") for a in config.argv)
+        self.coalescing = coalesce and time_scale > 1 and not explicit
+        #: simulated ms between a request's chunks per running request (0: no coalescing)
+        self._gap_ms_per_request = 1000.0 * time_scale / EVENT_BUDGET_PER_S if self.coalescing else 0.0
+        self.clock = clock or Clock(time_scale)
+        self.simulated_ms = 0.0  # the schedule's simulated time since start
         self.counters = Counters()
         self._on_log = on_log
         self.iterations = 0  # decode iterations since start
@@ -176,6 +112,7 @@ class Engine:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._survival_cache: dict[tuple[float, float], tuple[float, ...]] = {}
+        self._late_logged_at = 0.0
 
     # ----- public ---------------------------------------------------------------------------------------
     @property
@@ -278,21 +215,20 @@ class Engine:
         return admitted
 
     async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        clock = loop.time()
+        self.clock.restart()
         while True:
             self._drop_cancelled()
             if self.idle:
                 self._wake.clear()
                 await self._wake.wait()
-                clock = loop.time()
+                self.clock.restart()
             admitted = self._admit()
             if admitted:
                 prompt = sum(r.handle.prompt_tokens for r in admitted)
-                clock = await self._advance(clock, model.prefill_ms(self.profile, prompt))
+                await self._advance(model.prefill_ms(self.profile, prompt))
                 for r in admitted:
                     if not r.cancelled:
-                        self._emit(r, 1)
+                        self._emit(r, 1, stream=True)
             self._drop_cancelled()
             if not self._running:
                 continue
@@ -301,23 +237,24 @@ class Engine:
             noise = self.profile.timing.noise
             ms = model.decode_iteration_ms(self.profile, self.config, batch, context)
             ms *= 1.0 + self._rng.uniform(-noise, noise)
-            clock = await self._advance(clock, ms)
+            await self._advance(ms)
             self._decode()
 
-    async def _advance(self, clock: float, cost_ms: float) -> float:
-        """Sleep until ``clock`` (loop time of the previous deadline) plus ``cost_ms`` of simulated time;
-        returns the new deadline."""
-        loop = asyncio.get_running_loop()
-        duration = cost_ms / 1000.0 / self.time_scale
-        target = clock + duration
-        now = loop.time()
-        if now - target > max(_MAX_LAG_PHASES * duration, _MIN_LAG_S):
-            target = now
-        if target > now:
-            await asyncio.sleep(target - now)
-        else:
-            await asyncio.sleep(0)  # let the handlers write what the previous iteration produced
-        return target
+    async def _advance(self, cost_ms: float) -> None:
+        self.simulated_ms += cost_ms
+        dropped = await self.clock.advance(cost_ms)
+        if dropped > 0:
+            self._report_late(dropped)
+
+    def _report_late(self, dropped_s: float) -> None:
+        stats = self.clock.stats
+        # One line per second of trouble at most: the log must not add to the load it reports.
+        if self._on_log is not None and (stats.late_events == 1 or stats.busy_s - self._late_logged_at >= 1.0):
+            self._late_logged_at = stats.busy_s
+            share = stats.dropped_s / stats.busy_s if stats.busy_s else 0.0
+            self._on_log(f"Simulator behind schedule: gave up {dropped_s * 1000:.1f} ms (total "
+                         f"{stats.dropped_s:.3f} s, {share:.1%} of busy time; time scale {self.time_scale:g} "
+                         "is too fast for this machine's free CPU)")
 
     def _drop_cancelled(self) -> None:
         gone = [r for r in self._running if r.cancelled]
@@ -356,20 +293,29 @@ class Engine:
             if not r.request.internal:
                 self.counters.accepted_tokens += n
                 self.counters.verify_forwards += 1
-            self._emit(r, n)
+            r.since_chunk += 1
+            stream = (r.since_chunk >= self.stream_interval
+                      and self.simulated_ms - r.chunk_at_ms >= self._gap_ms_per_request * len(self._running))
+            self._emit(r, n, stream=stream)
         if self.iterations % self.decode_log_interval == 0:
             self._log_interval()
 
-    def _emit(self, r: _Running, n: int) -> None:
+    def _emit(self, r: _Running, n: int, *, stream: bool) -> None:
+        """``n`` more tokens for ``r``; streamed now if ``stream`` or the request is done, else held back."""
         r.generated += n
+        r.pending += n
         if not r.request.internal:
             self.counters.interval_tokens += n
         finish = None
         if r.generated >= r.handle.output_length:
             hit_limit = r.handle.output_length >= max(r.request.max_new_tokens, 1)
             finish = "length" if hit_limit else "stop"
-        chunk = Chunk(text="".join(r.writer.take(n)), new_tokens=n, completion_tokens=r.generated,
+        if finish is None and not stream:
+            return
+        chunk = Chunk(text="".join(r.writer.take(r.pending)), new_tokens=r.pending, completion_tokens=r.generated,
                       finish_reason=finish, verify_ct=r.verify_ct, correct_drafts=r.correct)
+        r.pending = r.since_chunk = 0
+        r.chunk_at_ms = self.simulated_ms
         if finish is not None:
             self._finish(r)
         r.handle._queue.put_nowait(chunk)

@@ -26,7 +26,7 @@ from objectives.spec import WorkloadSpec
 from tuner.simulator import model
 from tuner.simulator.config import ServerConfig, require_valid, resolve
 from tuner.simulator.profile import DEFAULT_PROFILE, Profile, load_profile
-from tuner.simulator.text import count_prompt_tokens, expected_output_length
+from tuner.simulator.text import count_prompt_tokens, expected_output_length, output_length
 
 #: The seed campaign's workload as the calibration assumes it (docs/simulator.md).
 SEED_WORKLOAD = WorkloadSpec(api="chat", dataset="builtin", input_tokens=256, max_tokens=512,
@@ -77,22 +77,62 @@ def expected_metrics(profile: Profile | str, server_args: Sequence[str], workloa
     and its repetitiveness moves acceptance exactly as the live server does for that prompt.
     Raises ``InvalidServerArgs`` for a command line the server would refuse or fail on.
     """
-    if concurrency < 1:
-        raise ValueError("concurrency must be at least 1")
     prof = load_profile(profile) if isinstance(profile, str) else profile
     config = _config(prof, tuple(server_args))
     prompt_tokens = count_prompt_tokens(prompt_text) if prompt_text else workload.input_tokens
+    length = expected_output_length(prof, workload.max_tokens, workload.ignore_eos)
+    kind = _Kind(prompt_tokens, _accept_length(prof, config, workload, prompt_text), length)
+    return _steady_state(prof, config, workload, concurrency, [kind])
+
+
+def expected_metrics_for_prompts(profile: Profile | str, server_args: Sequence[str], workload: WorkloadSpec,
+                                 concurrency: int, prompts: Sequence[str], *, seed: int = 0) -> ExpectedMetrics:
+    """As ``expected_metrics``, for a phase sending exactly ``prompts`` (the texts the server sees): each
+    request with its own prompt length, acceptance and (EOS rule, server ``seed``) output length. Rates are
+    averaged as a client averages them: per-request speed over requests, aggregate over all tokens. For prompt
+    sets of varied length (the builtin set) this is the figure to compare a phase with."""
+    if not prompts:
+        raise ValueError("no prompts")
+    prof = load_profile(profile) if isinstance(profile, str) else profile
+    config = _config(prof, tuple(server_args))
+    kinds = [_Kind(count_prompt_tokens(p), _accept_length(prof, config, workload, p),
+                   float(output_length(prof, seed, p, max(workload.max_tokens, 1), workload.ignore_eos)))
+             for p in prompts]
+    return _steady_state(prof, config, workload, concurrency, kinds)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    prompt_tokens: int
+    accept_length: float
+    length: float
+
+
+def _accept_length(prof: Profile, config: ServerConfig, workload: WorkloadSpec, prompt_text: str | None) -> float:
     multiplier = model.predictability(prof.acceptance, prompt_text)
     rates = model.position_rates(prof, config, temperature=workload.temperature, multiplier=multiplier)
-    accept = 1.0 + model.expected_accepted_drafts(rates)
-    length = expected_output_length(prof, workload.max_tokens, workload.ignore_eos)
+    return 1.0 + model.expected_accepted_drafts(rates)
 
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _steady_state(prof: Profile, config: ServerConfig, workload: WorkloadSpec, concurrency: int,
+                  kinds: Sequence[_Kind]) -> ExpectedMetrics:
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    prompt_tokens = round(_mean([k.prompt_tokens for k in kinds]))
+    length = _mean([k.length for k in kinds])
     batch = running_batch(config, concurrency, prompt_tokens, workload.max_tokens)
     context = batch * (prompt_tokens + length / 2.0)
     t_iter = model.decode_iteration_ms(prof, config, batch, round(context)) / 1000.0
-    t_prefill = model.prefill_ms(prof, prompt_tokens) / 1000.0
-    iterations = (length - 1.0) / accept + 0.5 if length > 1 else 0.0
-    decode_s = iterations * t_iter + (batch - 1) * t_prefill
+    prefills = [model.prefill_ms(prof, k.prompt_tokens) / 1000.0 for k in kinds]
+    t_prefill = _mean(prefills)
+    # Per request: its own iterations, plus one stall for each other running request's prefill.
+    decode = [((k.length - 1.0) / k.accept_length + 0.5 if k.length > 1 else 0.0) * t_iter
+              + (batch - 1) * t_prefill for k in kinds]
+    decode_s = _mean(decode)
     slot_s = t_prefill + decode_s
 
     if concurrency > batch:
@@ -105,11 +145,12 @@ def expected_metrics(profile: Profile | str, server_args: Sequence[str], workloa
         ttft = wait + t_prefill
         e2e = ttft + decode_s
         aggregate = batch * length / e2e
-    per_request = (length - 1.0) / decode_s if decode_s > 0 else 0.0
+    speeds = [(k.length - 1.0) / d for k, d in zip(kinds, decode, strict=True) if d > 0]
     return ExpectedMetrics(
         concurrency=concurrency, running=batch, prompt_tokens=prompt_tokens, output_tokens=length,
-        accept_length=accept, iteration_ms=t_iter * 1000.0, ttft_s=ttft, e2e_s=e2e,
-        per_request_tok_s=per_request, per_request_e2e_tok_s=length / e2e, aggregate_tok_s=aggregate,
+        accept_length=_mean([k.accept_length for k in kinds]), iteration_ms=t_iter * 1000.0, ttft_s=ttft,
+        e2e_s=e2e, per_request_tok_s=_mean(speeds) if speeds else 0.0, per_request_e2e_tok_s=length / e2e,
+        aggregate_tok_s=aggregate,
     )
 
 

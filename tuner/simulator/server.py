@@ -19,7 +19,7 @@ from aiohttp import web
 
 from tuner.simulator import protocol
 from tuner.simulator.config import ServerConfig
-from tuner.simulator.engine import Engine, GenerationFailed, GenerationRequest, RequestHandle
+from tuner.simulator.engine import EVENT_BUDGET_PER_S, Engine, GenerationFailed, GenerationRequest, RequestHandle
 from tuner.simulator.profile import Profile
 
 VERSION = "0.5.23"
@@ -141,6 +141,7 @@ class SimulatorApp:
             "internal_states": [internal],
             "num_running_reqs": engine.num_running,
             "num_queue_reqs": engine.num_waiting,
+            "simulator": schedule_state(engine),
         })
 
     async def flush_cache(self, request: web.Request) -> web.Response:
@@ -233,8 +234,12 @@ class SimulatorApp:
                 tail += _sse(renderer.usage_chunk(completion))
             await response.write(tail + _DONE)
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.engine.cancel(handle)  # the client went away: SGLang aborts the request
+        except ConnectionResetError:
+            # The client went away (a phase ending cancels its in-flight requests): SGLang aborts the request.
+            # Not re-raised: aiohttp would log a traceback for each, costing CPU while the next phase starts.
+            self.engine.cancel(handle)
+        except asyncio.CancelledError:
+            self.engine.cancel(handle)
             raise
         return response
 
@@ -294,6 +299,18 @@ class SimulatorApp:
             self.engine.cancel(handle)
             raise
         return response
+
+
+def schedule_state(engine: Engine) -> dict[str, Any]:
+    """Not SGLang's: how well the simulator keeps its schedule, so that a measuring side can refuse a phase
+    measured while the host was too busy (``dropped_s`` grew by more than a small share of ``busy_s``)."""
+    stats = engine.clock.stats
+    return {"time_scale": engine.time_scale, "simulated_s": stats.simulated_s, "busy_s": stats.busy_s,
+            "dropped_s": stats.dropped_s, "late_events": stats.late_events, "max_lag_s": stats.max_lag_s,
+            "lag_sum_s": stats.lag_sum_s, "phases": stats.phases,
+            "lag_s": engine.clock.lag_s() if not engine.idle else 0.0, "tolerance_s": engine.clock.tolerance_s,
+            "stream_interval": engine.stream_interval, "coalescing": engine.coalescing,
+            "event_budget_per_s": EVENT_BUDGET_PER_S if engine.coalescing else None}
 
 
 async def start_http(app: web.Application, host: str, port: int) -> web.AppRunner:

@@ -20,6 +20,6 @@ FAST = 400.0
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSimulator]:
     log = Path(tmp_path_factory.mktemp("sim")) / "simulator.log"
     args = [*SPEC, "--served-model-name", "sim-model", "--max-running-requests", "64", "--enable-metrics",
-            "--decode-log-interval", "5"]
+            "--decode-log-interval", "5", "--stream-interval", "1"]  # one chunk per iteration, even at 400×
     with running_simulator(args, time_scale=FAST, seed=0, log_path=log, ready_timeout_s=30) as server:
         yield server

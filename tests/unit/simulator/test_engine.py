@@ -1,20 +1,26 @@
-"""The scheduler in-process, at a high time scale: batching limits, one chunk per iteration, lengths, seeds."""
+"""The scheduler in-process: batching limits, chunking, lengths, seeds, the schedule's timing.
+
+Most tests run the engine on a virtual clock (``VirtualClock``): simulated time jumps from deadline to
+deadline, so nothing depends on the host's speed or load. The few that need the real loop only check things
+a busy host cannot change (a deadline clock never runs early; requests of seconds are still running after
+milliseconds)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import pytest
 
 from tuner.simulator import ground_truth, model, text
+from tuner.simulator.clock import Clock, ScheduleStats, VirtualClock
 from tuner.simulator.config import ServerConfig, resolve
 from tuner.simulator.engine import Chunk, Engine, GenerationFailed, GenerationRequest
 from tuner.simulator.profile import Profile, load_profile
 
 BASE = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3",
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
-FAST = 20000.0  # an iteration of ~15 ms takes under a microsecond of sleeping
 PROMPT = "Explain how speculative decoding with a small draft model speeds up generation. " * 4
 
 
@@ -25,6 +31,11 @@ def profile() -> Profile:
 
 def configure(profile: Profile, *extra: str) -> ServerConfig:
     return resolve(profile, [*BASE, *extra], exit_on_error=False)
+
+
+def virtual(profile: Profile, config: ServerConfig, seed: int, **kwargs: object) -> Engine:
+    """An engine on a virtual clock at time scale 1 (so nothing coalesces)."""
+    return Engine(profile, config, seed=seed, clock=VirtualClock(), **kwargs)  # type: ignore[arg-type]
 
 
 async def collect(engine: Engine, request: GenerationRequest) -> list[Chunk]:
@@ -43,7 +54,7 @@ def test_running_requests_never_exceed_the_cap(profile: Profile) -> None:
     config = configure(profile, "--max-running-requests", "4")
 
     async def scenario() -> tuple[int, int, int]:
-        engine = Engine(profile, config, time_scale=5.0, seed=1)
+        engine = Engine(profile, config, time_scale=1.0, seed=1)  # requests of seconds, observed for ms
         engine.start()
         tasks = [asyncio.ensure_future(collect(engine, GenerationRequest(f"{PROMPT}{i}", 400, ignore_eos=True)))
                  for i in range(10)]
@@ -69,7 +80,7 @@ def test_kv_capacity_limits_the_batch_like_the_ground_truth(profile: Profile) ->
     assert 1 < expected < 10
 
     async def scenario() -> tuple[int, int]:
-        engine = Engine(profile, config, time_scale=50.0, seed=1)
+        engine = Engine(profile, config, time_scale=1.0, seed=1)
         engine.start()
         tasks = [asyncio.ensure_future(collect(engine, GenerationRequest(PROMPT, 300, ignore_eos=True)))
                  for _ in range(10)]
@@ -88,7 +99,7 @@ def test_kv_capacity_limits_the_batch_like_the_ground_truth(profile: Profile) ->
 
 def test_one_chunk_per_iteration_with_every_token_accepted_in_it(profile: Profile) -> None:
     config = configure(profile)
-    engine = Engine(profile, config, time_scale=FAST, seed=3)
+    engine = virtual(profile, config, seed=3)
     [chunks] = asyncio.run(run_all(engine, [GenerationRequest(PROMPT, 200, temperature=0.0, ignore_eos=True)]))
     sizes = [c.new_tokens for c in chunks]
     assert sizes[0] == 1  # the prefill's token comes alone
@@ -104,7 +115,7 @@ def test_one_chunk_per_iteration_with_every_token_accepted_in_it(profile: Profil
 
 def test_output_length_follows_the_eos_rule(profile: Profile) -> None:
     config = configure(profile)
-    engine = Engine(profile, config, time_scale=FAST, seed=5)
+    engine = virtual(profile, config, seed=5)
     prompts = [f"question number {i}: {PROMPT}" for i in range(6)]
     requests = [GenerationRequest(p, 2000, temperature=0.7) for p in prompts]
     results = asyncio.run(run_all(engine, requests))
@@ -112,7 +123,7 @@ def test_output_length_follows_the_eos_rule(profile: Profile) -> None:
         natural = text.output_length(profile, 5, prompt, 2000, False)
         assert chunks[-1].completion_tokens == natural < 2000
         assert chunks[-1].finish_reason == "stop"
-    short = asyncio.run(run_all(Engine(profile, config, time_scale=FAST, seed=5),
+    short = asyncio.run(run_all(virtual(profile, config, seed=5),
                                 [GenerationRequest(prompts[0], 5)]))
     assert short[0][-1].completion_tokens == 5 and short[0][-1].finish_reason == "length"
 
@@ -122,7 +133,7 @@ def test_same_seed_same_chunks_and_another_seed_differs(profile: Profile) -> Non
     requests = [GenerationRequest(f"{PROMPT}{i}", 120, temperature=0.5, ignore_eos=True) for i in range(8)]
 
     def sizes(seed: int) -> list[list[int]]:
-        results = asyncio.run(run_all(Engine(profile, config, time_scale=FAST, seed=seed), requests))
+        results = asyncio.run(run_all(virtual(profile, config, seed=seed), requests))
         return [[c.new_tokens for c in chunks] for chunks in results]
 
     first = sizes(11)
@@ -132,7 +143,7 @@ def test_same_seed_same_chunks_and_another_seed_differs(profile: Profile) -> Non
 
 def test_accept_length_converges_to_the_model(profile: Profile) -> None:
     config = configure(profile, "--max-running-requests", "64")
-    engine = Engine(profile, config, time_scale=FAST, seed=2)
+    engine = virtual(profile, config, seed=2)
     requests = [GenerationRequest(f"{PROMPT}{i}", 256, temperature=0.0, ignore_eos=True) for i in range(64)]
     asyncio.run(run_all(engine, requests))
     c = engine.counters
@@ -153,7 +164,7 @@ def test_over_large_tree_fails_every_decoding_request(profile: Profile) -> None:
     assert config.runtime_error is not None
 
     async def scenario() -> tuple[list[Chunk], BaseException | None]:
-        engine = Engine(profile, config, time_scale=FAST, seed=0)
+        engine = virtual(profile, config, seed=0)
         engine.start()
         one = await collect(engine, GenerationRequest("health", 1))  # served by the prefill alone
         error: BaseException | None = None
@@ -173,10 +184,11 @@ def test_flush_only_when_idle_and_it_resets_the_average(profile: Profile) -> Non
     config = configure(profile)
 
     async def scenario() -> tuple[bool, bool, float | None, float | None]:
-        engine = Engine(profile, config, time_scale=10.0, seed=0, decode_log_interval=5)
+        engine = virtual(profile, config, seed=0, decode_log_interval=5)
         engine.start()
         task = asyncio.ensure_future(collect(engine, GenerationRequest(PROMPT, 300, ignore_eos=True)))
-        await asyncio.sleep(0.02)
+        while engine.num_running == 0:
+            await asyncio.sleep(0)
         busy = engine.flush()
         await task
         before = engine.counters.avg_spec_accept_length
@@ -194,19 +206,95 @@ def test_iteration_time_follows_the_model_and_the_time_scale(profile: Profile) -
     config = configure(profile)
     scale = 20.0
 
-    async def timed() -> tuple[float, int]:
-        engine = Engine(profile, config, time_scale=scale, seed=4)
+    async def timed(clock: VirtualClock | None) -> tuple[float, int, float]:
+        engine = Engine(profile, config, time_scale=scale, seed=4, clock=clock, coalesce=False)
         engine.start()
-        loop = asyncio.get_running_loop()
-        start = loop.time()
+        start = engine.clock.now()
         await collect(engine, GenerationRequest(PROMPT, 150, ignore_eos=True))
-        elapsed = loop.time() - start
+        elapsed = engine.clock.now() - start
         iterations = engine.iterations
         await engine.stop()
-        return elapsed, iterations
+        return elapsed, iterations, engine.simulated_ms
 
-    elapsed, iterations = asyncio.run(timed())
+    elapsed, iterations, simulated_ms = asyncio.run(timed(VirtualClock(scale)))
     prompt_tokens = text.count_prompt_tokens(PROMPT)
     iteration_s = model.decode_iteration_ms(profile, config, 1, prompt_tokens + 75) / 1000.0
     expected = (model.prefill_ms(profile, prompt_tokens) / 1000.0 + iterations * iteration_s) / scale
-    assert elapsed == pytest.approx(expected, rel=0.1)
+    # The noise (±3 % per iteration) averages out over ~60 iterations.
+    assert elapsed == pytest.approx(expected, rel=0.02)
+    assert elapsed == pytest.approx(simulated_ms / 1000.0 / scale)
+    # On the real loop the deadline clock never runs early, however busy the host (it can only be late).
+    real_elapsed, real_iterations, _ = asyncio.run(timed(None))
+    assert real_iterations == iterations
+    assert real_elapsed >= 0.999 * elapsed
+
+
+def test_stream_interval_sends_every_nth_iteration(profile: Profile) -> None:
+    every = virtual(profile, configure(profile), seed=3)
+    third = virtual(profile, configure(profile, "--stream-interval", "3"), seed=3)
+    request = GenerationRequest(PROMPT, 200, temperature=0.0, ignore_eos=True)
+    [one] = asyncio.run(run_all(every, [request]))
+    [three] = asyncio.run(run_all(third, [request]))
+    assert third.stream_interval == 3 and third.iterations == every.iterations
+    # The prefill's token alone, then every third decode iteration's tokens together, and the last chunk.
+    assert three[0].new_tokens == 1
+    assert [c.verify_ct for c in three[1:-1]] == list(range(3, every.iterations, 3))
+    assert three[-1].verify_ct == every.iterations and three[-1].finish_reason == "length"
+    cumulative = {c.completion_tokens for c in one}
+    assert all(c.completion_tokens in cumulative for c in three) and three[-1].completion_tokens == 200
+    assert "".join(c.text for c in three) == "".join(c.text for c in one)
+
+
+async def _timed_chunks(engine: Engine, clock: VirtualClock, request: GenerationRequest
+                        ) -> list[tuple[float, Chunk]]:
+    engine.start()
+    try:
+        start = clock.now()
+        return [(clock.now() - start, c) async for c in engine.submit(request).chunks()]
+    finally:
+        await engine.stop()
+
+
+def test_coalescing_keeps_the_schedule_a_client_measures(profile: Profile) -> None:
+    """At a high time scale chunks coalesce (fewer events for the same tokens), each sent at the scheduled
+    time of the iteration that completed it: the first and last token times, hence the per-request speed a
+    client computes, are those of the uncoalesced stream."""
+    config = configure(profile)
+    request = GenerationRequest(PROMPT, 200, temperature=0.0, ignore_eos=True)
+    runs = []
+    for coalesce in (False, True):
+        clock = VirtualClock(50.0)
+        engine = Engine(profile, config, time_scale=50.0, seed=3, clock=clock, coalesce=coalesce)
+        runs.append(asyncio.run(_timed_chunks(engine, clock, request)))
+    plain, merged = runs
+    assert len(merged) < len(plain) / 2
+    assert sum(c.new_tokens for _, c in merged) == 200
+    assert merged[0][0] == plain[0][0] and merged[-1][0] == pytest.approx(plain[-1][0])
+    times = {round(t, 12): c.completion_tokens for t, c in plain}
+    # Every coalesced chunk is sent when the uncoalesced stream had reached exactly its token count.
+    assert all(times[round(t, 12)] == c.completion_tokens for t, c in merged)
+
+
+def test_clock_catches_up_a_short_stall_and_counts_a_long_one() -> None:
+    """The stall is a blocking sleep, so the lag is at least its length whatever the host does."""
+
+    async def stalled(tolerance_s: float) -> tuple[ScheduleStats, float]:
+        clock = Clock(time_scale=1.0, tolerance_s=tolerance_s)
+        clock.restart()
+        start = clock.deadline
+        await clock.advance(1.0)
+        time.sleep(0.05)  # the process "descheduled" for 50 ms
+        for _ in range(5):
+            await clock.advance(1.0)
+        return clock.stats, clock.deadline - start
+
+    caught, span = asyncio.run(stalled(tolerance_s=60.0))
+    # Within the tolerance nothing is given up: the deadlines stay those of the schedule (6 × 1 ms).
+    assert caught.dropped_s == 0 and caught.late_events == 0 and caught.max_lag_s >= 0.045
+    assert span == pytest.approx(0.006)
+    assert caught.simulated_s == pytest.approx(0.006) and caught.busy_s == pytest.approx(0.006)
+    given_up, span = asyncio.run(stalled(tolerance_s=0.001))
+    # Beyond it the schedule restarts (tolerance) behind now, and the lost time is reported.
+    assert given_up.late_events >= 1 and given_up.dropped_s >= 0.045
+    assert given_up.busy_s == pytest.approx(given_up.simulated_s + given_up.dropped_s)
+    assert span >= 0.05

@@ -111,7 +111,8 @@ def test_run_startup_plays_the_plan_scaled(profile: Profile) -> None:
     ok = asyncio.run(run_startup(plan, scale, Log(lines.append)))
     elapsed = time.monotonic() - started
     assert ok is True
-    assert elapsed == pytest.approx(plan.total_s / scale, rel=0.2, abs=0.02)
+    # From below only: each step sleeps its scaled delay, so a busy host can make it late, never early.
+    assert elapsed >= 0.95 * plan.total_s / scale
     assert len(lines) == len(plan.steps)
     assert lines[1].startswith("[") and "TP0] Init torch distributed begin" in lines[1]
     assert READY_LINE not in "\n".join(lines)  # logged by the server after its warmup request
