@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from tuner.core.faults import fault_point
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.study.fields import Command, HostName, Port, PositiveDuration
@@ -130,6 +131,8 @@ class LocalTarget(Target):
                                         stdin=subprocess.DEVNULL, env=self._env(env), start_new_session=True)
             except FileNotFoundError:
                 raise TargetUnavailable(f"server command not found: {argv[0]}") from None
+        # A death right here leaves a server without a pid file: the next run still finds it by its marker.
+        fault_point("after_spawn")
         (self.settings.log_dir / PID_FILE).write_text(f"{proc.pid}\n")
         return proc, log_path
 
@@ -179,33 +182,64 @@ class LocalTarget(Target):
         return None if pid is None else f"a server of study {self.settings.study!r} is still running (pid {pid})"
 
     def _leftover_pid(self) -> int | None:
+        """A live server of this study that is not ours: the one in the pid file, or — a run killed between
+        spawning its server and writing the pid file leaves none — any process carrying the study's marker."""
+        mine = self._proc.pid if self._proc is not None else None
         try:
-            pid = int((self.settings.log_dir / PID_FILE).read_text().split()[0])
+            pid: int | None = int((self.settings.log_dir / PID_FILE).read_text().split()[0])
         except (OSError, ValueError, IndexError):
-            return None
-        if self._proc is not None and pid == self._proc.pid:
-            return None
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            return None  # gone (or not ours to read)
-        return pid if f"{STUDY_ENV}={self.settings.study}".encode() in environ else None
+            pid = None
+        if pid is not None and pid != mine and self._is_marked(pid):
+            return pid
+        return next((p for p in marked_processes(self.settings.study) if _group_of(p) not in (mine, _group_of(0))),
+                    None)
+
+    def _is_marked(self, pid: int) -> bool:
+        return pid in marked_processes(self.settings.study, (pid,))
 
     def _handle_leftover(self) -> None:
         if self._leftover_checked:
             return
         self._leftover_checked = True
-        pid = self._leftover_pid()
-        if pid is not None:
+        while (pid := self._leftover_pid()) is not None:
             log.warning("stopping a server left running by an interrupted run (pid %d)", pid)
-            stop_group(pid, self.settings.stop_grace_s, None)
-            (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
+            stop_group(_group_of(pid) or pid, self.settings.stop_grace_s, None)
+            if pid in marked_processes(self.settings.study, (pid,)):  # not ours to stop after all
+                break
+        (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
 
     # ----- logs ---------------------------------------------------------------------------------------
     def log_tail(self, lines: int = 50) -> str:
         if self._log_path is None or not self._log_path.exists():
             return ""
         return tail_file(self._log_path, lines)
+
+
+def marked_processes(study: str, pids: Iterable[int] | None = None) -> list[int]:
+    """Live processes (of ``pids``, default all) whose environment carries this study's ``SPECTUNE_STUDY``."""
+    marker = f"{STUDY_ENV}={study}".encode()
+    if pids is None:
+        try:
+            pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+        except OSError:
+            return []
+    found = []
+    for pid in pids:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone (or not ours to read)
+        if marker in environ and state != "Z":
+            found.append(pid)
+    return found
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
 
 
 def stop_group(pgid: int, grace_s: float, proc: subprocess.Popen[bytes] | None) -> None:
