@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 PID_FILE = "server.pid"
 STUDY_ENV = "SPECTUNE_STUDY"
+#: Which target (its log directory) a server belongs to: several simulated hosts of one study share a machine,
+#: and one worker's scan for leftovers must never stop another worker's server.
+TARGET_ENV = "SPECTUNE_TARGET"
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ class LocalTarget(Target):
         launch = self.launch(config)
         self._check_port_free()
         started = time.monotonic()
-        self._proc, self._log_path = self._start(launch.argv, launch.env)
+        self._log_path = self._start(launch.argv, launch.env)
         deploy_s = time.monotonic() - started
         try:
             ready = wait_ready(self.base_url, timeout_s=self.settings.startup_timeout_s, watch=self._exit_info)
@@ -119,7 +122,7 @@ class LocalTarget(Target):
         self._stop()
         return DeployFailed(verdict.failure_class, f"{exc}: {verdict.reason}", tail)
 
-    def _start(self, argv: Sequence[str], env: Iterable[tuple[str, str]]) -> tuple[subprocess.Popen[bytes], Path]:
+    def _start(self, argv: Sequence[str], env: Iterable[tuple[str, str]]) -> Path:
         self.settings.log_dir.mkdir(parents=True, exist_ok=True)
         self._deploys += 1
         log_path = self.settings.log_dir / f"{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}-{self._deploys:03d}.log"
@@ -131,14 +134,21 @@ class LocalTarget(Target):
                                         stdin=subprocess.DEVNULL, env=self._env(env), start_new_session=True)
             except FileNotFoundError:
                 raise TargetUnavailable(f"server command not found: {argv[0]}") from None
+        # At once: an interrupt landing on the next line must find the server to stop.
+        self._proc = proc
         # A death right here leaves a server without a pid file: the next run still finds it by its marker.
         fault_point("after_spawn")
         (self.settings.log_dir / PID_FILE).write_text(f"{proc.pid}\n")
-        return proc, log_path
+        return log_path
 
     def _env(self, extra: Iterable[tuple[str, str]]) -> dict[str, str]:
         # Unbuffered Python output: the log tail we classify must hold the last lines before an exit.
-        return {**os.environ, "PYTHONUNBUFFERED": "1", **dict(extra), STUDY_ENV: self.settings.study}
+        return {**os.environ, "PYTHONUNBUFFERED": "1", **dict(extra), STUDY_ENV: self.settings.study,
+                TARGET_ENV: self._target_marker}
+
+    @property
+    def _target_marker(self) -> str:
+        return str(self.settings.log_dir.resolve())
 
     def _exit_info(self) -> ExitInfo | None:
         code = self._proc.poll() if self._proc is not None else None
@@ -169,8 +179,9 @@ class LocalTarget(Target):
 
     def restore(self) -> None:
         """Stop the server we started (a local server has no configuration of its own to go back to), and one
-        an interrupted run left."""
+        an interrupted run left — looked for afresh: whatever this run lost track of is stopped too."""
         self._stop()
+        self._leftover_checked = False
         self._handle_leftover()
 
     def close(self) -> None:
@@ -191,8 +202,8 @@ class LocalTarget(Target):
             pid = None
         if pid is not None and pid != mine and self._is_marked(pid):
             return pid
-        return next((p for p in marked_processes(self.settings.study) if _group_of(p) not in (mine, _group_of(0))),
-                    None)
+        scanned = marked_processes(self.settings.study, target=self._target_marker)
+        return next((p for p in scanned if _group_of(p) not in (mine, _group_of(0))), None)
 
     def _is_marked(self, pid: int) -> bool:
         return pid in marked_processes(self.settings.study, (pid,))
@@ -215,9 +226,11 @@ class LocalTarget(Target):
         return tail_file(self._log_path, lines)
 
 
-def marked_processes(study: str, pids: Iterable[int] | None = None) -> list[int]:
-    """Live processes (of ``pids``, default all) whose environment carries this study's ``SPECTUNE_STUDY``."""
+def marked_processes(study: str, pids: Iterable[int] | None = None, *, target: str | None = None) -> list[int]:
+    """Live processes (of ``pids``, default all) whose environment carries this study's ``SPECTUNE_STUDY``
+    (and ``target``'s ``SPECTUNE_TARGET``, when given)."""
     marker = f"{STUDY_ENV}={study}".encode()
+    target_marker = f"{TARGET_ENV}={target}".encode() if target is not None else None
     if pids is None:
         try:
             pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
@@ -230,7 +243,7 @@ def marked_processes(study: str, pids: Iterable[int] | None = None) -> list[int]
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue  # gone (or not ours to read)
-        if marker in environ and state != "Z":
+        if marker in environ and state != "Z" and (target_marker is None or target_marker in environ):
             found.append(pid)
     return found
 
