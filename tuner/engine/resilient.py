@@ -44,7 +44,9 @@ _RETRIED = ("check_trial_is_updatable", "create_new_study", "create_new_trial", 
             "get_trial_id_from_study_id_trial_number", "get_trial_number_from_id", "get_trial_param",
             "get_trial_params", "get_trial_system_attrs", "get_trial_user_attrs", "set_study_system_attr",
             "set_study_user_attr", "set_trial_intermediate_value", "set_trial_param", "set_trial_state_values",
-            "set_trial_system_attr", "set_trial_user_attr", "_get_stale_trial_ids")
+            "set_trial_system_attr", "set_trial_user_attr", "_get_stale_trial_ids",
+            # What Optuna's cache in front of every RDB storage calls instead of the public methods.
+            "_set_trial_param", "_get_best_trial_id", "_get_trials")
 
 
 def backoff() -> tuple[float, ...]:
@@ -116,11 +118,12 @@ class ResilientRDBStorage(RDBStorage):
             log.debug("could not reset the storage's connections", exc_info=True)
 
     # ----- the heartbeat from the first moment --------------------------------------------------------
-    def create_new_trial(self, study_id: int, template_trial: Any = None) -> int:
-        trial_id = self._call("create_new_trial", super().create_new_trial, study_id, template_trial)
-        if template_trial is None or template_trial.state == TrialState.RUNNING:
-            self._started(trial_id)
-        return trial_id
+    def _create_new_trial(self, study_id: int, template_trial: Any = None) -> Any:
+        # Optuna's cache calls this one; the public create_new_trial goes through it too.
+        trial = self._call("_create_new_trial", super()._create_new_trial, study_id, template_trial)
+        if trial.state == TrialState.RUNNING:
+            self._started(trial._trial_id)
+        return trial
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
         updated = self._call("set_trial_state_values", super().set_trial_state_values, trial_id, state, values)

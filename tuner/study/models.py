@@ -84,6 +84,16 @@ class StudySection(FileModel):
             raise ValueError(f"no option table for SGLang {value} (shipped: {', '.join(available_versions())})")
         return value
 
+    @field_validator("sampler")
+    @classmethod
+    def _sampler_installed(cls, value: str) -> str:
+        # Found here, not when the tuner first asks for a proposal after opening the study.
+        from tuner.engine.samplers import gp_available
+
+        if value == "gp" and not gp_available():
+            raise ValueError("'gp' needs PyTorch and SciPy: pip install 'spectune[gp]' (or use 'tpe' or 'auto')")
+        return value
+
     @field_validator("heartbeat_grace")
     @classmethod
     def _grace_covers_beats(cls, value: float | None, info: ValidationInfo) -> float | None:
@@ -178,7 +188,8 @@ class SearchParam(FileModel):
 class PhaseSection(FileModel):
     """One closed-loop phase of ``[benchmark] phases``: ``concurrency`` requests in flight at all times."""
 
-    concurrency: int = Field(ge=1, description="Requests kept in flight (also names the phase: c1, c64 ...).")
+    # Bounded: each request in flight is a task and a connection; 10^8 of them exhaust memory, not the server.
+    concurrency: int = Field(ge=1, le=65536, description="Requests kept in flight (also names the phase: c1, c64 ...).")
     requests: PositiveInt | None = Field(None, description=(
         "Measured requests (default without duration: 8 at concurrency 1, else 4 × concurrency)."))
     duration: PositiveDuration | None = Field(None, description=(
@@ -208,7 +219,9 @@ class BenchmarkSection(FileModel):
         "builtin (realistic prompts shipped with spectune), synthetic (prompts of input_tokens tokens) or the "
         "path of a JSONL prompt file, relative to the study file."))
     input_tokens: PositiveInt = Field(WorkloadSpec.input_tokens, description="Prompt length of synthetic prompts.")
-    max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, description="Tokens generated per request (at most).")
+    # Bounded by the longest context any served model has: beyond it a request only waits to be cut off.
+    max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, le=10_000_000,
+                                    description="Tokens generated per request (at most).")
     temperature: float | None = Field(None, ge=0, description=(
         f"Sampling temperature (default: {WorkloadSpec.temperature} with preset realistic, 0 with seed)."))
     ignore_eos: bool | None = Field(None, description=(
