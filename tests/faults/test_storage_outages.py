@@ -35,7 +35,8 @@ def test_postgres_interrupt_inside_ask_does_not_hang_the_resume(tmp_path: Path, 
     study = make_study(tmp_path, f"fault-pg-ask-{fault[-4:]}", n_trials=N, storage=pg_url)
     code, err = finish(tune(study, fault))
     assert code in (-9, 143), err
-    assert wait_gone(study_name(study)) == []
+    if code == 143:  # a SIGKILLed tuner leaves its server: the resume must stop it (checked at its end)
+        assert wait_gone(study_name(study)) == []
     assert_resumes_whole(study, N)  # the deadline of finish() catches the hang
 
 
