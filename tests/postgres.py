@@ -36,6 +36,18 @@ def _run_as() -> list[str]:
     raise RuntimeError("running as root and no unprivileged user to run PostgreSQL as")
 
 
+_servers: dict[str, list[str]] = {}
+
+
+def pg_stop(url: str) -> None:
+    """Stop the server of ``url`` at once (connections are cut, as in a crash or a failover)."""
+    subprocess.run([*_servers[url], "-m", "immediate", "stop"], capture_output=True, timeout=90, check=True)
+
+
+def pg_start(url: str) -> None:
+    subprocess.run([*_servers[url], "start"], capture_output=True, timeout=90, check=True)
+
+
 @contextmanager
 def postgres_server() -> Iterator[str]:
     """Yield a SQLAlchemy URL (psycopg 3 driver) of a fresh server; stop it and delete its files after."""
@@ -62,9 +74,13 @@ def postgres_server() -> Iterator[str]:
     if started.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
         raise RuntimeError(f"pg_ctl start failed: {started.stderr}\n{log.read_text() if log.exists() else ''}")
+    url = f"postgresql+psycopg://{USER}@127.0.0.1:{port}/postgres"
+    # What pg_stop/pg_start need to take this server down and bring it back (the fault suite's outages).
+    _servers[url] = ([*prefix, pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60"])
     try:
-        yield f"postgresql+psycopg://{USER}@127.0.0.1:{port}/postgres"
+        yield url
     finally:
+        _servers.pop(url, None)
         subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True,
                        timeout=60)
         shutil.rmtree(base, ignore_errors=True)

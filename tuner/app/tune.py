@@ -18,15 +18,25 @@ import optuna
 from rich.console import Console
 
 from tuner.app.progress import LiveView
+from tuner.core import interrupts
 from tuner.core.errors import Interrupted, SpectuneError
-from tuner.core.interrupts import interruptible, silence_tracebacks
+from tuner.core.faults import fault_point
+from tuner.core.interrupts import deferred, interruptible, silence_tracebacks
 from tuner.engine.baseline import enqueue_baseline
 from tuner.engine.confirm import Confirmation, confirm_top, confirmed_winner
 from tuner.engine.fingerprint import record_or_check
 from tuner.engine.loop import Gate, Limits, NoGate, requeue_interrupted, run_trials
 from tuner.engine.record import StudyKey, TrialRecord, best_record, measured_records
+from tuner.engine.resilient import storage_failure
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
-from tuner.engine.storage import is_server_database, open_study, recover_interrupted, study_lock
+from tuner.engine.storage import (
+    StorageUnavailable,
+    is_server_database,
+    open_study,
+    recover_interrupted,
+    requeue_unretried,
+    study_lock,
+)
 from tuner.engine.trial import ConfigTaken, TrialEvents, TrialRunner
 from tuner.sglang.launch import launch_command
 from tuner.sglang.options import load_option_table
@@ -88,6 +98,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             say(f"worker {team.holder} on host {host}")
             with team.baseline.held():  # check-and-enqueue under a lock: the baseline runs once per study
                 enqueue_baseline(study, space, spec)
+                requeue_unretried(study)  # a worker killed between an interrupted trial's FAIL and its re-queue
         else:
             recovered = recover_interrupted(study)
             if recovered:
@@ -101,6 +112,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             target = LeasedTarget(target, team.keeper)
         started = time.monotonic()
         runner: TrialRunner | None = None
+        finished = False
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
                 target.preflight(space.emittable_flags())
@@ -116,25 +128,47 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                                             spec.study.storage, gate=gate, say=say,
                                             poll_s=min(max(spec.study.heartbeat_interval_s / 2, 0.5), 10.0))
                     confirmations = _confirm(study, spec, runner, measurer, confirm, repeats, console, pareto)
-            best = None if pareto else best_record(study)
-            if confirmations:
-                winner = confirmed_winner(confirmations)
-                if winner is not None:
-                    best = TrialRecord.from_trial(study.trials[winner.trial])
-            command = _finish(spec, target, best, table, console)
+                best = None if pareto else best_record(study)
+                if confirmations:
+                    winner = confirmed_winner(confirmations)
+                    if winner is not None:
+                        best = TrialRecord.from_trial(study.trials[winner.trial])
+                with deferred():  # a signal now is answered once the target is as [finish] says
+                    fault_point("final_finish")
+                    command = _finish(spec, target, best, table, console)
+                    finished = True
+                interrupts.check()
         except LeaseLost:
-            requeue_interrupted(study, runner.current if runner else None)
+            with deferred():
+                requeue_interrupted(study, runner.current if runner else None)
             raise  # the host belongs to another worker now: leave it alone
-        except (Interrupted, TargetUnavailable, KeyboardInterrupt):
-            requeue_interrupted(study, runner.current if runner else None)
-            try:
-                _finish(spec, target, None if pareto else best_record(study), table, console, quiet=True)
-            except SpectuneError as exc:  # e.g. the host is still unreachable: say so, keep the first error
-                console.print(f"could not leave the target as [finish] says: {exc}", markup=False)
+        except (Interrupted, TargetUnavailable, KeyboardInterrupt, StorageUnavailable):
+            with deferred():  # a second signal must not cut the restore short
+                _clean_up(study, spec, target, runner, table, console, pareto=pareto, restore=not finished)
             raise
         finally:
             target.close()
     return TuneOutcome(spec.study.name, len(measured_records(study)), stopped_by, best, command)
+
+
+def _clean_up(study: optuna.Study, spec: StudySpec, target: Target, runner: TrialRunner | None, table: Any,
+              console: Console, *, pareto: bool, restore: bool) -> None:
+    """After an interrupt or a failure: record the trial it hit and leave the target as [finish] says. With the
+    storage down the trial stays RUNNING (the next start re-queues it) and the best is unknown: restore."""
+    fault_point("cleanup")
+    best = None
+    if storage_failure(study) is None:
+        try:
+            requeue_interrupted(study, runner.current if runner else None)
+            best = None if pareto else best_record(study)
+        except StorageUnavailable:
+            pass
+    if not restore:
+        return
+    try:
+        _finish(spec, target, best, table, console, quiet=True)
+    except SpectuneError as exc:  # e.g. the host is still unreachable: say so, keep the first error
+        console.print(f"could not leave the target as [finish] says: {exc}", markup=False)
 
 
 def worker_seed(seed: int | None, host: str) -> int | None:

@@ -24,6 +24,9 @@ class SpectuneGroup(click.Group):
             for line in str(exc).splitlines() or [type(exc).__name__]:
                 click.echo(f"error: {line}", err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt:  # a Ctrl-C before a command installed its handlers: not click's "Aborted!"
+            click.echo("error: interrupted by SIGINT", err=True)
+            sys.exit(130)
 
 
 @click.group(cls=SpectuneGroup, context_settings={"help_option_names": ["-h", "--help"]})

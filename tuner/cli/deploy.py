@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
+
+if TYPE_CHECKING:
+    from tuner.sglang.launch import ServerConfig
+    from tuner.study.spec import StudySpec
+    from tuner.targets.base import Target
 
 
 @click.command("deploy")
@@ -39,38 +46,50 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
         else:
             assert trial is not None
             what, config = f"trial {trial}", trial_config(stored, trial)
-    target = make_target(spec)
-    with target:
-        leftover = target.detect_leftover()
-        if leftover:
-            click.echo(f"found {leftover}; it is replaced now")
-        if original and spec.target.settings.outlives_spectune:
-            target.restore()
-            click.echo(spec.target.settings.restored_message())
-            return
-        click.echo(f"deploying {what} to the {spec.target.kind} target …")
-        deployment = target.deploy(config)
-        click.echo(f"ready at {deployment.base_url} after {deployment.deploy_s + deployment.ready_s:.1f} s")
-        click.echo(deployment.launch.shell(multiline=True))
-        if not spec.target.settings.outlives_spectune:
-            _serve_until_interrupted(target)
+    from tuner.core.errors import Interrupted
+    from tuner.core.interrupts import deferred, interruptible
+
+    # Signals are ours from here: one during the deploy stops what was started (exit 130/143), one while serving
+    # is the normal way to stop (exit 0), and a second one during either restore is remembered, not obeyed.
+    with interruptible():
+        target = make_target(spec)
+        with target:
+            try:
+                _deploy(spec, target, what, config, original)
+            except Interrupted:
+                with deferred():
+                    target.restore()
+                raise
 
 
-def _serve_until_interrupted(target: object) -> None:
-    import signal
+def _deploy(spec: StudySpec, target: Target, what: str, config: ServerConfig, original: bool) -> None:
+    leftover = target.detect_leftover()
+    if leftover:
+        click.echo(f"found {leftover}; it is replaced now")
+    if original and spec.target.settings.outlives_spectune:
+        target.restore()
+        click.echo(spec.target.settings.restored_message())
+        return
+    click.echo(f"deploying {what} to the {spec.target.kind} target …")
+    deployment = target.deploy(config)
+    click.echo(f"ready at {deployment.base_url} after {deployment.deploy_s + deployment.ready_s:.1f} s")
+    click.echo(deployment.launch.shell(multiline=True))
+    if not spec.target.settings.outlives_spectune:
+        _serve_until_interrupted(target)
+
+
+def _serve_until_interrupted(target: Target) -> None:
+    import contextlib
     import threading
 
-    from tuner.targets.base import Target
+    from tuner.core.errors import Interrupted
+    from tuner.core.faults import fault_point
+    from tuner.core.interrupts import deferred
 
-    assert isinstance(target, Target)
-    stop = threading.Event()
-    # Handlers first, then the announcement: whoever reads "serving" may signal at once.
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        click.echo("serving; Ctrl-C stops the server")
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # The handlers are already in place (interruptible() above): whoever reads "serving" may signal at once.
+    click.echo("serving; Ctrl-C stops the server")
+    with contextlib.suppress(Interrupted):  # the way to stop serving: exit 0
+        threading.Event().wait()
+    with deferred():
+        fault_point("deploy_restore")
         target.restore()

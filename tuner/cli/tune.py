@@ -26,6 +26,7 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
     from tuner.app.tune import run_study
     from tuner.core.durations import parse_duration
     from tuner.core.errors import UsageError
+    from tuner.core.interrupts import interruptible
     from tuner.study.file import load_study_file
 
     spec = load_study_file(study)
@@ -33,8 +34,10 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
         timeout_s = parse_duration(timeout) if timeout is not None else None
     except ValueError as exc:
         raise UsageError(f"--timeout: {exc}") from None
-    outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True),
-                        confirm=confirm, repeats=repeats)
+    # From here to the last line an interrupt ends in exit 130/143 and one line (before the study opens, too).
+    with interruptible():
+        outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True),
+                            confirm=confirm, repeats=repeats)
     console = Console(highlight=False)
     console.print(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
     if outcome.best is None:

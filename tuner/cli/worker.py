@@ -32,7 +32,10 @@ def command(study: str, host: str | None, n_trials: int | None, timeout: str | N
         timeout_s = parse_duration(timeout) if timeout is not None else None
     except ValueError as exc:
         raise UsageError(f"--timeout: {exc}") from None
-    outcome = run_worker(spec, host, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True))
+    from tuner.core.interrupts import interruptible
+
+    with interruptible():  # an interrupt at any moment: exit 130/143, one line, the host restored
+        outcome = run_worker(spec, host, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True))
     console = Console(highlight=False)
     console.print(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
     best = outcome.best

@@ -47,18 +47,38 @@ silence_tracebacks("asyncio", Interrupted)
 
 
 def check() -> None:
-    """Raise the interrupt that arrived earlier and could not be delivered where it landed."""
+    """Raise the interrupt that arrived earlier and could not be delivered where it landed (or was deferred)."""
     if _pending:
         raise Interrupted(_pending[0])
 
 
-@contextmanager
-def interruptible() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C: the running trial stops now, is recorded, and the target is restored."""
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        _pending.append(signum)
+# How many ``interruptible()`` blocks are open (the CLI opens one around the whole command, the study another
+# around the trials), and how many ``deferred()`` ones: inside those, a signal is only remembered.
+_depth = [0]
+_deferring = [0]
+
+
+def _handler(signum: int, _frame: FrameType | None) -> None:
+    # Only the first signal raises: a second one (an impatient Ctrl-C, a supervisor's repeated SIGTERM) lands in
+    # the cleanup the first one started, and cutting that short would leave the server running.
+    first = not _pending
+    _pending.append(signum)
+    if first and not _deferring[0]:
         raise Interrupted(signum)
 
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C: the running trial stops now, is recorded, and the target is restored.
+
+    Re-entrant: only the outermost block installs the handlers and, on leaving, puts the previous ones back."""
+    if _depth[0]:
+        _depth[0] += 1
+        try:
+            yield
+        finally:
+            _depth[0] -= 1
+        return
     previous_hook = sys.unraisablehook
 
     def unraisable(info: Any) -> None:
@@ -66,11 +86,29 @@ def interruptible() -> Iterator[None]:
             previous_hook(info)
 
     sys.unraisablehook = unraisable
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    _depth[0] = 1
     try:
         yield
     finally:
+        _depth[0] = 0
         for s, h in previous.items():
             signal.signal(s, h)
         sys.unraisablehook = previous_hook
         _pending.clear()
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Cleanup that must finish (stopping the server, restoring the target): a second Ctrl-C or SIGTERM that
+    arrives now is remembered — ``check()`` afterwards raises it — instead of cutting the cleanup short."""
+    _deferring[0] += 1
+    try:
+        yield
+    finally:
+        _deferring[0] -= 1
+
+
+def first_signal() -> int | None:
+    """The first signal received in the open ``interruptible()`` block, if any."""
+    return _pending[0] if _pending else None

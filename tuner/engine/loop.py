@@ -24,9 +24,12 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.core import interrupts
+from tuner.core.faults import fault_point
 from tuner.engine.explore import queue_unexplored_neighbour
-from tuner.engine.record import Key, Outcome, StudyKey, TrialRecord, measured_records, records
-from tuner.engine.storage import with_storage_retries
+from tuner.engine.record import Outcome, StudyKey, TrialRecord, measured_records, records
+from tuner.engine.resilient import asked_trials, storage_failure
+from tuner.engine.score import stored_references
+from tuner.engine.storage import has_retry, retry_attrs, with_storage_retries
 from tuner.engine.trial import ConfigTaken, TrialRunner
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,13 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
             # it again: its result is theirs to measure now.
             log.warning("trial %s was failed as stale by another worker; it will be re-run", runner.current)
             continue
+        except Exception:
+            # Once the storage is given up on, Optuna turns the error into one of its own (UnboundLocalError,
+            # "Should not reach."): the storage's own one-line reason is what the user needs (exit 4).
+            failure = storage_failure(study)
+            if failure is not None:
+                raise failure from None
+            raise
         if decision == "wait":
             if not waiting and say is not None:
                 say("waiting: the remaining trials are running on other workers")
@@ -129,7 +139,7 @@ def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int) -> str:
     running = sum(t.state == TrialState.RUNNING for t in trials)
     if len(measured) + running >= limits.n_trials:
         return "wait"  # the last trials are in flight; one may still fail or turn out free
-    if running and StudyKey.REFERENCES not in study.user_attrs:
+    if running and not stored_references(study):
         return "wait"  # the first measurement (the baseline) fixes what a score of 1.0 means
     return "run"
 
@@ -144,10 +154,23 @@ def out_of_time(measured: list[TrialRecord], started: float, timeout_s: float) -
 
 def requeue_interrupted(study: optuna.Study, number: int | None) -> None:
     """The trial an interruption hit is FAIL now (Optuna records it): queue its parameters again, so the resume
-    — or, on a shared study, any other worker at once — measures it."""
-    if number is None:
-        return
-    trial = study.get_trials(deepcopy=False)[number]
-    if trial.state == TrialState.FAIL and trial.params:
-        study.set_user_attr(StudyKey.interrupted(number), True)
-        study.enqueue_trial(trial.params, user_attrs={Key.RETRY_OF: number})
+    — or, on a shared study, any other worker at once — measures it. A trial this process had just asked for
+    (the interrupt landed inside Optuna's ``ask``, before the objective ran) is still RUNNING: it is failed
+    here, or it would wait for a heartbeat that never comes.
+
+    Enqueue first, mark after: a kill between the two leaves a retry (and ``requeue_unretried`` on the next
+    start finds any FAIL trial that has none)."""
+    trials = study.get_trials(deepcopy=False)
+    numbers = {t.number for t in trials if t._trial_id in asked_trials(study) and t.state == TrialState.RUNNING}
+    if number is not None:
+        numbers.add(number)
+    for n in sorted(numbers):
+        trial = trials[n]
+        if trial.state == TrialState.RUNNING:
+            study.tell(n, state=TrialState.FAIL)
+        elif trial.state != TrialState.FAIL:
+            continue
+        fault_point("before_requeue")
+        if trial.params and not has_retry(trials, n):
+            study.enqueue_trial(trial.params, user_attrs=retry_attrs(trial))
+        study.set_user_attr(StudyKey.interrupted(n), True)

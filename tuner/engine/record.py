@@ -87,6 +87,7 @@ class StudyKey:
     """Study user attribute names."""
 
     REFERENCES: Final = "references"  # concurrency (as a string) → the metric a score of 1.0 stands for
+    REFERENCES_TRIAL: Final = "references_trial"  # the trial whose measurement the references are
     CONFIRMATION: Final = "confirmation"
     BASELINE_ENQUEUED: Final = "baseline_enqueued"
     SAMPLER: Final = "sampler"

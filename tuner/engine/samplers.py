@@ -10,19 +10,15 @@ the choice is stored on the study so a result says how it was found.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Literal
 
 import optuna
 
 from tuner.core.errors import SpectuneError
+from tuner.core.extras import gp_available
 
 #: Random points before the model takes over. The baseline counts as one of them.
 N_STARTUP_TRIALS = 6
-
-
-def gp_available() -> bool:
-    return importlib.util.find_spec("torch") is not None and importlib.util.find_spec("scipy") is not None
 
 
 def resolve_sampler_name(name: str) -> Literal["gp", "tpe", "random"]:

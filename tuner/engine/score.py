@@ -12,28 +12,51 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 from objectives.scoring import PhaseMetrics, Scorer, phase_value, references_from
+from tuner.core.faults import fault_point
 from tuner.engine.record import Outcome, StudyKey, TrialRecord
 
 
 def stored_references(study: optuna.Study) -> dict[int, float]:
-    """The references stored on ``study`` (empty before its first full measurement)."""
-    return _decode(study.user_attrs.get(StudyKey.REFERENCES))
+    """The references stored on ``study`` (empty before its first full measurement, and when the trial they
+    came from did not end COMPLETE: a kill after they were written and before the trial's result was)."""
+    return _decode(_valid(study))
 
 
-def fix_references(study: optuna.Study, metrics: PhaseMetrics, weights: Mapping[int, float]) -> dict[int, float]:
-    """Store ``metrics``' primary values as the study's references unless it has them already (or a weighted
-    phase of ``metrics`` has no usable value); the references in force afterwards."""
-    stored = study.user_attrs.get(StudyKey.REFERENCES)
+def fix_references(study: optuna.Study, metrics: PhaseMetrics, weights: Mapping[int, float],
+                   trial: int | None = None) -> dict[int, float]:
+    """Store ``metrics``' primary values as the study's references unless it has valid ones already (or a
+    weighted phase of ``metrics`` has no usable value); the references in force afterwards.
+
+    Written before the trial that measured them is COMPLETE (its own score needs them), so the number of that
+    trial is written first: should the trial then fail or be killed, the references are no longer valid and
+    its re-measurement writes them again (``_valid``) — 1.0 is always a stored, complete measurement."""
+    stored = _valid(study)
     if stored is None:
         refs = references_from(metrics, weights)
         if refs is not None:
             encoded = {str(c): v for c, v in refs.items()}
+            if trial is not None:
+                study.set_user_attr(StudyKey.REFERENCES_TRIAL, trial)
+            fault_point("between_references")
             study.set_user_attr(StudyKey.REFERENCES, encoded)
-            # What was just written, should the storage not show it yet.
-            stored = study.user_attrs.get(StudyKey.REFERENCES) or encoded
+            stored = encoded  # what was just written, should the storage not show it yet
     return _decode(stored)
+
+
+def _valid(study: optuna.Study) -> Mapping[str, Any] | None:
+    attrs = study.user_attrs
+    stored = attrs.get(StudyKey.REFERENCES)
+    owner = attrs.get(StudyKey.REFERENCES_TRIAL)
+    if stored is None or owner is None:
+        return stored  # none yet, or written by a version that did not record their trial
+    trials = study.get_trials(deepcopy=False)
+    # RUNNING: the trial writing them now. A later number: a newer trial's write, half done (trial first).
+    if owner < len(trials) and trials[owner].state in (TrialState.COMPLETE, TrialState.RUNNING):
+        return stored
+    return None
 
 
 def study_scorer(study: optuna.Study, weights: Mapping[int, float]) -> Scorer:

@@ -16,13 +16,14 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.core.errors import SpectuneError
 from tuner.engine.record import Key
+from tuner.engine.resilient import ResilientRDBStorage, backoff
 
 HEARTBEAT_INTERVAL_S = 60
 HEARTBEAT_GRACE_S = 300
@@ -63,15 +64,15 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
     if url.startswith("sqlite"):
         try:
             # A generous busy timeout: a dashboard reading the same file must not crash the tuner.
-            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
+            return ResilientRDBStorage(url, describe=_outage(url), engine_kwargs={"connect_args": {"timeout": 30}})
         except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
             raise StorageUnavailable(f"cannot open storage {redact(url)}: {first_line(exc)}") from None
     for attempt in range(3):
         try:
             with warnings.catch_warnings():  # the heartbeat is "experimental" since 2.8; a warning per worker is noise
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(
-                    url,
+                return ResilientRDBStorage(
+                    url, describe=_outage(url),
                     engine_kwargs={"pool_pre_ping": True},
                     heartbeat_interval=heartbeat_interval_s,
                     grace_period=heartbeat_grace_s,
@@ -87,6 +88,14 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
         except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
             raise StorageUnavailable(f"cannot open storage {redact(url)}: {first_line(exc)}") from None
     raise AssertionError("unreachable")
+
+
+def _outage(url: str) -> Callable[[BaseException], Exception]:
+    def describe(exc: BaseException) -> Exception:
+        return StorageUnavailable(f"storage {redact(url)} kept failing for {sum(backoff()):g} s: {first_line(exc)} "
+                                  "(the target is restored; resume with the same command once it is back)")
+
+    return describe
 
 
 def with_storage_retries(action: Callable[[], T], what: str, url: str, *, sleep: Callable[[float], None] = time.sleep,
@@ -176,15 +185,54 @@ def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, direct
 
 
 def recover_interrupted(study: optuna.Study) -> list[int]:
-    """Fail trials a dead tuner left RUNNING and queue their parameters again. Returns their numbers.
+    """Fail trials a dead tuner left RUNNING and queue their parameters again — and those of any FAIL trial whose
+    re-queue a kill prevented. Returns the numbers of the trials queued again.
 
     Only valid while holding ``study_lock`` (SQLite): no live process can own a RUNNING trial then. On a server
     database another worker may be running them: there Optuna's heartbeat finds the dead ones."""
-    recovered = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study.tell(trial.number, state=TrialState.FAIL)
-        if trial.params:
-            study.enqueue_trial(trial.params, user_attrs={Key.RETRY_OF: trial.number})
-        recovered.append(trial.number)
-    return recovered
+    return requeue_unretried(study)
 
+
+#: An interrupted trial is queued again at most this many times in a row (Optuna's stale-trial callback: 3).
+MAX_RETRIES = 3
+
+
+def retry_attrs(trial: FrozenTrial) -> dict[str, Any]:
+    """What a trial's retry carries: where it comes from, and whether it is the baseline (1.0)."""
+    attrs: dict[str, Any] = {Key.RETRY_OF: trial.number}
+    if trial.user_attrs.get(Key.BASELINE):
+        attrs[Key.BASELINE] = True
+    return attrs
+
+
+def has_retry(trials: list[FrozenTrial], number: int) -> bool:
+    """Whether trial ``number``'s parameters were queued again: by us (``retry_of``) or by Optuna's stale-trial
+    callback (``retry_history``)."""
+    return any(t.user_attrs.get(Key.RETRY_OF) == number or number in t.system_attrs.get("retry_history", ())
+               for t in trials)
+
+
+def requeue_unretried(study: optuna.Study) -> list[int]:
+    """Queue again every interrupted trial that has no retry: a kill after Optuna recorded the FAIL and before
+    it was queued again would otherwise lose it. A FAIL that gave its point up on purpose (another worker was
+    measuring the same configuration) is not one, nor a trial interrupted ``MAX_RETRIES`` times in a row."""
+    trials = study.get_trials(deepcopy=False)
+    queued = []
+    for t in trials:
+        if (t.state != TrialState.FAIL or not t.params or t.user_attrs.get(Key.OUTCOME) == "taken"
+                or has_retry(trials, t.number) or _retry_depth(trials, t) >= MAX_RETRIES):
+            continue
+        study.enqueue_trial(t.params, user_attrs=retry_attrs(t))
+        queued.append(t.number)
+    return queued
+
+
+def _retry_depth(trials: list[FrozenTrial], trial: FrozenTrial) -> int:
+    depth, seen = 0, set()
+    while (previous := trial.user_attrs.get(Key.RETRY_OF)) is not None and previous not in seen:
+        seen.add(previous)
+        depth += 1
+        trial = trials[previous]
+    return depth

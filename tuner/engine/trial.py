@@ -178,7 +178,7 @@ class TrialRunner:
             attrs[Key.PHASES] = encode_phases(metrics)
             constraints.update(constraint_values(self.spec.objective.constraints, metrics))
             if outcome is Outcome.MEASURED:
-                fix_references(trial.study, metrics, self.spec.objective.weights)
+                fix_references(trial.study, metrics, self.spec.objective.weights, trial.number)
             score = trial_score(self.scorer(trial.study), metrics, skip_bounds(attrs.get(Key.SKIP)))
             attrs[Key.SCORE] = score
             value = self._objective_values(metrics, score)

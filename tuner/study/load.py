@@ -58,6 +58,8 @@ def load_study_file(path: str | Path) -> StudySpec:
         raise StudyFileError([f"{path}: not a UTF-8 text file"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise StudyFileError([f"{path}: invalid TOML: {exc}"]) from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise StudyFileError([f"{path}: invalid TOML: values nested too deeply"]) from None
 
     sections = tuple(StudyFile.model_fields)
     for name in raw:

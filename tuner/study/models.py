@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, PlainValidator, ValidationInfo, WithJsonSchema, field_validator
 
 from objectives.spec import Api, BenchmarkSpec, PhaseSpec, WorkloadSpec
+from tuner.core.extras import gp_available
 from tuner.core.fields import FileModel, Number, PositiveDuration, base_dir, resolve_path
 from tuner.sglang.options import DEFAULT_SGLANG_VERSION, available_versions
 from tuner.study.spec import FinishAction, SamplerName, StudySettings
@@ -82,6 +83,14 @@ class StudySection(FileModel):
     def _shipped_version(cls, value: str) -> str:
         if value not in available_versions():
             raise ValueError(f"no option table for SGLang {value} (shipped: {', '.join(available_versions())})")
+        return value
+
+    @field_validator("sampler")
+    @classmethod
+    def _sampler_installed(cls, value: str) -> str:
+        # Found here, not when the tuner first asks for a proposal after opening the study.
+        if value == "gp" and not gp_available():
+            raise ValueError("'gp' needs PyTorch and SciPy: pip install 'spectune[gp]' (or use 'tpe' or 'auto')")
         return value
 
     @field_validator("heartbeat_grace")
@@ -178,7 +187,8 @@ class SearchParam(FileModel):
 class PhaseSection(FileModel):
     """One closed-loop phase of ``[benchmark] phases``: ``concurrency`` requests in flight at all times."""
 
-    concurrency: int = Field(ge=1, description="Requests kept in flight (also names the phase: c1, c64 ...).")
+    # Bounded: each request in flight is a task and a connection; 10^8 of them exhaust memory, not the server.
+    concurrency: int = Field(ge=1, le=65536, description="Requests kept in flight (also names the phase: c1, c64 ...).")
     requests: PositiveInt | None = Field(None, description=(
         "Measured requests (default without duration: 8 at concurrency 1, else 4 × concurrency)."))
     duration: PositiveDuration | None = Field(None, description=(
@@ -208,7 +218,9 @@ class BenchmarkSection(FileModel):
         "builtin (realistic prompts shipped with spectune), synthetic (prompts of input_tokens tokens) or the "
         "path of a JSONL prompt file, relative to the study file."))
     input_tokens: PositiveInt = Field(WorkloadSpec.input_tokens, description="Prompt length of synthetic prompts.")
-    max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, description="Tokens generated per request (at most).")
+    # Bounded by the longest context any served model has: beyond it a request only waits to be cut off.
+    max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, le=10_000_000,
+                                    description="Tokens generated per request (at most).")
     temperature: float | None = Field(None, ge=0, description=(
         f"Sampling temperature (default: {WorkloadSpec.temperature} with preset realistic, 0 with seed)."))
     ignore_eos: bool | None = Field(None, description=(

@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from tuner.core.faults import fault_point
 from tuner.core.fields import Command, HostName, Port, PositiveDuration
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 PID_FILE = "server.pid"
 STUDY_ENV = "SPECTUNE_STUDY"
+#: Which target (its log directory) a server belongs to: several simulated hosts of one study share a machine,
+#: and one worker's scan for leftovers must never stop another worker's server.
+TARGET_ENV = "SPECTUNE_TARGET"
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ class LocalTarget(Target):
         launch = self.launch(config)
         self._check_port_free()
         started = time.monotonic()
-        self._proc, self._log_path = self._start(launch.argv, launch.env)
+        self._log_path = self._start(launch.argv, launch.env)
         deploy_s = time.monotonic() - started
         try:
             ready = wait_ready(self.base_url, timeout_s=self.settings.startup_timeout_s, watch=self._exit_info)
@@ -115,7 +119,7 @@ class LocalTarget(Target):
         self._stop()
         return DeployFailed(verdict.failure_class, f"{exc}: {verdict.reason}", tail)
 
-    def _start(self, argv: Sequence[str], env: Iterable[tuple[str, str]]) -> tuple[subprocess.Popen[bytes], Path]:
+    def _start(self, argv: Sequence[str], env: Iterable[tuple[str, str]]) -> Path:
         self.settings.log_dir.mkdir(parents=True, exist_ok=True)
         self._deploys += 1
         log_path = self.settings.log_dir / f"{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}-{self._deploys:03d}.log"
@@ -127,12 +131,21 @@ class LocalTarget(Target):
                                         stdin=subprocess.DEVNULL, env=self._env(env), start_new_session=True)
             except FileNotFoundError:
                 raise TargetUnavailable(f"server command not found: {argv[0]}") from None
+        # At once: an interrupt landing on the next line must find the server to stop.
+        self._proc = proc
+        # A death right here leaves a server without a pid file: the next run still finds it by its marker.
+        fault_point("after_spawn")
         (self.settings.log_dir / PID_FILE).write_text(f"{proc.pid}\n")
-        return proc, log_path
+        return log_path
 
     def _env(self, extra: Iterable[tuple[str, str]]) -> dict[str, str]:
         # Unbuffered Python output: the log tail we classify must hold the last lines before an exit.
-        return {**os.environ, "PYTHONUNBUFFERED": "1", **dict(extra), STUDY_ENV: self.settings.study}
+        return {**os.environ, "PYTHONUNBUFFERED": "1", **dict(extra), STUDY_ENV: self.settings.study,
+                TARGET_ENV: self._target_marker}
+
+    @property
+    def _target_marker(self) -> str:
+        return str(self.settings.log_dir.resolve())
 
     def _exit_info(self) -> ExitInfo | None:
         code = self._proc.poll() if self._proc is not None else None
@@ -163,8 +176,9 @@ class LocalTarget(Target):
 
     def restore(self) -> None:
         """Stop the server we started (a local server has no configuration of its own to go back to), and one
-        an interrupted run left."""
+        an interrupted run left — looked for afresh: whatever this run lost track of is stopped too."""
         self._stop()
+        self._leftover_checked = False
         self._handle_leftover()
 
     def close(self) -> None:
@@ -176,33 +190,66 @@ class LocalTarget(Target):
         return None if pid is None else f"a server of study {self.settings.study!r} is still running (pid {pid})"
 
     def _leftover_pid(self) -> int | None:
+        """A live server of this study that is not ours: the one in the pid file, or — a run killed between
+        spawning its server and writing the pid file leaves none — any process carrying the study's marker."""
+        mine = self._proc.pid if self._proc is not None else None
         try:
-            pid = int((self.settings.log_dir / PID_FILE).read_text().split()[0])
+            pid: int | None = int((self.settings.log_dir / PID_FILE).read_text().split()[0])
         except (OSError, ValueError, IndexError):
-            return None
-        if self._proc is not None and pid == self._proc.pid:
-            return None
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            return None  # gone (or not ours to read)
-        return pid if f"{STUDY_ENV}={self.settings.study}".encode() in environ else None
+            pid = None
+        if pid is not None and pid != mine and self._is_marked(pid):
+            return pid
+        scanned = marked_processes(self.settings.study, target=self._target_marker)
+        return next((p for p in scanned if _group_of(p) not in (mine, _group_of(0))), None)
+
+    def _is_marked(self, pid: int) -> bool:
+        return pid in marked_processes(self.settings.study, (pid,))
 
     def _handle_leftover(self) -> None:
         if self._leftover_checked:
             return
         self._leftover_checked = True
-        pid = self._leftover_pid()
-        if pid is not None:
+        while (pid := self._leftover_pid()) is not None:
             log.warning("stopping a server left running by an interrupted run (pid %d)", pid)
-            stop_group(pid, self.settings.stop_grace_s, None)
-            (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
+            stop_group(_group_of(pid) or pid, self.settings.stop_grace_s, None)
+            if pid in marked_processes(self.settings.study, (pid,)):  # not ours to stop after all
+                break
+        (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
 
     # ----- logs ---------------------------------------------------------------------------------------
     def log_tail(self, lines: int = 50) -> str:
         if self._log_path is None or not self._log_path.exists():
             return ""
         return tail_file(self._log_path, lines)
+
+
+def marked_processes(study: str, pids: Iterable[int] | None = None, *, target: str | None = None) -> list[int]:
+    """Live processes (of ``pids``, default all) whose environment carries this study's ``SPECTUNE_STUDY``
+    (and ``target``'s ``SPECTUNE_TARGET``, when given)."""
+    marker = f"{STUDY_ENV}={study}".encode()
+    target_marker = f"{TARGET_ENV}={target}".encode() if target is not None else None
+    if pids is None:
+        try:
+            pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+        except OSError:
+            return []
+    found = []
+    for pid in pids:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone (or not ours to read)
+        if marker in environ and state != "Z" and (target_marker is None or target_marker in environ):
+            found.append(pid)
+    return found
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
 
 
 def stop_group(pgid: int, grace_s: float, proc: subprocess.Popen[bytes] | None) -> None:

@@ -1,0 +1,204 @@
+"""A storage that rides out outages: every call to the database is retried with backoff where it is made.
+
+Retrying around ``study.optimize`` is too late: by then Optuna has turned the storage error into something else
+(``UnboundLocalError ... updated_state`` when telling a trial's state failed, ``AssertionError: Should not
+reach.`` when reading it back failed too) and left the trial RUNNING. So ``ResilientRDBStorage`` retries each
+storage method itself — a PostgreSQL restart or a SQLite file briefly unreadable is invisible — and once the
+retry window is spent it marks itself *down* and raises ``StorageUnavailable`` from every later call at once,
+so whatever Optuna makes of the error, the study loop finds the one-line reason in ``failure`` (exit 4).
+
+It also closes two holes of Optuna's heartbeat (PostgreSQL): a trial is RUNNING from the moment ``ask`` creates
+it, but its first heartbeat is written only when the objective starts, seconds later with GPSampler — a worker
+killed in between left a trial no stale check would ever fail. Here the heartbeat is written at once after
+the trial turns RUNNING, and a RUNNING trial that has no heartbeat at all is stale once it is older than the
+grace period.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import optuna
+from optuna.storages import RDBStorage
+from optuna.trial import TrialState
+
+from tuner.core.faults import fault_point
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Pauses between attempts of one storage call (docs/study.md): about 80 s in all before giving up.
+BACKOFF_S: tuple[float, ...] = (1.0, 4.0, 16.0, 60.0)
+
+# Every method of Optuna's storage interface that talks to the database.
+_RETRIED = ("check_trial_is_updatable", "create_new_study", "create_new_trial", "delete_study", "get_all_studies",
+            "get_all_trials", "get_best_trial", "get_n_trials", "get_study_directions", "get_study_id_from_name",
+            "get_study_name_from_id", "get_study_system_attrs", "get_study_user_attrs", "get_trial",
+            "get_trial_id_from_study_id_trial_number", "get_trial_number_from_id", "get_trial_param",
+            "get_trial_params", "get_trial_system_attrs", "get_trial_user_attrs", "set_study_system_attr",
+            "set_study_user_attr", "set_trial_intermediate_value", "set_trial_param", "set_trial_state_values",
+            "set_trial_system_attr", "set_trial_user_attr", "_get_stale_trial_ids",
+            # What Optuna's cache in front of every RDB storage calls instead of the public methods.
+            "_set_trial_param", "_get_best_trial_id", "_get_trials")
+
+
+def backoff() -> tuple[float, ...]:
+    """The pauses between attempts; ``SPECTUNE_STORAGE_BACKOFF`` (seconds, comma-separated) shortens them for
+    the fault suite, which must see the end of the window without waiting 80 s per case."""
+    text = os.environ.get("SPECTUNE_STORAGE_BACKOFF")
+    if not text:
+        return BACKOFF_S
+    return tuple(float(part) for part in text.split(","))
+
+
+def transient_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean "the database is not answering right now", not "this request is wrong": a lost
+    connection, a locked/read-only/full/unreadable file. Optuna wraps some in ``StorageInternalError``."""
+    from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
+
+    return (OperationalError, InterfaceError, DatabaseError, optuna.exceptions.StorageInternalError)
+
+
+def _not_transient(exc: BaseException) -> bool:
+    from sqlalchemy.exc import DataError, IntegrityError, ProgrammingError
+
+    # DatabaseError's other subclasses are answers about the request itself; retrying cannot change them.
+    return isinstance(exc, (IntegrityError, ProgrammingError, DataError))
+
+
+class ResilientRDBStorage(RDBStorage):
+    """``RDBStorage`` whose calls are retried with backoff, and whose heartbeat starts with the trial."""
+
+    def __init__(self, url: str, *, describe: Callable[[BaseException], Exception], **kwargs: Any) -> None:
+        #: Builds the error raised once the window is spent (``StorageUnavailable``, with the URL redacted).
+        self._describe = describe
+        self._local = threading.local()
+        #: Set once the storage is given up on: every later call fails at once with it.
+        self.failure: Exception | None = None
+        super().__init__(url, **kwargs)
+
+    def _call(self, name: str, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if getattr(self._local, "depth", 0):  # a storage method calling another: the outer one retries
+            return method(*args, **kwargs)
+        if self.failure is not None:
+            raise self.failure
+        pauses = backoff()
+        self._local.depth = 1
+        try:
+            for attempt in range(len(pauses) + 1):
+                try:
+                    return method(*args, **kwargs)
+                except transient_errors() as exc:
+                    if _not_transient(exc):
+                        raise
+                    if attempt == len(pauses):
+                        self.failure = self._describe(exc)
+                        raise self.failure from None
+                    log.info("storage call %s failed (%s); retrying in %g s", name,
+                                str(exc).splitlines()[0] if str(exc) else type(exc).__name__, pauses[attempt])
+                    self._reset_connections()
+                    time.sleep(pauses[attempt])
+        finally:
+            self._local.depth = 0
+        raise AssertionError("unreachable")
+
+    def _reset_connections(self) -> None:
+        # A connection to a restarted server, or to a SQLite file that was replaced, is useless: start afresh.
+        try:
+            self.scoped_session.remove()
+            self.engine.dispose()
+        except Exception:
+            log.debug("could not reset the storage's connections", exc_info=True)
+
+    # ----- the heartbeat from the first moment --------------------------------------------------------
+    def _create_new_trial(self, study_id: int, template_trial: Any = None) -> Any:
+        # Optuna's cache calls this one; the public create_new_trial goes through it too.
+        trial = self._call("_create_new_trial", super()._create_new_trial, study_id, template_trial)
+        if trial.state == TrialState.RUNNING:
+            self._started(trial._trial_id)
+        return trial
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
+        updated = self._call("set_trial_state_values", super().set_trial_state_values, trial_id, state, values)
+        if updated and state == TrialState.RUNNING:  # a queued trial taken by ``ask``
+            self._started(trial_id)
+        return updated
+
+    def _started(self, trial_id: int) -> None:
+        self.asked.append(trial_id)
+        fault_point("after_ask")
+        if self.heartbeat_interval is not None:
+            self.record_heartbeat(trial_id)
+
+    @property
+    def asked(self) -> list[int]:
+        """Trials this process turned RUNNING, in order: an interrupt fails the ones still RUNNING."""
+        if not hasattr(self, "_asked"):
+            self._asked: list[int] = []
+        return self._asked
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        # Runs on Optuna's heartbeat thread too, where an exception would print a traceback and end the thread:
+        # a missed beat is harmless (the grace period is several intervals), a crashed thread is not.
+        try:
+            self._call("record_heartbeat", super().record_heartbeat, trial_id)
+        except Exception as exc:
+            log.info("could not record the heartbeat of trial id %d: %s", trial_id, exc)
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        stale = self._call("_get_stale_trial_ids", super()._get_stale_trial_ids, study_id)
+        grace = self.grace_period or 2 * (self.heartbeat_interval or 0)
+        cutoff = datetime.datetime.now() - datetime.timedelta(seconds=grace)
+        for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+            if trial._trial_id in stale or trial.datetime_start is None or trial.datetime_start > cutoff:
+                continue
+            if not self._has_heartbeat(trial._trial_id):
+                stale.append(trial._trial_id)
+        return stale
+
+    def _has_heartbeat(self, trial_id: int) -> bool:
+        from optuna.storages._rdb import models
+
+        def look() -> bool:
+            session = self.scoped_session()
+            try:
+                return models.TrialHeartbeatModel.where_trial_id(trial_id, session) is not None
+            finally:
+                session.close()
+
+        return self._call("has_heartbeat", look)
+
+
+def _retrying(name: str) -> Callable[..., Any]:
+    base = getattr(RDBStorage, name)
+
+    def method(self: ResilientRDBStorage, *args: Any, **kwargs: Any) -> Any:
+        return self._call(name, base.__get__(self), *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = base.__doc__
+    return method
+
+
+for _name in _RETRIED:
+    if _name not in ResilientRDBStorage.__dict__:
+        setattr(ResilientRDBStorage, _name, _retrying(_name))
+
+
+def storage_failure(study: optuna.Study) -> Exception | None:
+    """Why ``study``'s storage was given up on, or None (also for storages that are not ours)."""
+    backend = getattr(study._storage, "_backend", study._storage)
+    return backend.failure if isinstance(backend, ResilientRDBStorage) else None
+
+
+def asked_trials(study: optuna.Study) -> list[int]:
+    """Ids of the trials this process turned RUNNING (empty for storages that are not ours)."""
+    backend = getattr(study._storage, "_backend", study._storage)
+    return list(backend.asked) if isinstance(backend, ResilientRDBStorage) else []
