@@ -125,7 +125,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                     verdict = _confirm(study, spec, runner, measurer, confirm, repeats, say, view.on_confirm)
             best = None if pareto else best_record(study)
             if verdict is not None:
-                best = TrialRecord.from_trial(study.trials[verdict.winner])
+                best = next(r for r in records(study) if r.number == verdict.winner)
             command = _finish(spec, target, best, table, console)
         except LeaseLost:
             requeue_interrupted(study, runner.current if runner else None)
