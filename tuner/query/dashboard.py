@@ -47,7 +47,7 @@ def as_shown(trial: FrozenTrial) -> FrozenTrial:
     if trial.state != TrialState.COMPLETE or not skipped:
         return shown
     shown = copy.copy(shown)
-    shown._state = TrialState.PRUNED
+    shown.state = TrialState.PRUNED
     shown._values = None
     shown._user_attrs = {**trial.user_attrs, STATUS_ATTR: skipped_text(int(c) for c in skipped)}
     return shown
