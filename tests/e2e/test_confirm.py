@@ -33,7 +33,7 @@ def test_tune_confirms_and_the_queries_show_intervals_and_confirmed_figures(tmp_
     stored = load(study).user_attrs[StudyKey.CONFIRMATION]
     assert stored["complete"] is True and stored["baseline"] == 0
     order = stored["order"]
-    assert 0 in order and len(order) in (2, 3)  # the top 2, and the baseline unless it is one of them
+    assert order[-1] == 0 and len(order) == 3  # the top 2 other than the baseline, then the baseline
 
     trials = query(study, "trials", "--json")
     rows = {r["number"]: r for r in trials["trials"]}  # type: ignore[attr-defined]

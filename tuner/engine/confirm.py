@@ -80,9 +80,9 @@ def choose_winner(intervals: Mapping[int, Interval], baseline: int | None) -> Ve
 
 
 def plan(study: optuna.Study, top: int) -> tuple[list[int], int | None]:
-    """The top ``top`` candidates by study score and the baseline (if it is not among them): what to confirm."""
-    candidates = sorted((r for r in measured_records(study) if r.is_candidate), key=lambda r: (-(r.score or 0.0),
-                                                                                                r.number))
+    """The top ``top`` candidates other than the baseline, by study score, and the baseline: what to confirm."""
+    candidates = sorted((r for r in measured_records(study) if r.is_candidate and not r.baseline),
+                        key=lambda r: (-(r.score or 0.0), r.number))
     chosen = [r.number for r in candidates[:top]]
     baseline = next((r.number for r in records(study) if r.baseline and r.is_candidate), None)
     return chosen, baseline
