@@ -65,7 +65,7 @@ def test_confirm_0_turns_it_off(tmp_path: Path) -> None:
     name = f"e2e-noconfirm-{RUN}"
     study = make_study(tmp_path, name, n_trials=2)
     proc = tune(study, "--confirm", "0")
-    out, err = proc.communicate(timeout=300)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert "confirmation" not in err
     assert StudyKey.CONFIRMATION not in load(study).user_attrs
