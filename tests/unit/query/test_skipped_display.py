@@ -25,3 +25,15 @@ def test_a_measured_line_shows_the_score_interval() -> None:
     attrs = {**SKIPPED, Key.SKIPPED_PHASES: [], Key.SKIP: None, Key.SCORE: 1.083, Key.SCORE_CI: [1.02, 1.146]}
     line = summary_line(TrialRecord.from_attrs(7, TrialState.COMPLETE, attrs, {}))
     assert "score 1.083 [1.020, 1.146]" in line
+
+
+def test_the_dashboard_shows_a_skipped_trial_as_pruned_without_its_bound() -> None:
+    import optuna
+
+    from tuner.query.dashboard import STATUS_ATTR, as_shown
+
+    trial = optuna.trial.create_trial(value=0.97, user_attrs=SKIPPED)
+    shown = as_shown(trial)
+    assert shown.state == TrialState.PRUNED and shown.values is None
+    assert shown.user_attrs[STATUS_ATTR] == "skipped C=64 (could not beat the best)"
+    assert trial.state == TrialState.COMPLETE and trial.value == 0.97  # the stored trial is untouched
