@@ -32,7 +32,7 @@ from objectives import metrics
 from objectives.accept_length import AcceptLength, AcceptLengthProbe
 from objectives.api import ApiFormat
 from objectives.client import Timeouts, Trace, send
-from objectives.confidence import relative_half_width
+from objectives.confidence import MeanSample, aggregate_sample, relative_half_width
 from objectives.records import ErrorKind, RequestRecord
 from objectives.results import PhaseResult, StopReason
 from objectives.spec import PhaseSpec
@@ -283,6 +283,9 @@ class PhaseRunner:
         if self.spec.ci_target is None or self.ci_half_width is None:
             arrivals, tokens = _window_arrivals(records, window)
             self.ci_half_width = relative_half_width(arrivals, tokens, window)
+        speed_sample = MeanSample.of(speeds)
+        aggregate = aggregate_sample(records, window)
+        speed_ci, aggregate_ci = speed_sample.interval(), aggregate.interval()
         return PhaseResult(
             spec=self.spec,
             stopped_by=self.stopped_by or "requests",
@@ -308,6 +311,9 @@ class PhaseRunner:
             itl_mean_ms=itl.mean, itl_p50_ms=itl.p50, itl_p90_ms=itl.p90, itl_p99_ms=itl.p99,
             tpot_mean_ms=tpot.mean, tpot_p50_ms=tpot.p50, tpot_p90_ms=tpot.p90, tpot_p99_ms=tpot.p99,
             e2e_mean_ms=e2e.mean, e2e_p50_ms=e2e.p50, e2e_p90_ms=e2e.p90, e2e_p99_ms=e2e.p99,
+            per_request_tok_s_mean_ci=(speed_ci.low, speed_ci.high) if speed_ci else None,
+            aggregate_tok_s_ci=(aggregate_ci.low, aggregate_ci.high) if aggregate_ci else None,
+            samples={"per_request_tok_s_mean": speed_sample.to_dict(), "aggregate_tok_s": aggregate.to_dict()},
             records=tuple(records),
         )
 

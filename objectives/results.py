@@ -13,12 +13,26 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from objectives.accept_length import AcceptLength
+from objectives.confidence import MeanSample, RatioSample, sample_from_dict
 from objectives.records import RequestRecord
 from objectives.spec import METRICS, BenchmarkSpec, PhaseSpec
 
 StopReason = Literal["requests", "duration", "ci", "deadline", "failures"]
 
 __all__ = ["METRICS", "BenchmarkResult", "PhaseResult", "StopReason"]
+
+#: The metrics that carry a 95 % interval, stored as ``<metric>_ci = [low, high]``.
+INTERVALS = ("per_request_tok_s_mean_ci", "aggregate_tok_s_ci")
+
+
+def scaled_sample(stored: dict[str, Any], scale: float) -> dict[str, Any]:
+    """A stored sample as a server ``scale`` times slower would have produced it (see ``at_time_scale``)."""
+    sample = sample_from_dict(stored)
+    if isinstance(sample, MeanSample):
+        return sample.scaled(1 / scale).to_dict()  # speeds
+    if isinstance(sample, RatioSample):
+        return sample.scaled(scale).to_dict()  # durations
+    return stored
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,12 @@ class PhaseResult:
     e2e_p90_ms: float | None
     e2e_p99_ms: float | None
 
+    # 95 % intervals of the two throughput figures, from the request-level data (objectives/confidence.py), and
+    # the sufficient statistics they come from, by metric name (what pools repeated phases of a configuration).
+    per_request_tok_s_mean_ci: tuple[float, float] | None = None
+    aggregate_tok_s_ci: tuple[float, float] | None = None
+    samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+
     records: tuple[RequestRecord, ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -85,6 +105,11 @@ class PhaseResult:
                 changes[name] = value * scale
             elif name.endswith("_tok_s") or "_tok_s_" in name or name == "request_rate":
                 changes[name] = value / scale
+        for name in INTERVALS:
+            interval = getattr(self, name)
+            if interval is not None:
+                changes[name] = (interval[0] / scale, interval[1] / scale)
+        changes["samples"] = {name: scaled_sample(stored, scale) for name, stored in self.samples.items()}
         return dataclasses.replace(self, **changes)
 
     def metric(self, name: str) -> float | None:

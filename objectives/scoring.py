@@ -9,15 +9,23 @@ of a reference run, the study's baseline. With weights normalised to sum to 1:
 so the baseline scores 1.0, 1.12 means "12 % better under these weights", and neither tok/s scale decides the
 ranking by its size. Re-ranking with other weights needs only the stored metrics.
 
+Every figure carries a 95 % interval (objectives/confidence.py); the score's is the delta method over the
+phases' intervals — the score is linear in the phase metrics and the phases are measured independently, so
+its half-width is ``√Σ_c (w_c · h_c / ref_c)²``. The references are constants of the study (every score of it
+divides by the same ones), so their own noise shifts all scores alike and does not enter.
+
 Constraints follow Optuna's convention: a value ≤ 0 is satisfied, > 0 is the amount of violation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from objectives.confidence import Interval, pool, sample_from_dict
 from objectives.spec import ConstraintSpec
 
 #: Constraint keys every trial sets (Optuna's GPSampler needs the same keys on every trial).
@@ -63,6 +71,20 @@ class Scorer:
             total += weight * value / self.reference(concurrency)
         return total
 
+    def interval(self, metrics: PhaseMetrics) -> Interval | None:
+        """The score's 95 % interval, or None when a weighted phase has no value or no interval."""
+        score = self.score(metrics)
+        if score is None:
+            return None
+        variance = 0.0
+        for concurrency, weight in self.normalized_weights.items():
+            interval = phase_interval(metrics, concurrency)
+            if interval is None:
+                return None
+            variance += (weight * (interval.high - interval.low) / 2 / self.reference(concurrency)) ** 2
+        half = math.sqrt(variance)
+        return Interval(score - half, score + half)
+
     def reference(self, concurrency: int) -> float:
         ref = self.references.get(concurrency)
         return ref if ref else 1.0
@@ -74,6 +96,42 @@ def phase_value(metrics: PhaseMetrics, concurrency: int) -> float | None:
         return None
     value = phase.get(primary_metric(concurrency))
     return float(value) if value is not None else None
+
+
+def phase_interval(metrics: PhaseMetrics, concurrency: int) -> Interval | None:
+    """The 95 % interval of a phase's primary metric (None: not measured, or stored before intervals existed)."""
+    phase = metrics.get(concurrency)
+    return Interval.from_stored(phase.get(primary_metric(concurrency) + "_ci")) if phase is not None else None
+
+
+#: The figures whose samples pool across repeated phases.
+POOLED = ("per_request_tok_s_mean", "aggregate_tok_s")
+
+
+def pooled_phase(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One phase measured several times (fresh restarts of one configuration) → one phase's metrics.
+
+    The throughput figures and their intervals come from the runs' samples pooled (every request of every
+    run, objectives/confidence.py); other numeric metrics are the mean over the runs. ``runs`` says how many
+    runs it rests on."""
+    out: dict[str, Any] = {}
+    numeric = {k for run in runs for k, v in run.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    for key in sorted(numeric):
+        values = [float(run[key]) for run in runs if isinstance(run.get(key), int | float)]
+        out[key] = statistics.fmean(values) if values else None
+    out["runs"] = len(runs)
+    samples: dict[str, Any] = {}
+    for name in POOLED:
+        sample = pool(s for s in (sample_from_dict((run.get("samples") or {}).get(name)) for run in runs)
+                      if s is not None)
+        if sample is None or len([r for r in runs if (r.get("samples") or {}).get(name)]) != len(runs):
+            continue  # a run without the sample (a study from before intervals): keep the plain mean
+        interval = sample.interval()
+        out[name] = sample.estimate
+        out[name + "_ci"] = interval.to_list() if interval else None
+        samples[name] = sample.to_dict()
+    out["samples"] = samples
+    return out
 
 
 def references_from(metrics: PhaseMetrics, weights: Mapping[int, float]) -> dict[int, float] | None:

@@ -8,18 +8,22 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from objectives.confidence import Interval
 from objectives.phase import PhaseProgress
-from objectives.scoring import primary_metric
+from objectives.scoring import phase_interval, primary_metric
 from tuner.core.durations import format_duration
-from tuner.engine.record import Outcome, TrialRecord
+from tuner.engine.record import Outcome, TrialRecord, skipped_text
 
 
 class LiveView:
-    def __init__(self, console: Console, total: int, already: int = 0) -> None:
+    def __init__(self, console: Console, total: int, already: int = 0, extra: int = 0) -> None:
         self.console = console
         self.started = time.monotonic()
         self.done = already
         self.total = total
+        #: Confirmation restarts still to come after the trials (each costs about one trial): part of the ETA.
+        self.extra = extra
+        self.confirmed = 0
         self.best: float | None = None
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
@@ -61,11 +65,20 @@ class LiveView:
         self.progress.update(self.task, completed=min(self.done, self.total))
         self._refresh()
 
+    def on_confirm(self, number: int, run: int) -> None:
+        """A confirmation restart of trial ``number`` (round ``run``) starts."""
+        if self.extra:
+            self.extra -= 1
+            self.confirmed += 1  # a restart costs about a trial: the ETA's rate is per trial or restart
+        self.stage = f"confirming trial {number} (round {run + 1})"
+        self._refresh()
+
     def _refresh(self) -> None:
         elapsed = time.monotonic() - self.started
         eta = ""
         if self.done:
-            eta = "ETA " + format_duration(elapsed / max(self.done, 1) * max(self.total - self.done, 0))
+            left = max(self.total - self.done, 0) + self.extra
+            eta = "ETA " + format_duration(elapsed / (self.done + self.confirmed) * left)
         best = f"best {self.best:.3f}" if self.best is not None else "best –"
         self.progress.update(self.task, detail=f"{best} · {self.stage}", eta=eta)
 
@@ -85,17 +98,23 @@ def summary_line(record: TrialRecord) -> str:
     parts = [f"#{number} {outcome or '?'}"]
     if outcome is Outcome.DUPLICATE:
         parts[0] += f" of #{record.duplicate_of} (not redeployed)"
-    if record.score is not None:
-        parts.append(f"score {record.score:.3f}")
+    if record.shown_score is not None:
+        parts.append(f"score {record.shown_score:.3f}{interval_text(record.score_ci, 3)}")
     for concurrency, metrics in record.metrics.items():
         value = metrics.get(primary_metric(concurrency))
         if value is not None:
-            parts.append(f"C={concurrency} {value:.1f} tok/s")
+            interval = interval_text(phase_interval(record.metrics, concurrency))
+            parts.append(f"C={concurrency} {value:.1f}{interval} tok/s")
         accept = metrics.get("accept_length")
         if accept is not None and concurrency == 1:
             parts.append(f"accept {accept:.2f}")
         if metrics.get("error_rate"):
             parts.append(f"errors {metrics['error_rate']:.1%}")
     if record.skipped_phases:
-        parts.append(f"skipped C={','.join(map(str, record.skipped_phases))} (cannot beat the best)")
+        parts.append(skipped_text(record.skipped_phases))
     return "  ".join(parts) + f"  [{values}]"
+
+
+def interval_text(interval: Interval | None, digits: int = 1) -> str:
+    """`` [1.02, 1.14]``: a figure's 95 % interval as the live line shows it ("" when there is none)."""
+    return f" [{interval.low:.{digits}f}, {interval.high:.{digits}f}]" if interval is not None else ""

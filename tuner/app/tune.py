@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -23,10 +24,10 @@ from tuner.core.errors import Interrupted, SpectuneError
 from tuner.core.faults import fault_point
 from tuner.core.interrupts import deferred, interruptible, silence_tracebacks
 from tuner.engine.baseline import enqueue_baseline
-from tuner.engine.confirm import Confirmation, confirm_top, confirmed_winner
+from tuner.engine.confirm import DEFAULT_REPEATS, DEFAULT_TOP, RULE, Verdict, confirm_top, runs_planned
 from tuner.engine.fingerprint import record_or_check
 from tuner.engine.loop import Gate, Limits, NoGate, requeue_interrupted, run_trials
-from tuner.engine.record import StudyKey, TrialRecord, best_record, measured_records
+from tuner.engine.record import StudyKey, TrialRecord, best_record, measured_records, records
 from tuner.engine.resilient import storage_failure
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
 from tuner.engine.storage import (
@@ -56,6 +57,7 @@ class TuneOutcome:
     stopped_by: str  # n_trials | timeout | exhausted
     best: TrialRecord | None
     best_command: str | None
+    verdict: Verdict | None = None  # the confirmation stage's winner rule (None: not run)
 
 
 # Optuna logs every exception that ends a trial with its traceback; these are expected endings.
@@ -63,8 +65,8 @@ silence_tracebacks("optuna.study._optimize", KeyboardInterrupt, TargetUnavailabl
 
 
 def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float | None = None,
-              console: Console | None = None, target: Target | None = None, confirm: int = 0,
-              repeats: int = 3, host: str | None = None) -> TuneOutcome:
+              console: Console | None = None, target: Target | None = None, confirm: int = DEFAULT_TOP,
+              repeats: int = DEFAULT_REPEATS, host: str | None = None) -> TuneOutcome:
     """Run the study to its end from this process. On a server database this process is one worker among any
     number (tuner/app/worker.py): it leases ``host`` (default: the first free host) and shares the trial count."""
     console = console or Console(stderr=True)
@@ -117,7 +119,12 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
                 target.preflight(space.emittable_flags())
                 already = len(measured_records(study))
-                with LiveView(console, n_trials, already) as view:
+                if team and confirm:  # one worker among many cannot interleave the others' hosts
+                    say("confirmation is skipped on a shared study: run `spectune tune` alone afterwards to confirm")
+                    confirm = 0
+                if pareto:
+                    confirm = 0
+                with LiveView(console, n_trials, already, extra=runs_planned(confirm, repeats)) as view:
                     from tuner.engine.measure import TargetMeasurer
 
                     measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase)
@@ -127,12 +134,10 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                     stopped_by = run_trials(study, runner, Limits(n_trials, timeout_s, started),
                                             spec.study.storage, gate=gate, say=say,
                                             poll_s=min(max(spec.study.heartbeat_interval_s / 2, 0.5), 10.0))
-                    confirmations = _confirm(study, spec, runner, measurer, confirm, repeats, console, pareto)
+                    verdict = _confirm(study, spec, runner, measurer, confirm, repeats, say, view.on_confirm)
                 best = None if pareto else best_record(study)
-                if confirmations:
-                    winner = confirmed_winner(confirmations)
-                    if winner is not None:
-                        best = TrialRecord.from_trial(study.trials[winner.trial])
+                if verdict is not None:
+                    best = next(r for r in records(study) if r.number == verdict.winner)
                 with deferred():  # a signal now is answered once the target is as [finish] says
                     fault_point("final_finish")
                     command = _finish(spec, target, best, table, console)
@@ -148,7 +153,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             raise
         finally:
             target.close()
-    return TuneOutcome(spec.study.name, len(measured_records(study)), stopped_by, best, command)
+    return TuneOutcome(spec.study.name, len(measured_records(study)), stopped_by, best, command, verdict)
 
 
 def _clean_up(study: optuna.Study, spec: StudySpec, target: Target, runner: TrialRunner | None, table: Any,
@@ -177,17 +182,25 @@ def worker_seed(seed: int | None, host: str) -> int | None:
 
 
 def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer: Any, top: int, repeats: int,
-             console: Console, pareto: bool) -> list[Confirmation]:
-    if top <= 0 or pareto:
-        return []
-    console.print(f"confirmation: re-measuring the top {top} configurations {repeats}× each on fresh restarts")
-    results = confirm_top(study, spec, runner, measurer, top=top, repeats=repeats)
-    for c in results:
-        spread = f"{min(c.scores):.3f}–{max(c.scores):.3f}" if c.scores else "–"
-        console.print(f"  trial {c.trial}: study score {c.original_score:.3f}, confirmed mean {c.mean:.3f} "
-                      f"± {c.stdev:.3f} (range {spread}, {c.failed_restarts} failed restarts)", highlight=False)
-    return results
-
+             say: Callable[[str], None], on_run: Callable[[int, int], None]) -> Verdict | None:
+    if top <= 0:
+        return None
+    say(f"confirmation: the top {top} and the baseline, {repeats} fresh restart(s) each, interleaved")
+    verdict = confirm_top(study, spec, runner, measurer, top=top, repeats=repeats, on_run=on_run)
+    scorer = runner.scorer(study)
+    for record in records(study):
+        if record.confirmed is None:
+            continue
+        interval = scorer.interval(record.confirmed.pooled) if record.confirmed.runs else None
+        figure = f"{(interval.low + interval.high) / 2:.3f} [{interval.low:.3f}, {interval.high:.3f}]" \
+            if interval else "–"
+        study_score = f"{record.score:.3f}" if record.score is not None else "–"
+        say(f"  trial {record.number}{' (baseline)' if record.baseline else ''}: study score {study_score}, "
+            f"confirmed {figure} over {len(record.confirmed.runs)} run(s)"
+            + (f", {record.confirmed.failed} failed" if record.confirmed.failed else ""))
+    if verdict is not None:
+        say(f"winner rule ({RULE}): {verdict.explain()}")
+    return verdict
 
 
 def _finish(spec: StudySpec, target: Target, best: TrialRecord | None, table: Any, console: Console,

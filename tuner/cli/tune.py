@@ -9,9 +9,10 @@ import click
 @click.argument("study", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--n-trials", type=click.IntRange(min=1), help="Measured trials to reach (default: the study file's).")
 @click.option("--timeout", "timeout", help="Stop starting trials after this long, e.g. 8h (default: the study file's).")
-@click.option("--confirm", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Re-measure the top K configurations on fresh restarts at the end.")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--confirm", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Before naming a winner, re-measure the top K and the baseline on fresh restarts, interleaved "
+                   "(0: off). The winner is the best lower 95 % bound, if above the baseline's upper bound.")
+@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
               help="Fresh restarts per confirmed configuration.")
 def command(study: str, n_trials: int | None, timeout: str | None, confirm: int, repeats: int) -> None:
     """Run a study against its target; running it again resumes it.
@@ -45,5 +46,18 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
         return
     best = outcome.best
     score = best.score if best.score is not None else float("nan")
-    console.print(f"best: trial {best.number}, score {score:.3f} (1.0 = the baseline)")
+    interval = f" [{best.score_ci.low:.3f}, {best.score_ci.high:.3f}]" if best.score_ci else ""
+    if outcome.verdict is not None:
+        if not outcome.verdict.significant:
+            console.print("no significant improvement over the baseline")
+        confirmed = outcome.verdict.intervals.get(best.number)
+        if confirmed is not None:
+            runs = len(best.confirmed.runs) if best.confirmed else 0
+            mid = (confirmed.low + confirmed.high) / 2
+            console.print(f"best: trial {best.number}, confirmed score {mid:.3f} [{confirmed.low:.3f}, "
+                          f"{confirmed.high:.3f}] over {runs} fresh run(s) (1.0 = the baseline)")
+        else:
+            console.print(f"best: trial {best.number}, score {score:.3f}{interval} (1.0 = the baseline)")
+    else:
+        console.print(f"best: trial {best.number}, score {score:.3f}{interval} (1.0 = the baseline)")
     click.echo(outcome.best_command)

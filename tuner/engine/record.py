@@ -13,10 +13,17 @@ What a trial *is* for the study is defined here once:
   median of (a skipped trial's optimistic score included); ``candidate_under`` is the same judgement under
   another ranking's score and feasibility;
 - ``is_candidate``: scored with every phase measured — what can be the study's best.
+
+A skipped trial has one meaning wherever it is shown: ``skipped_text`` ("skipped C=64 (could not beat the
+best)"), never its optimistic bound as a score (``shown_score`` is None for it).
+
+The confirmation stage's fresh runs live on the study (a finished trial cannot be written to) under
+``StudyKey.CONFIRMATION``; ``records`` attaches them to each record as ``confirmed``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +32,8 @@ from typing import Any, Final
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from objectives.confidence import Interval
+from objectives.scoring import pooled_phase
 from tuner.sglang.launch import ServerConfig
 
 
@@ -51,7 +60,8 @@ class Key:
 
     OUTCOME: Final = "outcome"  # an Outcome of STORED_OUTCOMES
     COUNTS: Final = "counts"  # True when the trial used the server (counts towards n_trials)
-    SCORE: Final = "score"
+    SCORE: Final = "score"  # a skipped trial's is its optimistic bound (what the sampler is told), never shown
+    SCORE_CI: Final = "score_ci"  # [low, high]: the score's 95 % interval (None for a skipped trial)
     PARAMS_DECODED: Final = "params_decoded"  # the proposal's flag values, before repairs
     REPAIRS: Final = "repairs"
     REASON: Final = "reason"  # why a proposal was rejected
@@ -88,6 +98,8 @@ class StudyKey:
 
     REFERENCES: Final = "references"  # concurrency (as a string) → the metric a score of 1.0 stands for
     REFERENCES_TRIAL: Final = "references_trial"  # the trial whose measurement the references are
+    #: {"baseline": n | None, "order": [n, …], "trials": {"n": {"runs": [phases, …], "failed": k}}}: the
+    #: confirmation stage's fresh runs (each run's phases stored as ``Key.PHASES`` is), in the order measured.
     CONFIRMATION: Final = "confirmation"
     BASELINE_ENQUEUED: Final = "baseline_enqueued"
     SAMPLER: Final = "sampler"
@@ -105,6 +117,36 @@ def write(trial: optuna.Trial, attrs: Mapping[str, Any]) -> None:
 
 
 @dataclass(frozen=True)
+class Confirmed:
+    """A configuration's fresh runs from the confirmation stage: what its confirmed figures rest on."""
+
+    runs: tuple[Mapping[int, Mapping[str, Any]], ...]  # each run's phase metrics (feasible runs only)
+    failed: int  # restarts that failed to start, or measured infeasible / without a score
+
+    @property
+    def pooled(self) -> dict[int, dict[str, Any]]:
+        """Each phase over every run (objectives.scoring.pooled_phase): the confirmed figures."""
+        concurrencies = sorted({c for run in self.runs for c in run})
+        return {c: pooled_phase([run[c] for run in self.runs if c in run]) for c in concurrencies}
+
+
+def confirmations(stored: Any) -> dict[int, Confirmed]:
+    """``StudyKey.CONFIRMATION`` as stored → the fresh runs by trial number (an older list form: none)."""
+    if not isinstance(stored, Mapping):
+        return {}
+    out = {}
+    for number, entry in (stored.get("trials") or {}).items():
+        runs = tuple(decode_phases(run) for run in entry.get("runs") or ())
+        out[int(number)] = Confirmed(runs, int(entry.get("failed") or 0))
+    return out
+
+
+def skipped_text(phases: Iterable[int]) -> str:
+    """What a trial whose phases were skipped is called everywhere it is shown."""
+    return f"skipped {','.join(f'C={c}' for c in phases)} (could not beat the best)"
+
+
+@dataclass(frozen=True)
 class TrialRecord:
     """A stored trial, decoded. Build it with ``from_trial`` (a stored trial) or ``from_attrs`` (the attributes
     a running trial is about to end with)."""
@@ -114,6 +156,7 @@ class TrialRecord:
     outcome: Outcome | None  # None: COMPLETE without a (known) stored outcome, e.g. told by hand; or PRUNED
     counts: bool  # used the server: counts towards n_trials
     score: float | None
+    score_ci: Interval | None = None
     params_decoded: Mapping[str, Any] = field(default_factory=dict)
     repairs: tuple[str, ...] = ()
     reason: str | None = None
@@ -135,6 +178,7 @@ class TrialRecord:
     launch: str | None = None
     values: tuple[float, ...] | None = None
     duration_s: float | None = None  # start to completion, for finished trials
+    confirmed: Confirmed | None = None  # the confirmation stage's runs of this configuration (``records``)
 
     @classmethod
     def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
@@ -157,6 +201,7 @@ class TrialRecord:
             outcome=_outcome(state, attrs.get(Key.OUTCOME)),
             counts=bool(attrs.get(Key.COUNTS)),
             score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
+            score_ci=Interval.from_stored(attrs.get(Key.SCORE_CI)),
             params_decoded=dict(attrs.get(Key.PARAMS_DECODED) or {}),
             repairs=tuple(attrs.get(Key.REPAIRS) or ()),
             reason=attrs.get(Key.REASON),
@@ -217,6 +262,11 @@ class TrialRecord:
         return self.is_benchmarked and feasible and score is not None
 
     @property
+    def shown_score(self) -> float | None:
+        """The score a user is shown: None for a skipped trial (its stored score is only an optimistic bound)."""
+        return None if self.skipped_phases else self.score
+
+    @property
     def skip_bounds(self) -> dict[int, float]:
         """The optimistic values the skipped phases were assumed to reach (empty when none was skipped)."""
         return skip_bounds(self.skip)
@@ -251,8 +301,10 @@ def encode_phases(metrics: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def records(study: optuna.Study, states: tuple[TrialState, ...] | None = None) -> list[TrialRecord]:
-    """Every trial of ``study`` (or those in ``states``), by number."""
-    return [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False, states=states)]
+    """Every trial of ``study`` (or those in ``states``), by number, with its confirmation runs attached."""
+    confirmed = confirmations(study.user_attrs.get(StudyKey.CONFIRMATION))
+    out = [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False, states=states)]
+    return [dataclasses.replace(r, confirmed=confirmed[r.number]) if r.number in confirmed else r for r in out]
 
 
 def measured_records(study: optuna.Study) -> list[TrialRecord]:

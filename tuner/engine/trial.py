@@ -179,8 +179,11 @@ class TrialRunner:
             constraints.update(constraint_values(self.spec.objective.constraints, metrics))
             if outcome is Outcome.MEASURED:
                 fix_references(trial.study, metrics, self.spec.objective.weights, trial.number)
-            score = trial_score(self.scorer(trial.study), metrics, skip_bounds(attrs.get(Key.SKIP)))
+            scorer = self.scorer(trial.study)
+            score = trial_score(scorer, metrics, skip_bounds(attrs.get(Key.SKIP)))
             attrs[Key.SCORE] = score
+            interval = None if attrs.get(Key.SKIPPED_PHASES) else scorer.interval(metrics)
+            attrs[Key.SCORE_CI] = interval.to_list() if interval else None
             value = self._objective_values(metrics, score)
             if not is_feasible(constraints):
                 value = self._placeholder(trial.study) if not self.pareto else value

@@ -11,11 +11,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from objectives.confidence import Interval
+from tuner.engine.confirm import RULE
 from tuner.engine.record import Outcome
 from tuner.query.export import Format, export
 from tuner.query.load import StoredStudy, StudyNotFound, open_stored_study
 from tuner.query.options import parse_constraints, parse_weights
-from tuner.query.ranking import Ranking, rank
+from tuner.query.ranking import Ranking, TrialView, rank
 from tuner.query.table import render, rows, sort_rows
 
 
@@ -58,12 +60,42 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
         every = [c.text for c in stored.spec.objective.constraints] + [c.text for c in ranking.constraints]
         raise StudyNotFound(f"no measured trial is feasible under these constraints ({'; '.join(every)}) and "
                             f"weights {weights_text(ranking)}: {len(measured)} measured, none qualifies")
-    notes = [*(f"warning: {w}" for w in stored.warnings),
-             f"trial {winner.number} of {len(measured)} measured: score {winner.score:.3f} under weights "
-             f"{weights_text(ranking)} (1.0 = the reference run)"]
+    notes = [*(f"warning: {w}" for w in stored.warnings), *explanation(ranking, winner, len(measured))]
     if ranking.constraints:
         notes.append("extra constraints: " + "; ".join(c.text for c in ranking.constraints))
     return Answer(export(stored.spec, ranking, winner, fmt), tuple(notes))
+
+
+def explanation(ranking: Ranking, winner: TrialView, measured: int) -> list[str]:
+    """Why ``winner`` is the answer: its score with its interval, the confirmed figures and the winner rule when
+    the study was confirmed, and which configurations it ties with (their intervals overlap)."""
+    score = f"{winner.score:.3f}{_interval(winner.interval)}" if winner.score is not None else "–"
+    notes = [f"trial {winner.number} of {measured} measured: score {score} under weights {weights_text(ranking)} "
+             "(1.0 = the reference run; [..] = 95 % interval)"]
+    verdict = ranking.verdict
+    if verdict is not None:
+        for t in ranking.trials:
+            if t.number in verdict.intervals:
+                role = " (baseline)" if t.record.baseline else ""
+                notes.append(f"confirmed: trial {t.number}{role} {t.confirmed_score:.3f}"
+                             f"{_interval(t.confirmed_interval)} over {t.confirmed_runs} fresh run(s)")
+        if not verdict.significant:
+            notes.append("no significant improvement over the baseline")
+        notes.append(f"winner rule ({RULE}): {verdict.explain()}")
+        return notes
+    if winner.interval is not None:
+        ties = [t for t in ranking.ranked if t.number != winner.number and t.interval is not None
+                and t.interval.overlaps(winner.interval)]
+        if ties:
+            listed = ", ".join(f"trial {t.number} ({t.score:.3f}{_interval(t.interval)})" for t in ties[:5])
+            more = f" and {len(ties) - 5} more" if len(ties) > 5 else ""
+            notes.append(f"tie: trial {winner.number} and {listed}{more} have overlapping intervals — the "
+                         "measurements cannot tell them apart (not confirmed: run `spectune tune` with --confirm)")
+    return notes
+
+
+def _interval(interval: Interval | None) -> str:
+    return f" [{interval.low:.3f}, {interval.high:.3f}]" if interval is not None else ""
 
 
 def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, width: int = 200) -> Answer:
@@ -76,7 +108,8 @@ def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, 
     if as_json:
         payload = {"study": stored.spec.study.name, "weights": {f"c{c}": w for c, w in ranking.weights.items()},
                    "references": {f"c{c}": v for c, v in ranking.references.items()},
-                   "best": best_trial.number if best_trial else None, "trials": [r.to_json() for r in table]}
+                   "best": best_trial.number if best_trial else None, "verdict": verdict_json(ranking),
+                   "trials": [r.to_json() for r in table]}
         return Answer(json.dumps(payload, indent=2) + "\n", _warnings(stored))
     from rich.console import Console
 
@@ -84,6 +117,16 @@ def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, 
     Console(file=buffer, width=width, color_system=None).print(
         render(table, ranking.concurrencies, best_trial.number if best_trial else None))
     return Answer(buffer.getvalue(), _warnings(stored))
+
+
+def verdict_json(ranking: Ranking) -> dict[str, object] | None:
+    """The winner rule's conclusion for ``--json`` (None: the study was not confirmed)."""
+    verdict = ranking.verdict
+    if verdict is None:
+        return None
+    return {"rule": RULE, "winner": verdict.winner, "best_lower_bound": verdict.best,
+            "significant": verdict.significant, "baseline": verdict.baseline, "ties": list(verdict.ties),
+            "explanation": verdict.explain()}
 
 
 def _warnings(stored: StoredStudy) -> tuple[str, ...]:

@@ -7,6 +7,11 @@ study looks feasible there — an out-of-memory trial's placeholder value includ
 the study as well would make Optuna count every constraint twice (it merges both forms), so instead the
 dashboard reads the study through ``FeasibilityStorage``: a pass-through that adds the list to the trials it
 hands out, in memory only, and answers "best trial" among feasible trials only. Nothing stored changes.
+
+A trial whose C=64 phase was skipped stores its optimistic bound as its value (what the sampler is told); the
+dashboard would plot that as a feasible point at the bound. So it is handed out as PRUNED (stopped early —
+what it was), without a value, and with a ``spectune`` user attr saying "skipped C=64 (could not beat the
+best)", as everywhere else spectune shows it.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.engine.record import TrialRecord
+from tuner.engine.record import Key, TrialRecord, skipped_text
 from tuner.query.load import StoredStudy
 
 LEGACY_CONSTRAINTS_KEY = "constraints"
+#: The user attr that tells a dashboard reader what spectune calls the trial.
+STATUS_ATTR = "spectune"
 
 
 def _delegate(name: str) -> Callable[..., Any]:
@@ -31,6 +38,19 @@ def _delegate(name: str) -> Callable[..., Any]:
 
     method.__name__ = name
     return method
+
+
+def as_shown(trial: FrozenTrial) -> FrozenTrial:
+    """``trial`` as the dashboard shows it: legacy constraints added, a skipped trial without its bound."""
+    shown = with_legacy_constraints(trial)
+    skipped = trial.user_attrs.get(Key.SKIPPED_PHASES)
+    if trial.state != TrialState.COMPLETE or not skipped:
+        return shown
+    shown = copy.copy(shown)
+    shown.state = TrialState.PRUNED
+    shown._values = None
+    shown._user_attrs = {**trial.user_attrs, STATUS_ATTR: skipped_text(int(c) for c in skipped)}
+    return shown
 
 
 def with_legacy_constraints(trial: FrozenTrial) -> FrozenTrial:
@@ -62,18 +82,19 @@ class FeasibilityStorage(optuna.storages.BaseStorage):
     del _name
 
     def get_trial(self, trial_id: int) -> FrozenTrial:
-        return with_legacy_constraints(self.inner.get_trial(trial_id))
+        return as_shown(self.inner.get_trial(trial_id))
 
     def get_all_trials(self, study_id: int, deepcopy: bool = True,
                        states: Container[TrialState] | None = None) -> list[FrozenTrial]:
-        trials = self.inner.get_all_trials(study_id, deepcopy=deepcopy, states=states)
-        return [with_legacy_constraints(t) for t in trials]
+        shown = [as_shown(t) for t in self.inner.get_all_trials(study_id, deepcopy=deepcopy)]
+        return [t for t in shown if states is None or t.state in states]
 
     def get_best_trial(self, study_id: int) -> FrozenTrial:
         """The best *feasible* complete trial (Optuna's RDB storage ranks by value alone)."""
         direction = self.inner.get_study_directions(study_id)[0]
         trials = [t for t in self.inner.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
-                  if t.value is not None and TrialRecord.from_trial(t).feasible]
+                  if t.value is not None and TrialRecord.from_trial(t).feasible
+                  and not t.user_attrs.get(Key.SKIPPED_PHASES)]
         if not trials:
             raise ValueError("no feasible trial is completed yet")
         pick = max if direction == StudyDirection.MAXIMIZE else min

@@ -47,6 +47,8 @@ def as_json(spec: StudySpec, ranking: Ranking, trial: TrialView, launch: LaunchC
         "study": spec.study.name,
         "trial": trial.number,
         "score": trial.score,
+        "score_ci": trial.interval.to_list() if trial.interval else None,
+        "confirmed": _confirmed(ranking, trial),
         "weights": {f"c{c}": w for c, w in ranking.weights.items()},
         "references": {f"c{c}": v for c, v in ranking.references.items()},
         "constraints": [c.text for c in spec.objective.constraints] + [c.text for c in ranking.constraints],
@@ -56,3 +58,14 @@ def as_json(spec: StudySpec, ranking: Ranking, trial: TrialView, launch: LaunchC
         "command": launch.shell(),
         "metrics": {f"c{c}": dict(m) for c, m in sorted(trial.metrics.items())},
     }
+
+
+def _confirmed(ranking: Ranking, trial: TrialView) -> dict[str, Any] | None:
+    """The confirmed figures and the winner rule's verdict (None: the study was not confirmed)."""
+    from tuner.query.answers import verdict_json
+    from tuner.query.table import rows
+
+    row = next((r for r in rows(ranking, []) if r.number == trial.number), None)
+    if row is None or row.confirmed is None:
+        return None
+    return {**row.confirmed.to_json(), "verdict": verdict_json(ranking)}

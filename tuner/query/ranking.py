@@ -6,6 +6,10 @@ definition of the score, docs/scoring.md), so ``--weights`` re-ranks a study wit
 Feasibility under a ranking = the constraints stored on the trial (SGLang's rules, the server starting, the study
 file's constraints) all satisfied, **and** every extra ``--constraint`` satisfied. An extra constraint on a phase
 the trial did not measure (a skipped C=64) is not known to hold, so such a trial is not feasible under it.
+
+Every score comes with its 95 % interval, rescored the same way. When the study ran its confirmation stage,
+the confirmed figures (the fresh runs pooled) are scored too, and ``best`` is the winner rule's choice over them
+(tuner/engine/confirm.py): the best lower bound if it beats the baseline's upper bound, else the baseline.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from typing import Any
 
 import optuna
 
+from objectives.confidence import Interval
 from objectives.scoring import Scorer, constraint_values, phase_value
-from tuner.engine.record import Outcome, TrialRecord, records
+from tuner.engine.confirm import Verdict, choose_winner
+from tuner.engine.record import Outcome, TrialRecord, records, skipped_text
 from tuner.engine.score import references_for
 from tuner.sglang.launch import FlagValue, ServerConfig
 from tuner.study.spec import ConstraintSpec, StudySpec
@@ -32,6 +38,15 @@ class TrialView:
     tuned: Mapping[str, FlagValue]  # the study's tuned flags as deployed (absent: not set, e.g. speculation off)
     score: float | None
     violations: Mapping[str, float]  # constraint → amount of violation (> 0), stored and extra together
+    interval: Interval | None = None  # the score's 95 % interval
+    confirmed_score: float | None = None  # the confirmation stage's runs pooled, scored the same way
+    confirmed_interval: Interval | None = None
+
+    @property
+    def confirmed_runs(self) -> int:
+        """How many fresh runs the confirmed figures rest on (0: not confirmed)."""
+        confirmed = self.record.confirmed
+        return len(confirmed.runs) if confirmed is not None else 0
 
     @property
     def number(self) -> int:
@@ -82,7 +97,7 @@ class TrialView:
         if self.outcome is Outcome.MEASURED:
             if not self.feasible:
                 return "infeasible"
-            return "ok" if not self.skipped_phases else "skipped " + ",".join(f"C={c}" for c in self.skipped_phases)
+            return "ok" if not self.skipped_phases else skipped_text(self.skipped_phases)
         return str(self.outcome) if self.outcome else "unknown"
 
     @property
@@ -127,7 +142,20 @@ class Ranking:
         return sorted(rankable, key=lambda t: (-(t.score or 0.0), t.number))
 
     @property
+    def verdict(self) -> Verdict | None:
+        """The winner rule over the confirmed trials that are rankable here (None: the study has no confirmation
+        under which a candidate qualifies)."""
+        confirmed = {t.number: t.confirmed_interval for t in self.trials
+                     if t.rankable and t.confirmed_interval is not None}
+        baseline = next((t.number for t in self.trials if t.record.baseline and t.number in confirmed), None)
+        return choose_winner({n: i for n, i in confirmed.items() if i is not None}, baseline)
+
+    @property
     def best(self) -> TrialView | None:
+        """The confirmed winner when the study was confirmed, else the highest score."""
+        verdict = self.verdict
+        if verdict is not None:
+            return next(t for t in self.trials if t.number == verdict.winner)
         ranked = self.ranked
         return ranked[0] if ranked else None
 
@@ -159,9 +187,13 @@ def _view(record: TrialRecord, scorer: Scorer, extra: tuple[ConstraintSpec, ...]
         for c in extra:
             if c.phase is not None and c.phase not in metrics:
                 violations[c.text] = float("inf")  # not measured: cannot be shown to hold
+    confirmed = record.confirmed.pooled if record.confirmed is not None and record.confirmed.runs else None
     return TrialView(
         record=record,
         tuned={f: flags[f] for f in tuned_flags if f in flags},
         score=scorer.score(metrics) if metrics and has_result else None,
         violations=violations,
+        interval=scorer.interval(metrics) if metrics and has_result else None,
+        confirmed_score=scorer.score(confirmed) if confirmed else None,
+        confirmed_interval=scorer.interval(confirmed) if confirmed else None,
     )

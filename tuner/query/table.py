@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from objectives.scoring import primary_metric
+from objectives.confidence import Interval
+from objectives.scoring import phase_interval, phase_value, primary_metric
 from tuner.core.errors import UsageError
 from tuner.query.ranking import Ranking, TrialView
 from tuner.sglang.launch import FlagValue
@@ -35,11 +36,43 @@ class TrialRow:
     score: float | None
     feasible: bool
     failure: str | None
+    speed_intervals: tuple[tuple[int, Interval | None], ...] = ()  # 95 % interval of each phase's primary metric
+    score_interval: Interval | None = None
+    confirmed: Confirmed | None = None  # the confirmation stage's figures, when this trial was confirmed
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "status": self.status, "flags": dict(self.flags),
-                **{f"c{c}_tok_s": v for c, v in self.speeds}, "accept_length": self.accept_length,
-                "score": self.score, "feasible": self.feasible, "failure": self.failure}
+                **{f"c{c}_tok_s": v for c, v in self.speeds},
+                **{f"c{c}_tok_s_ci": _pair(i) for c, i in self.speed_intervals}, "accept_length": self.accept_length,
+                "score": self.score, "score_ci": _pair(self.score_interval), "feasible": self.feasible,
+                "failure": self.failure, "confirmed": self.confirmed.to_json() if self.confirmed else None}
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """A trial's confirmed figures: its fresh runs pooled, and how many runs they rest on."""
+
+    runs: int
+    score: float | None
+    score_interval: Interval | None
+    speeds: tuple[tuple[int, float | None, Interval | None], ...]  # (concurrency, value, interval)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": self.runs, "score": self.score, "score_ci": _pair(self.score_interval),
+                **{f"c{c}_tok_s": v for c, v, _ in self.speeds},
+                **{f"c{c}_tok_s_ci": _pair(i) for c, _, i in self.speeds}}
+
+    def text(self) -> str:
+        return f"{fmt(self.score, 3)}{pm(self.score_interval, 3)} ({self.runs} run{'s' if self.runs != 1 else ''})"
+
+
+def _pair(interval: Interval | None) -> list[float] | None:
+    return interval.to_list() if interval is not None else None
+
+
+def pm(interval: Interval | None, digits: int = 1) -> str:
+    """`` ±0.061``: half the 95 % interval (every interval spectune computes is symmetric); "" without one."""
+    return f" ±{(interval.high - interval.low) / 2:.{digits}f}" if interval is not None else ""
 
 
 def rows(ranking: Ranking, tuned_flags: Sequence[str]) -> list[TrialRow]:
@@ -47,9 +80,17 @@ def rows(ranking: Ranking, tuned_flags: Sequence[str]) -> list[TrialRow]:
 
 
 def _row(t: TrialView, ranking: Ranking, tuned_flags: Sequence[str]) -> TrialRow:
+    confirmed = None
+    if t.confirmed_runs:
+        pooled = t.record.confirmed.pooled if t.record.confirmed else {}
+        confirmed = Confirmed(t.confirmed_runs, t.confirmed_score, t.confirmed_interval,
+                              tuple((c, phase_value(pooled, c), phase_interval(pooled, c))
+                                    for c in ranking.concurrencies))
     return TrialRow(number=t.number, status=t.status, flags=tuple((f, t.tuned.get(f)) for f in tuned_flags),
                     speeds=tuple((c, t.value(c)) for c in ranking.concurrencies), accept_length=t.accept_length(),
-                    score=t.score, feasible=t.feasible, failure=t.failure)
+                    score=t.score, feasible=t.feasible, failure=t.failure,
+                    speed_intervals=tuple((c, phase_interval(t.metrics, c)) for c in ranking.concurrencies),
+                    score_interval=t.interval, confirmed=confirmed)
 
 
 def sort_keys(tuned_flags: Sequence[str], concurrencies: Sequence[int]) -> list[str]:
@@ -115,13 +156,23 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     for c in concurrencies:
         out.add_column(phase_label(c), justify="right")
     out.add_column("accept", justify="right")
-    out.add_column("score", justify="right")
+    out.add_column("score ±95%", justify="right")
+    confirmed = any(r.confirmed for r in table)
+    if confirmed:
+        out.add_column("confirmed ±95%", justify="right")
     out.add_column("failure")
     for r in table:
         mark = "★" if r.number == best else ""
+        extra = [r.confirmed.text() if r.confirmed else ""] if confirmed else []
         out.add_row(f"{mark}{r.number}", r.status, *(_flag_text(v) for _, v in r.flags),
-                    *(fmt(v) for _, v in r.speeds), fmt(r.accept_length, 2), fmt(r.score, 3), r.failure or "")
+                    *(speed_text(r, c, v) for c, v in r.speeds), fmt(r.accept_length, 2),
+                    fmt(r.score, 3) + pm(r.score_interval, 3), *extra, r.failure or "")
     return out
+
+
+def speed_text(row: TrialRow, concurrency: int, value: float | None) -> str:
+    """``241.2 ±8.3``: a phase's primary metric with its 95 % half-width."""
+    return fmt(value) + (pm(dict(row.speed_intervals).get(concurrency)) if value is not None else "")
 
 
 def _flag_text(value: FlagValue | None) -> str:

@@ -13,7 +13,8 @@ from tuner.engine.storage import redact
 from tuner.query.answers import ranking_for, require_trials, weights_text
 from tuner.query.export import launch_for
 from tuner.query.load import open_stored_study
-from tuner.query.table import rows, sort_rows
+from tuner.query.ranking import Ranking, TrialView
+from tuner.query.table import fmt, pm, rows, sort_rows
 from tuner.report import figures
 from tuner.report.page import PageContent, Plot, render
 from tuner.report.steps import steps_table
@@ -73,7 +74,7 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         ("references", ", ".join(f"C={c}: {v:.1f} tok/s" for c, v in sorted(ranking.references.items()))
          + " (score 1.0)"),
         ("constraints", "; ".join(c.text for c in spec.objective.constraints) or "none"),
-        ("best", f"trial {best.number}, score {best.score:.3f}" if best and best.score is not None else "none yet"),
+        ("best", best_text(ranking, best)),
         ("generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),  # noqa: UP017 - explicit
     )
     content = PageContent(
@@ -85,6 +86,20 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
     page.write_text(render(content), encoding="utf-8")
     notes = tuple(f"warning: {w}" for w in stored.warnings)
     return ReportResult(page, tuple(images), notes)
+
+
+def best_text(ranking: Ranking, best: TrialView | None) -> str:
+    """The winner with its 95 % interval, and the confirmation's figures and verdict when the study has them."""
+    if best is None:
+        return "none yet"
+    text = f"trial {best.number}"
+    if best.score is not None:
+        text += f", score {best.score:.3f}" + pm(best.interval, 3)
+    verdict = ranking.verdict
+    if verdict is not None:
+        text += (f"; confirmed {fmt(best.confirmed_score, 3)}{pm(best.confirmed_interval, 3)} over "
+                 f"{best.confirmed_runs} fresh run(s); {verdict.explain()}")
+    return text
 
 
 def _plot(key: str, title: str, figure: object, caption: str, empty_reason: str) -> Plot:

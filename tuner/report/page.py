@@ -7,7 +7,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.query.table import TrialRow, fmt, phase_label, short_flag
+from tuner.query.table import TrialRow, fmt, phase_label, pm, short_flag, speed_text
 from tuner.report.steps import StepsTable
 
 _CSS = """
@@ -92,16 +92,19 @@ def _top_html(content: PageContent) -> str:
     if not content.top:
         return ""
     flags = [f for f, _ in content.top[0].flags]
+    confirmed = any(r.confirmed for r in content.top)
     head = ("<tr><th>#</th><th class=\"l\">status</th>" + "".join(f"<th>{e(short_flag(f))}</th>" for f in flags)
             + "".join(f"<th>{e(phase_label(c))}</th>" for c in content.concurrencies)
-            + "<th>accept</th><th>score</th><th class=\"l\">failure</th></tr>")
+            + "<th>accept</th><th>score ±95%</th>" + ("<th>confirmed ±95%</th>" if confirmed else "")
+            + "<th class=\"l\">failure</th></tr>")
     body = []
     for r in content.top:
         css = "best" if r.number == content.best_number else "" if r.feasible else "infeasible"
         cells = "".join(f"<td>{e(fmt(v) if not isinstance(v, float) else f'{v:g}')}</td>" for _, v in r.flags)
-        speeds = "".join(f"<td>{fmt(v)}</td>" for _, v in r.speeds)
+        speeds = "".join(f"<td>{speed_text(r, c, v)}</td>" for c, v in r.speeds)
+        again = f"<td>{e(r.confirmed.text() if r.confirmed else '')}</td>" if confirmed else ""
         body.append(f"<tr class=\"{css}\"><td>{r.number}</td><td class=\"l\">{e(r.status)}</td>{cells}{speeds}"
-                    f"<td>{fmt(r.accept_length, 2)}</td><td>{fmt(r.score, 3)}</td>"
+                    f"<td>{fmt(r.accept_length, 2)}</td><td>{fmt(r.score, 3)}{pm(r.score_interval, 3)}</td>{again}"
                     f"<td class=\"l\">{e(r.failure or '')}</td></tr>")
     return "<h2 id=\"trials\">Trials</h2><table class=\"trials\">" + head + "".join(body) + "</table>"
 

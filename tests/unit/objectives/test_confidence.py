@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from objectives.confidence import relative_half_width
 
@@ -23,7 +24,7 @@ def test_matches_the_batch_means_formula() -> None:
     arrivals = np.array([0.5, 1.5, 1.6, 2.5, 3.5, 3.6, 3.7, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5])
     tokens = np.ones(arrivals.size)
     rates = np.array([1, 2, 1, 3, 1, 1, 1, 1, 1, 1], dtype=float)  # per 1-s batch
-    expected = 2.2622 * rates.std(ddof=1) / np.sqrt(10) / rates.mean()
+    expected = stats.t.ppf(0.975, 9) * rates.std(ddof=1) / np.sqrt(10) / rates.mean()
     assert relative_half_width(arrivals, tokens, 10.0) == pytest.approx(expected)
 
 

@@ -1,0 +1,72 @@
+"""Confirmation by default, through the real CLI: `spectune tune` re-measures the top K and the baseline, then
+`best` and `trials` show intervals, confirmed figures and how many runs they rest on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.e2e.test_tune import RUN, load, make_study, tune, wait_gone
+from tests.helpers import spectune_command
+from tuner.engine.record import StudyKey
+
+
+def query(study: Path, *args: str) -> dict[str, object]:
+    done = subprocess.run([*spectune_command(), *args, str(study)], capture_output=True, text=True, timeout=120,
+                          cwd=study.parent)
+    assert done.returncode == 0, done.stderr
+    payload: dict[str, object] = json.loads(done.stdout)
+    return payload
+
+
+def test_tune_confirms_and_the_queries_show_intervals_and_confirmed_figures(tmp_path: Path) -> None:
+    name = f"e2e-confirm-{RUN}"
+    study = make_study(tmp_path, name, n_trials=4)
+    proc = tune(study, "--confirm", "2", "--repeats", "2")
+    out, err = proc.communicate(timeout=400)
+    assert proc.returncode == 0, err
+    assert "confirmation: the top 2 and the baseline, 2 fresh restart(s) each, interleaved" in err
+    assert "winner rule (" in err
+    assert "best: trial" in out and ("confirmed score" in out or "no significant improvement" in out)
+
+    stored = load(study).user_attrs[StudyKey.CONFIRMATION]
+    assert stored["complete"] is True and stored["baseline"] == 0
+    order = stored["order"]
+    assert order[-1] == 0 and len(order) == 3  # the top 2 other than the baseline, then the baseline
+
+    trials = query(study, "trials", "--json")
+    rows = {r["number"]: r for r in trials["trials"]}  # type: ignore[attr-defined]
+    measured = [r for r in rows.values() if r["score"] is not None]
+    assert measured
+    for row in measured:  # every score and phase figure carries its 95 % interval
+        low, high = row["score_ci"]
+        assert low <= row["score"] <= high
+        low, high = row["c64_tok_s_ci"]
+        assert low <= row["c64_tok_s"] <= high
+    confirmed = [r for r in rows.values() if r["confirmed"]]
+    assert {r["number"] for r in confirmed} == set(order)
+    for row in confirmed:
+        figures = row["confirmed"]
+        assert 1 <= figures["runs"] <= 2  # the fresh runs only; a failed restart is left out
+        low, high = figures["score_ci"]
+        assert low <= figures["score"] <= high
+    verdict = trials["verdict"]
+    assert isinstance(verdict, dict) and verdict["winner"] == trials["best"]
+
+    best = query(study, "best", "--format", "json")
+    assert best["trial"] == verdict["winner"]
+    assert best["confirmed"]["runs"] >= 1 and best["confirmed"]["verdict"]["rule"]  # type: ignore[index]
+    assert best["score_ci"] is not None
+    assert wait_gone(name) == []
+
+
+def test_confirm_0_turns_it_off(tmp_path: Path) -> None:
+    name = f"e2e-noconfirm-{RUN}"
+    study = make_study(tmp_path, name, n_trials=2)
+    proc = tune(study, "--confirm", "0")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "confirmation" not in err
+    assert StudyKey.CONFIRMATION not in load(study).user_attrs
+    assert query(study, "trials", "--json")["verdict"] is None
