@@ -26,7 +26,14 @@ from tuner.engine.fingerprint import record_or_check
 from tuner.engine.loop import Gate, Limits, NoGate, requeue_interrupted, run_trials
 from tuner.engine.record import StudyKey, TrialRecord, best_record, measured_records
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
-from tuner.engine.storage import is_server_database, open_study, recover_interrupted, study_lock
+from tuner.engine.storage import (
+    CONNECT_TIMEOUT_S,
+    is_server_database,
+    open_study,
+    recover_interrupted,
+    redact,
+    study_lock,
+)
 from tuner.engine.trial import ConfigTaken, TrialEvents, TrialRunner
 from tuner.sglang.launch import launch_command
 from tuner.sglang.options import load_option_table
@@ -71,6 +78,8 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
     def say(line: str) -> None:
         console.print(line, markup=False, highlight=False)
 
+    if shared:  # before the lease table and the study: both connect, and a dead server must not look like a hang
+        say(f"connecting to {redact(spec.study.storage)} … (up to {CONNECT_TIMEOUT_S} s per attempt)")
     with study_lock(spec.study.storage), ExitStack() as stack:
         team = stack.enter_context(shared_study(spec, host, say=say)) if shared else None
         host = team.host if team else (host or hosts_of(spec)[0])
@@ -79,7 +88,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         sampler = make_sampler(spec.study.sampler, seed, multi_objective=pareto)
         study = open_study(spec.study.storage, spec.study.name, sampler, directions, metric_names,
                            heartbeat_interval_s=spec.study.heartbeat_interval_s,
-                           heartbeat_grace_s=spec.study.heartbeat_grace_s)
+                           heartbeat_grace_s=spec.study.heartbeat_grace_s, say=say, announce=False)
         record_or_check(study, spec)  # refuse to mix trials of a changed study file (tuner/engine/fingerprint.py)
         study.set_user_attr(StudyKey.SAMPLER, resolve_sampler_name(spec.study.sampler))
         gate: Gate = NoGate()
@@ -104,11 +113,13 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
                 target.preflight(space.emittable_flags())
-                already = len(measured_records(study))
-                with LiveView(console, n_trials, already) as view:
+                stored = measured_records(study)
+                stored_best = None if pareto else best_record(study)
+                with LiveView(console, n_trials, len(stored), best=stored_best.score if stored_best else None,
+                              durations=[r.duration_s for r in stored if r.duration_s]) as view:
                     from tuner.engine.measure import TargetMeasurer
 
-                    measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase)
+                    measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase, say=say)
                     runner = TrialRunner(spec, space, measurer,
                                          TrialEvents(view.on_stage, view.on_done, gate.release),
                                          host=host if team else None)
@@ -146,12 +157,14 @@ def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer
              console: Console, pareto: bool) -> list[Confirmation]:
     if top <= 0 or pareto:
         return []
-    console.print(f"confirmation: re-measuring the top {top} configurations {repeats}× each on fresh restarts")
+    console.print(f"confirmation: re-measuring the top {top} configurations {repeats}× each on fresh restarts",
+                  markup=False)
     results = confirm_top(study, spec, runner, measurer, top=top, repeats=repeats)
     for c in results:
         spread = f"{min(c.scores):.3f}–{max(c.scores):.3f}" if c.scores else "–"
         console.print(f"  trial {c.trial}: study score {c.original_score:.3f}, confirmed mean {c.mean:.3f} "
-                      f"± {c.stdev:.3f} (range {spread}, {c.failed_restarts} failed restarts)", highlight=False)
+                      f"± {c.stdev:.3f} (range {spread}, {c.failed_restarts} failed restarts)", highlight=False,
+                      markup=False)
     return results
 
 
@@ -166,7 +179,7 @@ def _finish(spec: StudySpec, target: Target, best: TrialRecord | None, table: An
         command = launch_command(prefix, config, table).shell(multiline=True)
     if spec.finish == "best" and config is not None:
         if not quiet:
-            console.print(f"deploying the best configuration (trial {best.number if best else '?'})")
+            console.print(f"deploying the best configuration (trial {best.number if best else '?'})", markup=False)
         target.deploy(config)
     elif spec.finish == "original" or (spec.finish == "best" and config is None):
         target.restore()
