@@ -89,7 +89,11 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         study = open_study(spec.study.storage, spec.study.name, sampler, directions, metric_names,
                            heartbeat_interval_s=spec.study.heartbeat_interval_s,
                            heartbeat_grace_s=spec.study.heartbeat_grace_s, say=say, announce=False)
-        record_or_check(study, spec)  # refuse to mix trials of a changed study file (tuner/engine/fingerprint.py)
+        # Refuse to mix trials of a changed study file (tuner/engine/fingerprint.py); a changed [objective] only
+        # re-ranks, and the answer below is then taken from a re-ranking of the stored metrics.
+        reranked = record_or_check(study, spec)
+        if reranked:
+            say(reranked)
         study.set_user_attr(StudyKey.SAMPLER, resolve_sampler_name(spec.study.sampler))
         gate: Gate = NoGate()
         if team:
@@ -127,7 +131,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                                             spec.study.storage, gate=gate, say=say,
                                             poll_s=min(max(spec.study.heartbeat_interval_s / 2, 0.5), 10.0))
                     confirmations = _confirm(study, spec, runner, measurer, confirm, repeats, console, pareto)
-            best = None if pareto else best_record(study)
+            best = None if pareto else _best(study, spec, reranked=bool(reranked))
             if confirmations:
                 winner = confirmed_winner(confirmations)
                 if winner is not None:
@@ -146,6 +150,17 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         finally:
             target.close()
     return TuneOutcome(spec.study.name, len(measured_records(study)), stopped_by, best, command)
+
+
+def _best(study: optuna.Study, spec: StudySpec, *, reranked: bool) -> TrialRecord | None:
+    """The study's best. After a change to [objective] the stored scores of older trials were computed under the
+    old weights, so the best is re-ranked from every trial's raw metrics under the current objective."""
+    if not reranked:
+        return best_record(study)
+    from tuner.query.ranking import rank
+
+    winner = rank(study, spec, constraints=spec.objective.constraints).best
+    return winner.record if winner is not None else None
 
 
 def worker_seed(seed: int | None, host: str) -> int | None:

@@ -15,7 +15,8 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     """Apply a configuration of a study to its target and wait until the server is ready.
 
     systemd-ssh targets keep serving after this command exits; local and simulated servers are children of
-    this command and run until Ctrl-C.
+    this command and run until Ctrl-C (exit 130) or SIGTERM (exit 143). A study or trial that cannot answer
+    exits 2 before the target is touched.
     """
     if sum((trial is not None, best, original)) != 1:
         raise click.UsageError("give exactly one of --trial N, --best, --original")
@@ -29,6 +30,8 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     # anything touches the target.
     if original:
         what, config = "the original configuration", original_config(spec)
+        # The baseline as trial 0 ran it: the study file's values after SGLang's rules (e.g. the
+        # --max-running-requests a C=64 phase needs under speculation), not the raw [baseline] table.
     else:
         stored = open_stored_study(spec)
         for warning in stored.warnings:
@@ -57,8 +60,13 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
             _serve_until_interrupted(target)
 
 
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+
+
 def _serve_until_interrupted(target: object) -> None:
     import signal
+    import sys
     import threading
 
     from tuner.targets.base import Target
@@ -67,11 +75,15 @@ def _serve_until_interrupted(target: object) -> None:
     stop = threading.Event()
     # Handlers first, then the announcement: whoever reads "serving" may signal at once.
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # The shell's convention (and tune's): 128 + the signal, so a script can tell "stopped" from "finished".
+    code = EXIT_SIGTERM
     try:
         click.echo("serving; Ctrl-C stops the server")
         stop.wait()
     except KeyboardInterrupt:
-        pass
+        code = EXIT_SIGINT
     finally:
         signal.signal(signal.SIGTERM, previous)
         target.restore()
+    click.echo("stopped the server", err=True)
+    sys.exit(code)

@@ -59,8 +59,12 @@ def sort_keys(tuned_flags: Sequence[str], concurrencies: Sequence[int]) -> list[
 
 def sort_rows(table: list[TrialRow], key: str, tuned_flags: Sequence[str],
               concurrencies: Sequence[int]) -> list[TrialRow]:
-    """Sort by ``key``: measurements best first, flags and status ascending; rows without a value last."""
+    """Sort by ``key``: measurements best first, flags and status ascending; rows without a value last. A tuned
+    flag may be named as in the table (``num-steps``) or in full (``speculative-num-steps``, with or without
+    ``--``), as the study file names it."""
     valid = sort_keys(tuned_flags, concurrencies)
+    full = {f.removeprefix("--"): short_flag(f) for f in tuned_flags}
+    key = full.get(key.removeprefix("--"), key)
     if key not in valid:
         raise UsageError(f"--sort: unknown key {key!r}; use one of: {', '.join(valid)}")
     get, descending = _getter(key, tuned_flags)
