@@ -18,6 +18,7 @@ import optuna
 from rich.console import Console
 
 from tuner.app.progress import LiveView
+from tuner.core.console import make_console
 from tuner.core.errors import Interrupted, SpectuneError
 from tuner.core.interrupts import interruptible, silence_tracebacks
 from tuner.engine.baseline import enqueue_baseline
@@ -64,7 +65,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
               repeats: int = 3, host: str | None = None) -> TuneOutcome:
     """Run the study to its end from this process. On a server database this process is one worker among any
     number (tuner/app/worker.py): it leases ``host`` (default: the first free host) and shares the trial count."""
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     n_trials = n_trials or spec.study.n_trials
     timeout_s = timeout_s if timeout_s is not None else spec.study.timeout_s

@@ -33,9 +33,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from tuner.cli import bench, best, dashboard, deploy, report, simulate, trials, tune, validate, worker
+    from tuner.cli import bench, best, dashboard, deploy, report, simulate, trial, trials, tune, validate, worker
 
-    for module in (validate, tune, worker, deploy, simulate, bench, best, trials, report, dashboard):
+    for module in (validate, tune, worker, deploy, simulate, bench, best, trials, trial, report, dashboard):
         main.add_command(module.command)
 
 

@@ -21,9 +21,8 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
     [finish] says. Exit codes: 0 done, 2 bad study file, 3 target unreachable, 4 storage failing,
     5 study in use, 130/143 interrupted (resume by running the same command).
     """
-    from rich.console import Console
-
     from tuner.app.tune import run_study
+    from tuner.core.console import make_console
     from tuner.core.durations import parse_duration
     from tuner.core.errors import UsageError
     from tuner.study.file import load_study_file
@@ -33,9 +32,9 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
         timeout_s = parse_duration(timeout) if timeout is not None else None
     except ValueError as exc:
         raise UsageError(f"--timeout: {exc}") from None
-    outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True),
+    outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=make_console(stderr=True),
                         confirm=confirm, repeats=repeats)
-    console = Console(highlight=False)
+    console = make_console()
     console.print(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
     if outcome.best is None:
         console.print("no feasible configuration yet")

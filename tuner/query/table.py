@@ -11,6 +11,7 @@ from typing import Any
 
 from objectives.scoring import primary_metric
 from tuner.core.errors import UsageError
+from tuner.query.numbers import truncate
 from tuner.query.ranking import Ranking, TrialView
 from tuner.sglang.launch import FlagValue
 
@@ -35,11 +36,12 @@ class TrialRow:
     score: float | None
     feasible: bool
     failure: str | None
+    message: str | None = None  # the stored failure message or rejection reason, in full
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "status": self.status, "flags": dict(self.flags),
                 **{f"c{c}_tok_s": v for c, v in self.speeds}, "accept_length": self.accept_length,
-                "score": self.score, "feasible": self.feasible, "failure": self.failure}
+                "score": self.score, "feasible": self.feasible, "failure": self.failure, "message": self.message}
 
 
 def rows(ranking: Ranking, tuned_flags: Sequence[str]) -> list[TrialRow]:
@@ -47,9 +49,14 @@ def rows(ranking: Ranking, tuned_flags: Sequence[str]) -> list[TrialRow]:
 
 
 def _row(t: TrialView, ranking: Ranking, tuned_flags: Sequence[str]) -> TrialRow:
-    return TrialRow(number=t.number, status=t.status, flags=tuple((f, t.tuned.get(f)) for f in tuned_flags),
+    # A trial never deployed (rejected, interrupted before its config was stored) has no deployed flags; its
+    # proposal's values are what it was about, so they fill the columns instead of "–".
+    proposed = t.record.params_decoded if t.config is None else {}
+    return TrialRow(number=t.number, status=t.status,
+                    flags=tuple((f, t.tuned.get(f, proposed.get(f))) for f in tuned_flags),
                     speeds=tuple((c, t.value(c)) for c in ranking.concurrencies), accept_length=t.accept_length(),
-                    score=t.score, feasible=t.feasible, failure=t.failure)
+                    score=t.score, feasible=t.feasible, failure=t.failure,
+                    message=t.record.failure or t.record.reason)
 
 
 def sort_keys(tuned_flags: Sequence[str], concurrencies: Sequence[int]) -> list[str]:
@@ -109,6 +116,7 @@ def fmt(value: Any, digits: int = 1) -> str:
 def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None) -> Any:
     """A rich Table; the best trial's row is marked with ★."""
     from rich.table import Table
+    from rich.text import Text
 
     out = Table(show_lines=False, header_style="bold")
     out.add_column("#", justify="right")
@@ -123,9 +131,24 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     out.add_column("failure")
     for r in table:
         mark = "★" if r.number == best else ""
-        out.add_row(f"{mark}{r.number}", r.status, *(_flag_text(v) for _, v in r.flags),
-                    *(fmt(v) for _, v in r.speeds), fmt(r.accept_length, 2), fmt(r.score, 3), r.failure or "")
+        cells = [f"{mark}{r.number}", r.status, *(_flag_text(v) for _, v in r.flags),
+                 *(fmt(v) for _, v in r.speeds), fmt(r.accept_length, 2), fmt(r.score, 3), failure_text(r)]
+        out.add_row(*(Text(c) for c in cells))  # plain text: messages and values may contain [brackets]
     return out
+
+
+#: Characters of a failure message shown in the table (``spectune trial N`` shows it all).
+MESSAGE_CHARS = 70
+
+
+def failure_text(row: TrialRow) -> str:
+    """``out-of-memory: CUDA out of memory while capturing…`` — the class, then the stored message, cut."""
+    if row.failure is None:
+        return ""
+    message = truncate(row.message, MESSAGE_CHARS)
+    # A deploy failure's message starts with its class (DeployFailed's text): do not say it twice.
+    message = message.removeprefix(f"{row.failure}: ")
+    return f"{row.failure}: {message}" if message and message != row.failure else row.failure
 
 
 def _flag_text(value: FlagValue | None) -> str:
