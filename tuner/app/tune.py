@@ -12,6 +12,7 @@ import time
 import zlib
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -54,6 +55,8 @@ class TuneOutcome:
     stopped_by: str  # n_trials | timeout | exhausted
     best: TrialRecord | None
     best_command: str | None
+    baseline: TrialRecord | None = None  # the measured baseline trial: what the answer is compared with
+    logs: Path | None = None  # where the servers' logs went (the folder of the trials' log files)
 
 
 # Optuna logs every exception that ends a trial with its traceback; these are expected endings.
@@ -150,7 +153,10 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             raise
         finally:
             target.close()
-    return TuneOutcome(spec.study.name, len(measured_records(study)), stopped_by, best, command)
+    measured = measured_records(study)
+    baseline = next((r for r in measured if r.baseline and r.metrics), None)
+    logs = next((Path(r.log).parent for r in reversed(measured) if r.log), None)
+    return TuneOutcome(spec.study.name, len(measured), stopped_by, best, command, baseline, logs)
 
 
 def _best(study: optuna.Study, spec: StudySpec, *, reranked: bool) -> TrialRecord | None:
