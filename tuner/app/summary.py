@@ -82,7 +82,8 @@ def finish_text(spec: StudySpec, best: TrialRecord | None) -> str:
                f"{where} (spectune deploy --best puts it back any time)"
     if spec.finish == "leave":
         return "target: left as the last trial deployed it ([finish] deploy = \"leave\")"
-    return (f"target: removed spectune's drop-in and restarted {spec.target.settings.get('unit', 'the unit')} "
+    if kind == "systemd-ssh":
+        return (f"target: removed spectune's drop-in and restarted {spec.target.settings.get('unit', 'the unit')} "
                 "with its original configuration ([finish] deploy = \"original\")")
     return ("target: the server started for the last trial was stopped ([finish] deploy = \"original\"); "
             f"`spectune deploy {spec.path} --best` starts the winner")
