@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from tests.study_factory import write_study_file
 from tuner.cli import main
+from tuner.query.load import open_stored_study
 from tuner.targets.unit_file import split_words
 
 
@@ -144,15 +145,24 @@ def test_a_changed_study_file_warns_on_stderr(stored_study: Path) -> None:
     assert "warning:" in err and "[benchmark] has changed since study 'demo' began" in err
 
 
-def test_report_writes_a_page_and_one_png_per_plot(stored_study: Path, tmp_path: Path) -> None:
+def test_report_writes_a_page_summary_and_csv(stored_study: Path, tmp_path: Path) -> None:
     out_dir = tmp_path / "report"
     code, out, err = _run("report", str(stored_study), "-o", str(out_dir))
     assert code == 0, err
     page = out_dir / "index.html"
     assert out.strip() == str(page)
-    pngs = sorted(p.name for p in out_dir.glob("*.png"))
-    assert pngs == ["failures.png", "history.png", "importances.png", "speeds.png"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["index.html", "summary.md", "trials.csv"]
     text = page.read_text()
-    assert text.count('src="data:image/png;base64,') == 4  # self-contained: the page needs no other file
+    for key in ("history", "speeds", "latencies", "importances", "failures"):
+        assert f'id="plot-{key}"' in text, key
     assert "steps=3" in text and "C=64 aggr tok/s" in text and "out-of-memory" in text
-    assert "http" not in text.replace("https://", "").split("<body>")[0]  # no external resource in <head>
+    assert "--mem-fraction-static" in text and "--cuda-graph-max-bs-decode" in text  # failures' axes, hover
+    assert "rough guide" in text  # 14 trials: importances come with the caveat
+    head = text.split("<body>")[0]
+    assert "<script src=" not in head and "<link" not in head  # plotly.js inlined: nothing to fetch
+    summary = (out_dir / "summary.md").read_text()
+    assert "python3 -m sglang.launch_server" in summary and "ExecStart=" in summary
+    assert "| C=1 per-request tok/s |" in summary and "%" in summary
+    rows = (out_dir / "trials.csv").read_text().splitlines()
+    assert rows[0].startswith("number,status,--speculative-num-steps")
+    assert len(rows) == 1 + len(open_stored_study(stored_study).study.trials)
