@@ -1,10 +1,18 @@
 """The live view of a running study: trial n/N, the current stage and phase, best so far, elapsed and ETA,
-plus one summary line per finished trial (which stays in the terminal's scrollback)."""
+plus one summary line per finished trial (which stays in the terminal's scrollback).
+
+Everything shown is plain text, never Rich markup: flag lists such as ``[num-steps=4 eagle-topk=1]`` and server
+messages contain brackets that markup would swallow. On a resumed study the best and the ETA start from the
+stored trials, so the first minutes after a restart do not show a stale best or an ETA of seconds.
+"""
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections.abc import Iterable
 
+import optuna
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
@@ -16,36 +24,49 @@ from tuner.engine.record import Outcome, TrialRecord, skipped_text
 
 
 class LiveView:
-    def __init__(self, console: Console, total: int, already: int = 0, extra: int = 0) -> None:
+    """``already``, ``best`` and ``durations`` describe the stored trials of earlier runs (a resume): the count,
+    the stored best score and how long each measured trial took. ``extra``: confirmation restarts to come
+    after the trials (each costs about one trial), part of the ETA."""
+
+    def __init__(self, console: Console, total: int, already: int = 0, *, extra: int = 0,
+                 best: float | None = None, durations: Iterable[float] = ()) -> None:
         self.console = console
         self.started = time.monotonic()
         self.done = already
         self.total = total
-        #: Confirmation restarts still to come after the trials (each costs about one trial): part of the ETA.
         self.extra = extra
-        self.confirmed = 0
-        self.best: float | None = None
+        self.best: float | None = best
+        self.durations: list[float] = [d for d in durations if d > 0]
+        self._trial_started: dict[int, float] = {}
+        self._optuna_level = optuna.logging.get_verbosity()
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(bar_width=24),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}"),
+            TextColumn("{task.fields[detail]}", markup=False),
             TimeElapsedColumn(),
-            TextColumn("{task.fields[eta]}"),
+            TextColumn("{task.fields[eta]}", markup=False),
             console=console,
             transient=True,
         )
         self.task: TaskID = self.progress.add_task("trials", total=total, completed=already, detail="", eta="")
         self.stage = ""
+        self._refresh()
 
     def __enter__(self) -> LiveView:
+        # Optuna's own warnings ("Trial 1 failed with value None.") would print into the middle of the progress
+        # line; every such ending is already reported by the trial's summary line.
+        self._optuna_level = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
         self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+        optuna.logging.set_verbosity(self._optuna_level)
 
     def on_stage(self, number: int, stage: str) -> None:
+        self._trial_started.setdefault(number, time.monotonic())
         self.stage = f"trial {number}: {stage}"
         self._refresh()
 
@@ -57,11 +78,14 @@ class LiveView:
 
     def on_done(self, record: TrialRecord) -> None:
         # The runner calls this before Optuna stores the trial's state; the record has the state it ends with.
+        started = self._trial_started.pop(record.number, None)
         if record.is_measured:
             self.done += 1
+            if started is not None:
+                self.durations.append(time.monotonic() - started)
         if record.is_candidate and record.score is not None:
             self.best = record.score if self.best is None else max(self.best, record.score)
-        self.console.print(summary_line(record), highlight=False)
+        self.console.print(summary_line(record), markup=False, highlight=False)
         self.progress.update(self.task, completed=min(self.done, self.total))
         self._refresh()
 
@@ -69,18 +93,21 @@ class LiveView:
         """A confirmation restart of trial ``number`` (round ``run``) starts."""
         if self.extra:
             self.extra -= 1
-            self.confirmed += 1  # a restart costs about a trial: the ETA's rate is per trial or restart
         self.stage = f"confirming trial {number} (round {run + 1})"
         self._refresh()
 
+    def eta_s(self) -> float | None:
+        """Remaining measured trials and confirmation restarts × the median measured trial's duration (this
+        run's and earlier runs'): the median, because one slow start-up timeout should not double the estimate."""
+        if not self.durations:
+            return None
+        return statistics.median(self.durations) * (max(self.total - self.done, 0) + self.extra)
+
     def _refresh(self) -> None:
-        elapsed = time.monotonic() - self.started
-        eta = ""
-        if self.done:
-            left = max(self.total - self.done, 0) + self.extra
-            eta = "ETA " + format_duration(elapsed / (self.done + self.confirmed) * left)
+        eta = self.eta_s()
         best = f"best {self.best:.3f}" if self.best is not None else "best –"
-        self.progress.update(self.task, detail=f"{best} · {self.stage}", eta=eta)
+        self.progress.update(self.task, detail=f"{best} · {self.stage}",
+                             eta="" if eta is None else "ETA " + format_duration(eta))
 
 
 def summary_line(record: TrialRecord) -> str:

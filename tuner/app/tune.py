@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -20,6 +21,7 @@ from rich.console import Console
 
 from tuner.app.progress import LiveView
 from tuner.core import interrupts
+from tuner.core.console import make_console
 from tuner.core.errors import Interrupted, SpectuneError
 from tuner.core.faults import fault_point
 from tuner.core.interrupts import deferred, interruptible, silence_tracebacks
@@ -31,10 +33,12 @@ from tuner.engine.record import StudyKey, TrialRecord, best_record, measured_rec
 from tuner.engine.resilient import storage_failure
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
 from tuner.engine.storage import (
+    CONNECT_TIMEOUT_S,
     StorageUnavailable,
     is_server_database,
     open_study,
     recover_interrupted,
+    redact,
     requeue_unretried,
     study_lock,
 )
@@ -58,6 +62,8 @@ class TuneOutcome:
     best: TrialRecord | None
     best_command: str | None
     verdict: Verdict | None = None  # the confirmation stage's winner rule (None: not run)
+    baseline: TrialRecord | None = None  # the measured baseline trial: what the answer is compared with
+    logs: Path | None = None  # where the servers' logs went (the folder of the trials' log files)
 
 
 # Optuna logs every exception that ends a trial with its traceback; these are expected endings.
@@ -69,7 +75,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
               repeats: int = DEFAULT_REPEATS, host: str | None = None) -> TuneOutcome:
     """Run the study to its end from this process. On a server database this process is one worker among any
     number (tuner/app/worker.py): it leases ``host`` (default: the first free host) and shares the trial count."""
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     n_trials = n_trials or spec.study.n_trials
     timeout_s = timeout_s if timeout_s is not None else spec.study.timeout_s
@@ -83,6 +89,8 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
     def say(line: str) -> None:
         console.print(line, markup=False, highlight=False)
 
+    if shared:  # before the lease table and the study: both connect, and a dead server must not look like a hang
+        say(f"connecting to {redact(spec.study.storage)} … (up to {CONNECT_TIMEOUT_S} s per attempt)")
     with study_lock(spec.study.storage), ExitStack() as stack:
         team = stack.enter_context(shared_study(spec, host, say=say)) if shared else None
         host = team.host if team else (host or hosts_of(spec)[0])
@@ -91,8 +99,12 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         sampler = make_sampler(spec.study.sampler, seed, multi_objective=pareto)
         study = open_study(spec.study.storage, spec.study.name, sampler, directions, metric_names,
                            heartbeat_interval_s=spec.study.heartbeat_interval_s,
-                           heartbeat_grace_s=spec.study.heartbeat_grace_s)
-        record_or_check(study, spec)  # refuse to mix trials of a changed study file (tuner/engine/fingerprint.py)
+                           heartbeat_grace_s=spec.study.heartbeat_grace_s, say=say, announce=False)
+        # Refuse to mix trials of a changed study file (tuner/engine/fingerprint.py); a changed [objective] only
+        # re-ranks, and the answer below is then taken from a re-ranking of the stored metrics.
+        reranked = record_or_check(study, spec)
+        if reranked:
+            say(reranked)
         study.set_user_attr(StudyKey.SAMPLER, resolve_sampler_name(spec.study.sampler))
         gate: Gate = NoGate()
         if team:
@@ -118,16 +130,19 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
                 target.preflight(space.emittable_flags())
-                already = len(measured_records(study))
+                stored = measured_records(study)
+                stored_best = None if pareto else best_record(study)
                 if team and confirm:  # one worker among many cannot interleave the others' hosts
                     say("confirmation is skipped on a shared study: run `spectune tune` alone afterwards to confirm")
                     confirm = 0
                 if pareto:
                     confirm = 0
-                with LiveView(console, n_trials, already, extra=runs_planned(confirm, repeats)) as view:
+                with LiveView(console, n_trials, len(stored), extra=runs_planned(confirm, repeats),
+                              best=stored_best.score if stored_best else None,
+                              durations=[r.duration_s for r in stored if r.duration_s]) as view:
                     from tuner.engine.measure import TargetMeasurer
 
-                    measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase)
+                    measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase, say=say)
                     runner = TrialRunner(spec, space, measurer,
                                          TrialEvents(view.on_stage, view.on_done, gate.release),
                                          host=host if team else None)
@@ -135,7 +150,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                                             spec.study.storage, gate=gate, say=say,
                                             poll_s=min(max(spec.study.heartbeat_interval_s / 2, 0.5), 10.0))
                     verdict = _confirm(study, spec, runner, measurer, confirm, repeats, say, view.on_confirm)
-                best = None if pareto else best_record(study)
+                best = None if pareto else _best(study, spec, reranked=bool(reranked))
                 if verdict is not None:
                     best = next(r for r in records(study) if r.number == verdict.winner)
                 with deferred():  # a signal now is answered once the target is as [finish] says
@@ -153,7 +168,21 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             raise
         finally:
             target.close()
-    return TuneOutcome(spec.study.name, len(measured_records(study)), stopped_by, best, command, verdict)
+    measured = measured_records(study)
+    baseline = next((r for r in measured if r.baseline and r.metrics), None)
+    logs = next((Path(r.log).parent for r in reversed(measured) if r.log), None)
+    return TuneOutcome(spec.study.name, len(measured), stopped_by, best, command, verdict, baseline, logs)
+
+
+def _best(study: optuna.Study, spec: StudySpec, *, reranked: bool) -> TrialRecord | None:
+    """The study's best. After a change to [objective] the stored scores of older trials were computed under the
+    old weights, so the best is re-ranked from every trial's raw metrics under the current objective."""
+    if not reranked:
+        return best_record(study)
+    from tuner.query.ranking import rank
+
+    winner = rank(study, spec, constraints=spec.objective.constraints).best
+    return winner.record if winner is not None else None
 
 
 def _clean_up(study: optuna.Study, spec: StudySpec, target: Target, runner: TrialRunner | None, table: Any,
@@ -213,7 +242,7 @@ def _finish(spec: StudySpec, target: Target, best: TrialRecord | None, table: An
         command = launch_command(prefix, config, table).shell(multiline=True)
     if spec.finish == "best" and config is not None:
         if not quiet:
-            console.print(f"deploying the best configuration (trial {best.number if best else '?'})")
+            console.print(f"deploying the best configuration (trial {best.number if best else '?'})", markup=False)
         target.deploy(config)
     elif spec.finish == "original" or (spec.finish == "best" and config is None):
         target.restore()

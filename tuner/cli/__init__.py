@@ -44,13 +44,14 @@ def _register() -> None:
         report,
         schema,
         simulate,
+        trial,
         trials,
         tune,
         validate,
         worker,
     )
 
-    for module in (validate, schema, tune, worker, deploy, simulate, bench, best, trials, report, dashboard):
+    for module in (validate, schema, tune, worker, deploy, simulate, bench, best, trials, trial, report, dashboard):
         main.add_command(module.command)
 
 

@@ -86,12 +86,11 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     import json
     import sys
 
-    from rich.console import Console
-
     from objectives.phase_syntax import parse_phase
     from objectives.report import ProgressDisplay, results_table
     from objectives.runner import run_benchmark
     from objectives.spec import BenchmarkSpec
+    from tuner.core.console import make_console
     from tuner.core.errors import UsageError
 
     if not url.startswith(("http://", "https://")):
@@ -104,7 +103,7 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     if phases:
         spec = BenchmarkSpec(workload=workload, phases=tuple(parse_phase(p) for p in phases))
     try:
-        with ProgressDisplay(Console(stderr=True)) as progress:
+        with ProgressDisplay(make_console(stderr=True)) as progress:
             result = run_benchmark(url, spec, progress=progress)
     except KeyboardInterrupt:  # Ctrl-C: the requests in flight are closed with the event loop
         click.echo("interrupted", err=True)
@@ -113,7 +112,7 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
         json.dump(result.to_dict(records=records), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        Console().print(results_table(result))
+        make_console().print(results_table(result))
     if result.scaled:
         click.echo(f"note: the server runs at time scale {result.time_scale:g}: the figures are scaled", err=True)
     reason = failure(result, max_error_rate)

@@ -22,7 +22,8 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     """Apply a configuration of a study to its target and wait until the server is ready.
 
     systemd-ssh targets keep serving after this command exits; local and simulated servers are children of
-    this command and run until Ctrl-C.
+    this command and run until Ctrl-C (exit 130) or SIGTERM (exit 143). A study or trial that cannot answer
+    exits 2 before the target is touched.
     """
     if sum((trial is not None, best, original)) != 1:
         raise click.UsageError("give exactly one of --trial N, --best, --original")
@@ -35,6 +36,8 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     # The stored configuration first: a study that cannot answer (never run, no such trial) must fail before
     # anything touches the target.
     if original:
+        # The baseline as trial 0 ran it: the study file's values after SGLang's rules (e.g. the
+        # --max-running-requests a C=64 phase needs under speculation), not the raw [baseline] table.
         what, config = "the original configuration", original_config(spec)
     else:
         stored = open_stored_study(spec)
@@ -49,8 +52,9 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     from tuner.core.errors import Interrupted
     from tuner.core.interrupts import deferred, interruptible
 
-    # Signals are ours from here: one during the deploy stops what was started (exit 130/143), one while serving
-    # is the normal way to stop (exit 0), and a second one during either restore is remembered, not obeyed.
+    # Signals are ours from here: one during the deploy stops what was started, one while serving is the normal
+    # way to stop; both exit 128 + the signal (the shell's convention, and tune's), so a script can tell
+    # "stopped" from "finished". A second one during either restore is remembered, not obeyed.
     with interruptible():
         target = make_target(spec)
         with target:
@@ -79,7 +83,7 @@ def _deploy(spec: StudySpec, target: Target, what: str, config: ServerConfig, or
 
 
 def _serve_until_interrupted(target: Target) -> None:
-    import contextlib
+    import sys
     import threading
 
     from tuner.core.errors import Interrupted
@@ -88,8 +92,13 @@ def _serve_until_interrupted(target: Target) -> None:
 
     # The handlers are already in place (interruptible() above): whoever reads "serving" may signal at once.
     click.echo("serving; Ctrl-C stops the server")
-    with contextlib.suppress(Interrupted):  # the way to stop serving: exit 0
+    try:
         threading.Event().wait()
+        code = 0  # not reached: only a signal ends the wait
+    except Interrupted as exc:
+        code = exc.exit_code
     with deferred():
         fault_point("deploy_restore")
         target.restore()
+    click.echo("stopped the server", err=True)
+    sys.exit(code)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import click
+
+if TYPE_CHECKING:
+    from tuner.study.spec import StudySpec
 
 
 @click.command("tune")
@@ -14,17 +20,23 @@ import click
                    "(0: off). The winner is the best lower 95 % bound, if above the baseline's upper bound.")
 @click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
               help="Fresh restarts per confirmed configuration.")
-def command(study: str, n_trials: int | None, timeout: str | None, confirm: int, repeats: int) -> None:
+@click.option("--report", "report", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Write the report here at the end (default: <study file>-report/ beside it).")
+@click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
+def command(study: str, n_trials: int | None, timeout: str | None, confirm: int, repeats: int,
+            report: str | None, no_report: bool) -> None:
     """Run a study against its target; running it again resumes it.
 
     Each trial deploys one configuration, waits until the server is ready, benchmarks it and records the
     result. At the end the best configuration is printed as a launch command and the target is left as
-    [finish] says. Exit codes: 0 done, 2 bad study file, 3 target unreachable, 4 storage failing,
-    5 study in use, 130/143 interrupted (resume by running the same command).
+    [finish] says; then the per-phase change against the baseline, what was done to the target, and where
+    the database, the server logs and the report (written at the end) are. Exit codes: 0 done, 2 bad study
+    file, 3 target unreachable, 4 storage failing, 5 study in use, 130/143 interrupted (resume by running the
+    same command).
     """
-    from rich.console import Console
-
+    from tuner.app.summary import Locations, summary_lines
     from tuner.app.tune import run_study
+    from tuner.core.console import make_console
     from tuner.core.durations import parse_duration
     from tuner.core.errors import UsageError
     from tuner.core.interrupts import interruptible
@@ -37,27 +49,38 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
         raise UsageError(f"--timeout: {exc}") from None
     # From here to the last line an interrupt ends in exit 130/143 and one line (before the study opens, too).
     with interruptible():
-        outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True),
+        outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=make_console(stderr=True),
                             confirm=confirm, repeats=repeats)
-    console = Console(highlight=False)
-    console.print(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
+    console = make_console()
+
+    def say(line: str) -> None:
+        console.print(line, markup=False)
+
+    say(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
+    written = None if no_report or outcome.measured == 0 else _write_report(spec, report)
+    for line in summary_lines(spec, outcome.baseline, outcome.best, Locations(spec.study.storage, outcome.logs,
+                                                                              written), outcome.verdict):
+        say(line)
     if outcome.best is None:
-        console.print("no feasible configuration yet")
+        say("no feasible configuration yet")
         return
-    best = outcome.best
-    score = best.score if best.score is not None else float("nan")
-    interval = f" [{best.score_ci.low:.3f}, {best.score_ci.high:.3f}]" if best.score_ci else ""
-    if outcome.verdict is not None:
-        if not outcome.verdict.significant:
-            console.print("no significant improvement over the baseline")
-        confirmed = outcome.verdict.intervals.get(best.number)
-        if confirmed is not None:
-            runs = len(best.confirmed.runs) if best.confirmed else 0
-            mid = (confirmed.low + confirmed.high) / 2
-            console.print(f"best: trial {best.number}, confirmed score {mid:.3f} [{confirmed.low:.3f}, "
-                          f"{confirmed.high:.3f}] over {runs} fresh run(s) (1.0 = the baseline)")
-        else:
-            console.print(f"best: trial {best.number}, score {score:.3f}{interval} (1.0 = the baseline)")
-    else:
-        console.print(f"best: trial {best.number}, score {score:.3f}{interval} (1.0 = the baseline)")
+    say("launch command of the best configuration:")
     click.echo(outcome.best_command)
+
+
+def _write_report(spec: StudySpec, directory: str | None) -> Path | None:
+    """The report of the finished run; a failure to write it is a warning, never a failed study."""
+    from tuner.core.errors import SpectuneError
+    from tuner.report.build import write_report
+
+    out = Path(directory) if directory else default_report_dir(spec)
+    try:
+        return write_report(spec.path, out).page
+    except (SpectuneError, OSError) as exc:
+        click.echo(f"warning: could not write the report to {out}: {exc}", err=True)
+        return None
+
+
+def default_report_dir(spec: StudySpec) -> Path:
+    """``<study file>-report/`` beside the study file."""
+    return spec.path.with_name(f"{spec.path.stem}-report")

@@ -20,9 +20,8 @@ def command(study: str, host: str | None, n_trials: int | None, timeout: str | N
     storage, 3 host unreachable, 4 storage failing, 5 no free host (or the lease was lost), 130/143
     interrupted (its trial is re-run by the others).
     """
-    from rich.console import Console
-
     from tuner.app.worker import run_worker
+    from tuner.core.console import make_console
     from tuner.core.durations import parse_duration
     from tuner.core.errors import UsageError
     from tuner.study.file import load_study_file
@@ -35,8 +34,8 @@ def command(study: str, host: str | None, n_trials: int | None, timeout: str | N
     from tuner.core.interrupts import interruptible
 
     with interruptible():  # an interrupt at any moment: exit 130/143, one line, the host restored
-        outcome = run_worker(spec, host, n_trials=n_trials, timeout_s=timeout_s, console=Console(stderr=True))
-    console = Console(highlight=False)
+        outcome = run_worker(spec, host, n_trials=n_trials, timeout_s=timeout_s, console=make_console(stderr=True))
+    console = make_console()
     console.print(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
     best = outcome.best
     if best is not None:

@@ -3,8 +3,9 @@
 Trials of one study are only comparable while the search space, the objective and the benchmark stay the same:
 a new phase size, another max_tokens or other weights make old and new numbers different quantities. The study
 stores one short hash per section in its user attrs when it is created (``record_fingerprint``); ``tune``
-refuses to resume a study whose file changed in those sections, and the read-only commands (``best``,
-``trials``, ``report``) warn, because re-ranking stored raw metrics is still meaningful.
+refuses to resume a study whose [search] or [benchmark] changed, and the read-only commands (``best``,
+``trials``, ``report``) warn, because re-ranking stored raw metrics is still meaningful. A change to
+[objective] alone does not block ``tune``: the stored trials are re-ranked under the new weights and constraints.
 
 The hash is taken over the *validated* values (``StudySpec``), not the file text, so comments, formatting and
 key order never count as a change.
@@ -68,15 +69,27 @@ def describe_change(spec: StudySpec, sections: list[str]) -> str:
     return f"{spec.path}: {names} {verb} changed since study {spec.study.name!r} began"
 
 
-def record_or_check(study: optuna.Study, spec: StudySpec) -> None:
-    """For ``tune``: store the fingerprint on a new study, refuse to resume one whose file changed.
+#: Sections whose change leaves stored trials comparable: the objective only weighs and bounds the raw metrics
+#: each trial stored, so the stored trials are re-ranked under the new one at no cost.
+RERANKABLE = frozenset({"objective"})
+
+
+def record_or_check(study: optuna.Study, spec: StudySpec) -> str | None:
+    """For ``tune``: store the fingerprint on a new study, refuse to resume one whose file changed in what was
+    measured ([search], [benchmark]). A change to [objective] alone is accepted and recorded; the returned
+    note says so (None when nothing changed).
 
     A study made before fingerprints existed gets the current one (nothing to compare against)."""
     changed = changed_sections(study, spec)
     if changed is None:
         study.set_user_attr(FINGERPRINT_ATTR, section_fingerprints(spec))
-        return
+        return None
+    if changed and set(changed) <= RERANKABLE:
+        study.set_user_attr(FINGERPRINT_ATTR, section_fingerprints(spec))
+        return (f"{describe_change(spec, changed)}: resuming, and the stored trials are re-ranked under the new "
+                "objective (their raw metrics are kept; nothing is re-measured)")
     if changed:
         raise StudyFileChanged(f"{describe_change(spec, changed)}; its trials would not be comparable with new "
                                "ones. Restore the file, or give the study a new [study] name to start afresh "
                                "(`spectune best --weights …` re-ranks the old study without re-running)")
+    return None

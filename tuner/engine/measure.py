@@ -11,38 +11,58 @@ from objectives.runner import run_phase
 from objectives.spec import BenchmarkSpec
 from tuner.core import interrupts
 from tuner.sglang.launch import ServerConfig
-from tuner.targets.base import Deployment, Target, TargetUnavailable
+from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 
 #: Waits between attempts when the target cannot be reached at all (host down, SSH refused).
 UNREACHABLE_BACKOFF_S = (5.0, 20.0, 60.0)
 
 
+def _retryable(exc: TargetUnavailable) -> bool:
+    """Whether waiting can help. A port another program holds will not free itself in a minute, and retrying
+    cost 85 s of silence before the message (a target marks such errors ``retryable = False``)."""
+    return bool(getattr(exc, "retryable", True))
+
+
 class TargetMeasurer:
     def __init__(self, target: Target, benchmark: BenchmarkSpec, progress: ProgressCallback | None = None,
                  *, sleep: Callable[[float], None] = time.sleep,
-                 backoff: tuple[float, ...] = UNREACHABLE_BACKOFF_S) -> None:
+                 backoff: tuple[float, ...] = UNREACHABLE_BACKOFF_S, say: Callable[[str], None] | None = None) -> None:
         self.target = target
         self.benchmark = benchmark
         self.progress = progress
         self.sleep = sleep
         self.backoff = backoff
         self.deployment: Deployment | None = None
+        self.say = say or (lambda _line: None)
 
     def deploy(self, config: ServerConfig) -> Mapping[str, Any]:
-        """Deploy, retrying only when the target is unreachable; ``DeployFailed`` passes straight through."""
-        for delay in (*self.backoff, None):
+        """Deploy, retrying only when the target is unreachable; ``DeployFailed`` passes straight through with
+        the failed server's log location added (``spectune trial N`` shows it)."""
+        attempts = len(self.backoff) + 1
+        for attempt, delay in enumerate((*self.backoff, None), start=1):
             try:
                 self.deployment = self.target.deploy(config)
                 break
-            except TargetUnavailable:
-                if delay is None:
+            except TargetUnavailable as exc:
+                if delay is None or not _retryable(exc):
                     raise
+                # Say what is being waited for: an unreachable host otherwise looks like a hung tuner.
+                self.say(f"target unreachable: {exc}; trying again in {delay:g} s (attempt {attempt + 1} of "
+                         f"{attempts})")
                 self.sleep(delay)
+            except DeployFailed as exc:
+                exc.log = self.log_location()  # type: ignore[attr-defined]
+                raise
         assert self.deployment is not None
         interrupts.check()
         d = self.deployment
         return {"launch": d.launch.shell(), "base_url": d.base_url, "log": d.log_location,
                 "timings": {"deploy_s": d.deploy_s, "ready_s": d.ready_s}}
+
+    def log_location(self) -> str | None:
+        """Where the server started last writes its log (local and simulated targets keep one file per start)."""
+        location = getattr(self.target, "log_location", None)
+        return str(location) if location else None
 
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         assert self.deployment is not None, "measure() before deploy()"

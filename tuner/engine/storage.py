@@ -28,6 +28,12 @@ from tuner.engine.resilient import ResilientRDBStorage, backoff
 HEARTBEAT_INTERVAL_S = 60
 HEARTBEAT_GRACE_S = 300
 STORAGE_RETRIES = 4
+#: Opening a study: nothing is running yet, so a few quick attempts (each announced) rather than minutes of
+#: backoff; a PostgreSQL server that is down is reported within seconds.
+OPEN_RETRIES = 2
+#: Seconds one connection attempt to a database server may take (libpq and MySQL drivers: ``connect_timeout``);
+#: without it an unreachable host costs the operating system's TCP timeout, minutes, per attempt.
+CONNECT_TIMEOUT_S = 5
 
 T = TypeVar("T")
 
@@ -59,8 +65,10 @@ def is_server_database(url: str) -> bool:
 
 
 def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
-                 heartbeat_grace_s: int = HEARTBEAT_GRACE_S) -> optuna.storages.BaseStorage:
-    """An RDB storage with the settings an overnight study needs."""
+                 heartbeat_grace_s: int = HEARTBEAT_GRACE_S,
+                 raise_unreachable: bool = False) -> optuna.storages.BaseStorage:
+    """An RDB storage with the settings an overnight study needs. ``raise_unreachable``: let a connection
+    failure through as is, for a caller that retries it (``with_storage_retries``)."""
     if url.startswith("sqlite"):
         try:
             # A generous busy timeout: a dashboard reading the same file must not crash the tuner.
@@ -73,7 +81,7 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return ResilientRDBStorage(
                     url, describe=_outage(url),
-                    engine_kwargs={"pool_pre_ping": True},
+                    engine_kwargs={"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}},
                     heartbeat_interval=heartbeat_interval_s,
                     grace_period=heartbeat_grace_s,
                     # A dead worker's trial is failed by the next live worker's ask and its parameters queued again.
@@ -85,6 +93,10 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
             if attempt == 2:
                 raise StorageUnavailable(f"cannot open storage {redact(url)}: {first_line(exc)}") from None
             time.sleep(0.3 * (attempt + 1))
+        except _sqlalchemy_error():
+            if raise_unreachable:
+                raise
+            raise_unavailable(url)
         except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
             raise StorageUnavailable(f"cannot open storage {redact(url)}: {first_line(exc)}") from None
     raise AssertionError("unreachable")
@@ -96,11 +108,19 @@ def _outage(url: str) -> Callable[[BaseException], Exception]:
                                   "(the target is restored; resume with the same command once it is back)")
 
     return describe
+def raise_unavailable(url: str) -> None:
+    """Re-raise the exception being handled as ``StorageUnavailable`` (its first line, redacted)."""
+    import sys
+
+    exc = sys.exc_info()[1]
+    assert exc is not None
+    raise StorageUnavailable(f"cannot open storage {redact(url)}: {first_line(exc)}") from None
 
 
 def with_storage_retries(action: Callable[[], T], what: str, url: str, *, sleep: Callable[[float], None] = time.sleep,
-                         retries: int = STORAGE_RETRIES) -> T:
-    """Run ``action``; on a storage error retry with exponential backoff, then raise ``StorageUnavailable``."""
+                         retries: int = STORAGE_RETRIES, say: Callable[[str], None] | None = None) -> T:
+    """Run ``action``; on a storage error retry with exponential backoff, then raise ``StorageUnavailable``.
+    ``say`` hears each wait and its reason: a retrying tuner must not look hung."""
     delay = 1.0
     for attempt in range(retries + 1):
         try:
@@ -109,6 +129,9 @@ def with_storage_retries(action: Callable[[], T], what: str, url: str, *, sleep:
             if attempt == retries:
                 raise StorageUnavailable(f"storage {redact(url)} failed while {what}: {first_line(exc)} "
                                          f"(after {retries + 1} attempts; nothing measured was lost)") from None
+            if say is not None:
+                say(f"storage {redact(url)} failed while {what}: {first_line(exc)}; trying again in {delay:g} s "
+                    f"(attempt {attempt + 2} of {retries + 1})")
             sleep(delay)
             delay = min(delay * 4, 60.0)
     raise AssertionError("unreachable")
@@ -163,15 +186,23 @@ def study_lock(url: str) -> Iterator[None]:
 
 def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, directions: list[str],
                metric_names: list[str] | None = None, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
-               heartbeat_grace_s: int = HEARTBEAT_GRACE_S) -> optuna.Study:
-    storage = make_storage(url, heartbeat_interval_s=heartbeat_interval_s, heartbeat_grace_s=heartbeat_grace_s)
+               heartbeat_grace_s: int = HEARTBEAT_GRACE_S, say: Callable[[str], None] | None = None,
+               announce: bool = True) -> optuna.Study:
+    if is_server_database(url) and say is not None and announce:
+        say(f"connecting to {redact(url)} … (up to {CONNECT_TIMEOUT_S} s per attempt)")
+
+    def connect() -> optuna.storages.BaseStorage:
+        return make_storage(url, heartbeat_interval_s=heartbeat_interval_s, heartbeat_grace_s=heartbeat_grace_s,
+                            raise_unreachable=True)
+
+    storage = with_storage_retries(connect, "connecting", url, retries=OPEN_RETRIES, say=say)
 
     def create() -> optuna.Study:
         return optuna.create_study(study_name=name, storage=storage, sampler=sampler, directions=directions,  # type: ignore[arg-type]
                                    load_if_exists=True)
 
     try:
-        study = with_storage_retries(create, "opening the study", url)
+        study = with_storage_retries(create, "opening the study", url, say=say)
     except ValueError as exc:
         raise SpectuneError(f"study {name!r} in {redact(url)}: {first_line(exc)}") from None
     if [d.name.lower() for d in study.directions] != directions:

@@ -55,6 +55,12 @@ class Measurer(Protocol):
         """Run phase ``phase_index`` of the study's benchmark on the deployed server; its metrics as a dict."""
 
 
+def _log_of(exc: DeployFailed) -> dict[str, Any]:
+    """The failed server's log location, when the measurer added one (``TargetMeasurer.deploy``)."""
+    log = getattr(exc, "log", None)
+    return {Key.LOG: log} if log else {}
+
+
 class ConfigTaken(Exception):
     """Another worker is measuring this configuration right now. The trial ends FAIL (samplers ignore FAIL; the
     other worker's RUNNING trial already tells them the point is pending) and counts as free."""
@@ -124,7 +130,8 @@ class TrialRunner:
             attrs[Key.TIMINGS] = {"deploy_s": time.monotonic() - started}
             return self._finish(trial, attrs, Outcome.DEPLOY_FAILED, {STARTED_KEY: 1.0}, metrics=None, counts=True,
                                 extra={Key.FAILURE_CLASS: exc.failure_class, Key.FAILURE: str(exc),
-                                       Key.LOG_TAIL: exc.log_tail[-LOG_TAIL_CHARS:]})
+                                       Key.LOG_TAIL: exc.log_tail[-LOG_TAIL_CHARS:],
+                                       **_log_of(exc)})
         attrs.update({k: facts[k] for k in DEPLOY_FACTS if k in facts})
         timings = dict(facts.get(Key.TIMINGS, {}))
         bench_started = time.monotonic()

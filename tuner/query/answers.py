@@ -42,6 +42,17 @@ def require_trials(stored: StoredStudy, ranking: Ranking) -> None:
                             f"(run `spectune tune {stored.spec.path}`)")
 
 
+def weights_note(given: str | None, ranking: Ranking) -> str | None:
+    """Say so when ``--weights`` do not sum to 1: they are normalised (``c1=0.7`` alone means ``c1=1``), and a
+    user who meant "0.7 of the score from C=1" should see what was used instead."""
+    if given is None:
+        return None
+    total = sum(ranking.weights.values())
+    if abs(total - 1.0) < 1e-9:
+        return None
+    return f"note: --weights {given.strip()} sum to {total:g}; normalised to {weights_text(ranking)}"
+
+
 def weights_text(ranking: Ranking) -> str:
     total = sum(ranking.weights.values()) or 1.0
     return ",".join(f"c{c}={w / total:g}" for c, w in sorted(ranking.weights.items()))
@@ -60,7 +71,9 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
         every = [c.text for c in stored.spec.objective.constraints] + [c.text for c in ranking.constraints]
         raise StudyNotFound(f"no measured trial is feasible under these constraints ({'; '.join(every)}) and "
                             f"weights {weights_text(ranking)}: {len(measured)} measured, none qualifies")
-    notes = [*(f"warning: {w}" for w in stored.warnings), *explanation(ranking, winner, len(measured))]
+    normalised = weights_note(weights, ranking)
+    notes = [*(f"warning: {w}" for w in stored.warnings), *([normalised] if normalised else []),
+             *explanation(ranking, winner, len(measured))]
     if ranking.constraints:
         notes.append("extra constraints: " + "; ".join(c.text for c in ranking.constraints))
     return Answer(export(stored.spec, ranking, winner, fmt), tuple(notes))

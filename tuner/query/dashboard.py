@@ -12,6 +12,12 @@ A trial whose C=64 phase was skipped stores its optimistic bound as its value (w
 dashboard would plot that as a feasible point at the bound. So it is handed out as PRUNED (stopped early —
 what it was), without a value, and with a ``spectune`` user attr saying "skipped C=64 (could not beat the
 best)", as everywhere else spectune shows it.
+
+The same view presents each trial's parameters as the flags it ran with: Optuna stores encodings (an index into a
+choice list, a count of steps, a position inside the draft tree's range: tuner/study/space.py), which would read
+``speculative-eagle-topk.idx 0`` in the dashboard and make its importances disagree with the report's. Trials come
+back with ``--speculative-eagle-topk = 4``-style parameters over distributions built from ``[search]``, and
+values rounded for reading, so the Best Trial card, the tables and the importances all speak in flags.
 """
 
 from __future__ import annotations
@@ -21,11 +27,16 @@ from collections.abc import Callable, Container
 from typing import Any
 
 import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.engine.record import Key, TrialRecord, skipped_text
 from tuner.query.load import StoredStudy
+from tuner.study.spec import ParamSpec
+
+#: Digits of a trial's value shown (a score of 1.6135222156490205 reads as 1.614).
+VALUE_DIGITS = 3
 
 LEGACY_CONSTRAINTS_KEY = "constraints"
 #: The user attr that tells a dashboard reader what spectune calls the trial.
@@ -65,11 +76,55 @@ def with_legacy_constraints(trial: FrozenTrial) -> FrozenTrial:
     return shown
 
 
-class FeasibilityStorage(optuna.storages.BaseStorage):
-    """Every storage call goes to ``inner``; trials come back with the legacy constraint list added."""
+def flag_distribution(p: ParamSpec) -> BaseDistribution:
+    """The flag's own range, as the dashboard should show it (not the encoding Optuna samples)."""
+    if p.choices is not None:
+        return CategoricalDistribution([c if isinstance(c, int | float | str) else str(c) for c in p.choices])
+    assert p.low is not None and p.high is not None
+    if isinstance(p.low, int) and isinstance(p.high, int) and isinstance(p.step or 1, int):
+        return IntDistribution(p.low, p.high, step=int(p.step or 1))
+    return FloatDistribution(float(p.low), float(p.high), step=float(p.step) if p.step else None)
 
-    def __init__(self, inner: optuna.storages.BaseStorage) -> None:
+
+def with_flags(trial: FrozenTrial, distributions: dict[str, BaseDistribution]) -> FrozenTrial:
+    """A copy of ``trial`` whose parameters are its flag values (deployed, else proposed) and whose values are
+    rounded. Flags the trial did not set (speculation off) or values outside the range are left out."""
+    if not distributions:
+        return trial
+    record = TrialRecord.from_trial(trial)
+    deployed = record.config.flag_dict if record.config is not None else {}
+    params, dists = {}, {}
+    for flag, dist in distributions.items():
+        value = deployed.get(flag, record.params_decoded.get(flag))
+        if value is None:
+            continue
+        try:
+            dist.to_internal_repr(value)
+        except ValueError:
+            continue
+        if isinstance(dist, CategoricalDistribution) and value not in dist.choices:
+            continue
+        params[flag], dists[flag] = value, dist
+    shown = copy.copy(trial)
+    shown._params = params
+    shown._distributions = dists
+    if trial.values is not None:
+        shown._values = [round(v, VALUE_DIGITS) for v in trial.values]
+    return shown
+
+
+class FeasibilityStorage(optuna.storages.BaseStorage):
+    """Every storage call goes to ``inner``; trials come back with the legacy constraint list added and, given
+    the study's ``[search]`` distributions, with flags as parameters."""
+
+    def __init__(self, inner: optuna.storages.BaseStorage,
+                 distributions: dict[str, BaseDistribution] | None = None) -> None:
         self.inner = inner
+        self.distributions = distributions or {}
+
+    def _present(self, trial: FrozenTrial) -> FrozenTrial:
+        """A stored trial as the dashboard shows it: constraints it can read, no bound as a score, flags."""
+        return with_flags(as_shown(trial), self.distributions)
 
     # Plain forwarding for everything else (the class body's namespace is where methods are defined).
     for _name in ("create_new_study", "delete_study", "set_study_user_attr", "set_study_system_attr",
@@ -82,11 +137,12 @@ class FeasibilityStorage(optuna.storages.BaseStorage):
     del _name
 
     def get_trial(self, trial_id: int) -> FrozenTrial:
-        return as_shown(self.inner.get_trial(trial_id))
+        return self._present(self.inner.get_trial(trial_id))
 
     def get_all_trials(self, study_id: int, deepcopy: bool = True,
                        states: Container[TrialState] | None = None) -> list[FrozenTrial]:
-        shown = [as_shown(t) for t in self.inner.get_all_trials(study_id, deepcopy=deepcopy)]
+        # Filtered as shown: a skipped trial is COMPLETE in storage but PRUNED in the dashboard.
+        shown = [self._present(t) for t in self.inner.get_all_trials(study_id, deepcopy=deepcopy)]
         return [t for t in shown if states is None or t.state in states]
 
     def get_best_trial(self, study_id: int) -> FrozenTrial:
@@ -98,7 +154,7 @@ class FeasibilityStorage(optuna.storages.BaseStorage):
         if not trials:
             raise ValueError("no feasible trial is completed yet")
         pick = max if direction == StudyDirection.MAXIMIZE else min
-        return with_legacy_constraints(pick(trials, key=lambda t: (t.value, -t.number)))
+        return self._present(pick(trials, key=lambda t: (t.value, -t.number)))
 
 
 def make_app(stored: StoredStudy) -> Any:
@@ -106,7 +162,8 @@ def make_app(stored: StoredStudy) -> Any:
     from optuna_dashboard import wsgi
 
     # mypy cannot see the forwarding methods the class body defines in a loop.
-    return wsgi(FeasibilityStorage(stored.study._storage))  # type: ignore[abstract]
+    distributions = {p.flag: flag_distribution(p) for p in stored.spec.search}
+    return wsgi(FeasibilityStorage(stored.study._storage, distributions))  # type: ignore[abstract]
 
 
 def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str], None] | None = None) -> None:

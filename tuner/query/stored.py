@@ -5,7 +5,6 @@ Each trial records its launch configuration (``Key.CONFIG``, tuner/engine/record
 
 from __future__ import annotations
 
-from tuner.core.errors import SpectuneError
 from tuner.engine.opening import StudyNotFound
 from tuner.engine.record import TrialRecord, best_record, records
 from tuner.query.load import StoredStudy
@@ -14,13 +13,28 @@ from tuner.study.spec import StudySpec
 
 
 def original_config(spec: StudySpec) -> ServerConfig:
-    """The study's fixed flags plus its baseline: what the server ran before tuning, as the study file says."""
-    return ServerConfig.build({**spec.server_flags, **spec.baseline}, spec.server_env)
+    """The study's fixed flags plus its baseline, as the baseline trial ran them: decoded through the search
+    space, so the flags SGLang's rules add (``--max-running-requests`` above SGLang's cap, the draft tokens topk=1
+    implies) are there too. A baseline the rules reject (``validate`` reports it) is given as written."""
+    from tuner.sglang.options import load_option_table
+    from tuner.study.space import SearchSpace
+
+    plain = ServerConfig.build({**spec.server_flags, **spec.baseline}, spec.server_env)
+    if not spec.search or not spec.baseline:
+        return plain
+    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    try:
+        proposal = space.decode(space.encode(spec.baseline))
+    except (KeyError, ValueError):  # a baseline value outside the search range: nothing to decode
+        return plain
+    return proposal.config if proposal.config is not None else plain
 
 
 def _config_of(record: TrialRecord) -> ServerConfig:
     if record.config is None:
-        raise SpectuneError(f"trial {record.number} has no stored configuration (it was never deployed)")
+        # An answer the study cannot give, like a trial it does not have: exit 2, before the target is touched.
+        raise StudyNotFound(f"trial {record.number} has no stored configuration (it was never deployed: "
+                            f"{record.outcome or record.state.name.lower()})")
     return record.config
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from objectives.confidence import Interval
 from objectives.scoring import phase_interval, phase_value, primary_metric
 from tuner.core.errors import UsageError
+from tuner.query.numbers import truncate
 from tuner.query.ranking import Ranking, TrialView
 from tuner.sglang.launch import FlagValue
 
@@ -39,13 +40,15 @@ class TrialRow:
     speed_intervals: tuple[tuple[int, Interval | None], ...] = ()  # 95 % interval of each phase's primary metric
     score_interval: Interval | None = None
     confirmed: Confirmed | None = None  # the confirmation stage's figures, when this trial was confirmed
+    message: str | None = None  # the stored failure message or rejection reason, in full
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "status": self.status, "flags": dict(self.flags),
                 **{f"c{c}_tok_s": v for c, v in self.speeds},
                 **{f"c{c}_tok_s_ci": _pair(i) for c, i in self.speed_intervals}, "accept_length": self.accept_length,
                 "score": self.score, "score_ci": _pair(self.score_interval), "feasible": self.feasible,
-                "failure": self.failure, "confirmed": self.confirmed.to_json() if self.confirmed else None}
+                "failure": self.failure, "message": self.message,
+                "confirmed": self.confirmed.to_json() if self.confirmed else None}
 
 
 @dataclass(frozen=True)
@@ -86,11 +89,15 @@ def _row(t: TrialView, ranking: Ranking, tuned_flags: Sequence[str]) -> TrialRow
         confirmed = Confirmed(t.confirmed_runs, t.confirmed_score, t.confirmed_interval,
                               tuple((c, phase_value(pooled, c), phase_interval(pooled, c))
                                     for c in ranking.concurrencies))
-    return TrialRow(number=t.number, status=t.status, flags=tuple((f, t.tuned.get(f)) for f in tuned_flags),
+    # A trial never deployed (rejected, interrupted before its config was stored) has no deployed flags; its
+    # proposal's values are what it was about, so they fill the columns instead of "–".
+    proposed = t.record.params_decoded if t.config is None else {}
+    return TrialRow(number=t.number, status=t.status,
+                    flags=tuple((f, t.tuned.get(f, proposed.get(f))) for f in tuned_flags),
                     speeds=tuple((c, t.value(c)) for c in ranking.concurrencies), accept_length=t.accept_length(),
                     score=t.score, feasible=t.feasible, failure=t.failure,
                     speed_intervals=tuple((c, phase_interval(t.metrics, c)) for c in ranking.concurrencies),
-                    score_interval=t.interval, confirmed=confirmed)
+                    score_interval=t.interval, confirmed=confirmed, message=t.record.failure or t.record.reason)
 
 
 def sort_keys(tuned_flags: Sequence[str], concurrencies: Sequence[int]) -> list[str]:
@@ -100,8 +107,12 @@ def sort_keys(tuned_flags: Sequence[str], concurrencies: Sequence[int]) -> list[
 
 def sort_rows(table: list[TrialRow], key: str, tuned_flags: Sequence[str],
               concurrencies: Sequence[int]) -> list[TrialRow]:
-    """Sort by ``key``: measurements best first, flags and status ascending; rows without a value last."""
+    """Sort by ``key``: measurements best first, flags and status ascending; rows without a value last. A tuned
+    flag may be named as in the table (``num-steps``) or in full (``speculative-num-steps``, with or without
+    ``--``), as the study file names it."""
     valid = sort_keys(tuned_flags, concurrencies)
+    full = {f.removeprefix("--"): short_flag(f) for f in tuned_flags}
+    key = full.get(key.removeprefix("--"), key)
     if key not in valid:
         raise UsageError(f"--sort: unknown key {key!r}; use one of: {', '.join(valid)}")
     get, descending = _getter(key, tuned_flags)
@@ -146,6 +157,7 @@ def fmt(value: Any, digits: int = 1) -> str:
 def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None) -> Any:
     """A rich Table; the best trial's row is marked with ★."""
     from rich.table import Table
+    from rich.text import Text
 
     out = Table(show_lines=False, header_style="bold")
     out.add_column("#", justify="right")
@@ -164,15 +176,30 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     for r in table:
         mark = "★" if r.number == best else ""
         extra = [r.confirmed.text() if r.confirmed else ""] if confirmed else []
-        out.add_row(f"{mark}{r.number}", r.status, *(_flag_text(v) for _, v in r.flags),
-                    *(speed_text(r, c, v) for c, v in r.speeds), fmt(r.accept_length, 2),
-                    fmt(r.score, 3) + pm(r.score_interval, 3), *extra, r.failure or "")
+        cells = [f"{mark}{r.number}", r.status, *(_flag_text(v) for _, v in r.flags),
+                 *(speed_text(r, c, v) for c, v in r.speeds), fmt(r.accept_length, 2),
+                 fmt(r.score, 3) + pm(r.score_interval, 3), *extra, failure_text(r)]
+        out.add_row(*(Text(c) for c in cells))  # plain text: messages and values may contain [brackets]
     return out
 
 
 def speed_text(row: TrialRow, concurrency: int, value: float | None) -> str:
     """``241.2 ±8.3``: a phase's primary metric with its 95 % half-width."""
     return fmt(value) + (pm(dict(row.speed_intervals).get(concurrency)) if value is not None else "")
+
+
+#: Characters of a failure message shown in the table (``spectune trial N`` shows it all).
+MESSAGE_CHARS = 70
+
+
+def failure_text(row: TrialRow) -> str:
+    """``out-of-memory: CUDA out of memory while capturing…`` — the class, then the stored message, cut."""
+    if row.failure is None:
+        return ""
+    message = truncate(row.message, MESSAGE_CHARS)
+    # A deploy failure's message starts with its class (DeployFailed's text): do not say it twice.
+    message = message.removeprefix(f"{row.failure}: ")
+    return f"{row.failure}: {message}" if message and message != row.failure else row.failure
 
 
 def _flag_text(value: FlagValue | None) -> str:

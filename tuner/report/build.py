@@ -1,31 +1,38 @@
-"""Writing a study's report: rank once, draw each plot, save PNGs, embed them in one HTML page."""
+"""Writing a study's report: rank once, draw each plot, write one self-contained HTML page, summary.md (the
+answer as SGLang's auto_benchmark users expect it: launch command, drop-in, per-phase table) and trials.csv."""
 
 from __future__ import annotations
 
+import csv
 import io
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from tuner.core.errors import UsageError
 from tuner.engine.record import Outcome
 from tuner.engine.storage import redact
 from tuner.query.answers import ranking_for, require_trials, weights_text
+from tuner.query.comparison import comparison_table
 from tuner.query.export import launch_for
-from tuner.query.load import open_stored_study
+from tuner.query.load import StoredStudy, open_stored_study
 from tuner.query.ranking import Ranking, TrialView
-from tuner.query.table import fmt, pm, rows, sort_rows
+from tuner.query.table import TrialRow, fmt, pm, rows, sort_rows
 from tuner.report import figures
 from tuner.report.page import PageContent, Plot, render
 from tuner.report.steps import steps_table
+from tuner.targets.unit_file import render_dropin
 
 PAGE = "index.html"
+SUMMARY = "summary.md"
+TRIALS_CSV = "trials.csv"
 
 
 @dataclass(frozen=True)
 class ReportResult:
     page: Path
-    images: tuple[Path, ...]
+    files: tuple[Path, ...]  # summary.md and trials.csv
     notes: tuple[str, ...]
 
 
@@ -42,29 +49,34 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
     flags = [p.flag for p in spec.search]
     best = ranking.best
     low, high = ranking.concurrencies[0], ranking.concurrencies[-1]
+    found = figures.importance_values(ranking, flags)
+    few = found is not None and found[1] < figures.IMPORTANCE_MIN_TRIALS
     plots = [
         _plot("history", "Optimization history", figures.history(ranking),
-              "Score of each measured trial under weights " + weights_text(ranking) + "; grey crosses violate a "
-              "constraint, red triangles were rejected or failed to start; the green line is the best so far.",
+              "Score of each measured trial under weights " + weights_text(ranking) + " (hover a point: trial, "
+              "flags, figures). Grey crosses violate a constraint, red triangles were rejected or failed to start; "
+              "the star is the baseline, the green ring the best, the green line the best so far.",
               "No measured trial yet."),
         _plot("speeds", f"C={low} vs C={high}", figures.speeds(ranking),
               f"Every measured trial (grey: infeasible). The Pareto front joins the trials no other beats at both "
               f"C={low} and C={high}; dashed lines are configurations of equal score under these weights.",
               "Needs two phases with measurements."),
+        _plot("latencies", "Latency", figures.latencies(ranking),
+              "Time to first token (median) and inter-token latency (mean) of each measured trial, per phase.",
+              "No measured trial yet."),
         _plot("importances", "Parameter importances", figures.importances(ranking, flags),
-              "Optuna's importance evaluator over the feasible measured trials: how much of the score's variation "
-              "each tuned flag explains.", "Too few feasible measured trials (or no flag varied) to estimate."),
-        _plot("failures", "Failures by class", figures.failures(ranking),
-              "Trials that cannot be the answer, by reason (duplicates of a failed trial are not counted again).",
+              "Optuna's importance evaluator (fANOVA) over the feasible measured trials and the decoded flag "
+              "values: how much of the score's variation each tuned flag explains."
+              + (f" With fewer than {figures.IMPORTANCE_MIN_TRIALS} trials these are a rough guide: a flag the "
+                 "sampler rarely varied can look unimportant." if few else ""),
+              "Too few feasible measured trials (or no flag varied) to estimate."),
+        _plot("failures", "Failures", figures.failures(ranking, flags),
+              "Every trial placed by two of its flags and coloured by why it could not be the answer (duplicates "
+              "of a failed trial are not counted again): where out-of-memory starts, for instance.",
               "No trial failed."),
     ]
-    images = []
-    for plot in plots:
-        if plot.png is not None:
-            path = out / f"{plot.key}.png"
-            path.write_bytes(plot.png)
-            images.append(path)
-    top = [r for r in sort_rows(rows(ranking, flags), "score", flags, ranking.concurrencies)]
+    table = rows(ranking, flags)
+    top = sort_rows(table, "score", flags, ranking.concurrencies)
     measured = [t for t in ranking.trials if t.outcome is Outcome.MEASURED]
     summary = (
         ("study", f"{spec.study.name} ({spec.path.name}, storage {redact(spec.study.storage)})"),
@@ -77,15 +89,21 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         ("best", best_text(ranking, best)),
         ("generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),  # noqa: UP017 - explicit
     )
+    files = (out / SUMMARY, out / TRIALS_CSV)
+    files[0].write_text(summary_markdown(stored, ranking), encoding="utf-8")
+    files[1].write_text(trials_csv(table, ranking), encoding="utf-8")
+    import plotly.offline
+
     content = PageContent(
         title=f"spectune report: {spec.study.name}", summary=summary, warnings=stored.warnings,
         best_command=launch_for(spec, best.config).shell(multiline=True) if best and best.config else None,
         plots=tuple(plots), steps=steps_table(ranking, ranking.concurrencies), top=tuple(top),
-        best_number=best.number if best else None, concurrencies=ranking.concurrencies)
+        best_number=best.number if best else None, concurrencies=ranking.concurrencies,
+        plotly_js=plotly.offline.get_plotlyjs(), files=tuple(f.name for f in files))
     page = out / PAGE
     page.write_text(render(content), encoding="utf-8")
     notes = tuple(f"warning: {w}" for w in stored.warnings)
-    return ReportResult(page, tuple(images), notes)
+    return ReportResult(page, files, notes)
 
 
 def best_text(ranking: Ranking, best: TrialView | None) -> str:
@@ -102,12 +120,64 @@ def best_text(ranking: Ranking, best: TrialView | None) -> str:
     return text
 
 
-def _plot(key: str, title: str, figure: object, caption: str, empty_reason: str) -> Plot:
+def _plot(key: str, title: str, figure: Any, caption: str, empty_reason: str) -> Plot:
     if figure is None:
         return Plot(key, title, caption, None, empty_reason)
-    import matplotlib.pyplot as plt
+    # The library is inlined once in the page's head; each div only calls it.
+    div = figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{key}",
+                         config={"displaylogo": False, "responsive": True})
+    return Plot(key, title, caption, f"<div class=\"plot\">{div}</div>")
 
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)  # type: ignore[attr-defined]
-    plt.close(figure)  # type: ignore[arg-type]
-    return Plot(key, title, caption, buffer.getvalue())
+
+def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
+    """The answer in Markdown: which trial, its launch command, a systemd drop-in, the per-phase comparison."""
+    spec = stored.spec
+    best = ranking.best
+    lines = [f"# spectune: {spec.study.name}", ""]
+    lines += [f"> warning: {w}" for w in stored.warnings]
+    if best is None or best.config is None:
+        return "\n".join([*lines, "No feasible measured trial yet.", ""])
+    baseline = next((t.record for t in ranking.trials if t.record.baseline and t.outcome is Outcome.MEASURED), None)
+    launch = launch_for(spec, best.config)
+    lines += [f"Best: trial {best.number}, score {best.score:.3f} under weights {weights_text(ranking)} "
+              f"(1.0 = the baseline), of {sum(1 for t in ranking.trials if t.outcome is Outcome.MEASURED)} "
+              "measured trials.", "", "## Launch command", "", "```sh", launch.shell(multiline=True), "```", "",
+              "## systemd drop-in", "", "```ini", render_dropin(launch, spec.study.name).rstrip(), "```", "",
+              "## Against the baseline", ""]
+    table = comparison_table(baseline, best.record)
+    cells = [[c.strip() for c in _split(line)] for line in table]
+    lines.append("| " + " | ".join(cells[0]) + " |")
+    lines.append("|" + "---|" * len(cells[0]))
+    lines += ["| " + " | ".join(row) + " |" for row in cells[1:]]
+    return "\n".join([*lines, ""])
+
+
+def _split(line: str) -> list[str]:
+    """A ``comparison_table`` line back into its four cells (columns are separated by two or more spaces)."""
+    import re
+
+    parts = re.split(r"\s{2,}", line.strip())
+    return [""] * (4 - len(parts)) + parts if len(parts) < 4 else parts
+
+
+def trials_csv(table: list[TrialRow], ranking: Ranking) -> str:
+    """Every trial, one row: flags, per-phase tok/s and latencies, score, status, failure and its message."""
+    metrics = ("ttft_p50_ms", "ttft_p99_ms", "itl_mean_ms", "error_rate")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    flags = [f for f, _ in table[0].flags] if table else []
+    writer.writerow(["number", "status", *flags, *(f"c{c}_tok_s" for c in ranking.concurrencies),
+                     *(f"c{c}_{m}" for c in ranking.concurrencies for m in metrics),
+                     "accept_length", "score", "feasible", "failure", "message"])
+    views = {t.number: t for t in ranking.trials}
+    for r in table:
+        phase = views[r.number].metrics
+        writer.writerow([r.number, r.status, *("" if v is None else v for _, v in r.flags),
+                         *("" if v is None else f"{v:.3f}" for _, v in r.speeds),
+                         *(_cell(phase.get(c, {}).get(m)) for c in ranking.concurrencies for m in metrics),
+                         _cell(r.accept_length), _cell(r.score), r.feasible, r.failure or "", r.message or ""])
+    return buffer.getvalue()
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -1,27 +1,22 @@
-"""The report's plots. Each function returns a matplotlib Figure, or None with nothing to show.
+"""The report's plots as plotly figures (interactive: hover shows the trial, its flags and figures), or None
+with nothing to show.
 
-Optuna's own matplotlib visualizations draw the Pareto front and the parameter importances (each from a small
-in-memory study built from the ranking, so that *this* ranking's scores and feasibility are what is plotted,
-not the values stored at tuning time); the history and the failure counts are plain matplotlib.
+One style for every plot (``STYLE``): the same colour and marker mean the same kind of trial everywhere, the
+baseline is a black star, the best a green ring, legends sit above each plot. Importances come from Optuna's
+evaluator run on an in-memory study over the *decoded* flags, so the bars name flags, not encodings.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only: never open a window, work without a display
-
-import matplotlib.pyplot as plt  # after choosing the backend
 import optuna
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+import plotly.graph_objects as go
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
+from plotly.subplots import make_subplots
 
 from tuner.engine.record import Outcome
 from tuner.query.ranking import Ranking, TrialView
@@ -31,42 +26,88 @@ FEASIBLE = "#1f77b4"
 INFEASIBLE = "#9e9e9e"
 FAILED = "#d62728"
 BEST = "#2ca02c"
+BASELINE = "#000000"
+#: (colour, marker symbol) per kind of trial, shared by every plot.
+STYLE = {"feasible": (FEASIBLE, "circle"), "infeasible": (INFEASIBLE, "x"), "failed": (FAILED, "triangle-down"),
+         "baseline": (BASELINE, "star"), "best": (BEST, "circle-open")}
+#: Fewer feasible trials than this make importances a rough guide only (the page says so).
+IMPORTANCE_MIN_TRIALS = 20
+#: Flags a failures plot prefers as its axes: where out-of-memory happens is a question of these two.
+MEMORY_AXES = ("--mem-fraction-static", "--cuda-graph-max-bs-decode")
 
 
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """Optuna marks its matplotlib plots experimental and logs on thin data; the report says so itself."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        level = optuna.logging.get_verbosity()
-        optuna.logging.set_verbosity(optuna.logging.ERROR)
-        try:
-            yield
-        finally:
-            optuna.logging.set_verbosity(level)
+def hover(t: TrialView, ranking: Ranking) -> str:
+    """Trial number, status, every tuned flag with its value, the phases' tok/s and the score."""
+    flags = t.tuned or {k: v for k, v in t.record.params_decoded.items()}
+    lines = [f"<b>trial {t.number}</b>{' (baseline)' if t.record.baseline else ''}: {t.status}"]
+    lines += [f"{flag}={value}" for flag, value in flags.items()]
+    lines += [f"{phase_label(c)}: {v:.1f}" for c in ranking.concurrencies if (v := t.value(c)) is not None]
+    if t.score is not None:
+        lines.append(f"score {t.score:.3f}")
+    if t.failure:
+        lines.append(f"failure: {t.failure}")
+    return "<br>".join(lines)
 
 
-def history(ranking: Ranking) -> Figure | None:
-    """Score of every measured trial in order, infeasible ones greyed, the best feasible so far as a line."""
+def _kind(t: TrialView) -> str:
+    if t.outcome is Outcome.MEASURED and t.feasible:
+        return "feasible"
+    if t.outcome is Outcome.MEASURED:
+        return "infeasible"
+    return "failed"
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, *, height: int = 430) -> go.Figure:
+    fig.update_layout(title=title, height=height, template="plotly_white", hovermode="closest",
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+                      margin={"t": 90, "l": 60, "r": 20, "b": 50})
+    fig.update_xaxes(title_text=x)
+    fig.update_yaxes(title_text=y)
+    return fig
+
+
+def _points(fig: go.Figure, trials: Sequence[TrialView], ranking: Ranking, kind: str, xs: Sequence[Any],
+            ys: Sequence[Any], name: str, **extra: Any) -> None:
+    if not trials:
+        return
+    colour, symbol = STYLE[kind]
+    size = 16 if kind in ("baseline", "best") else 9
+    marker: dict[str, Any] = {"color": colour, "symbol": symbol, "size": size}
+    if kind == "best":
+        marker["line"] = {"width": 3, "color": colour}
+    fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="markers", name=name, marker=marker,
+                             text=[hover(t, ranking) for t in trials], hovertemplate="%{text}<extra></extra>",
+                             **extra))
+
+
+def _marks(fig: go.Figure, ranking: Ranking, x: Any, y: Any) -> None:
+    """The baseline and the best on top of a plot; ``x``/``y`` map a trial to its coordinates (or None)."""
+    for kind, trial, name in (("baseline", _baseline(ranking), "baseline"), ("best", ranking.best, "best")):
+        if trial is not None and x(trial) is not None and y(trial) is not None:
+            _points(fig, [trial], ranking, kind, [x(trial)], [y(trial)], f"{name} (trial {trial.number})")
+
+
+def _baseline(ranking: Ranking) -> TrialView | None:
+    return next((t for t in ranking.trials if t.record.baseline and t.outcome is Outcome.MEASURED), None)
+
+
+def history(ranking: Ranking) -> go.Figure | None:
+    """Score of every measured trial in order; failures at the bottom; the best feasible so far as a line."""
     measured = [t for t in ranking.trials if t.outcome is Outcome.MEASURED and t.score is not None]
     if not measured:
         return None
-    fig, ax = plt.subplots(figsize=(10, 4.2))
-    ok = [t for t in measured if t.feasible]
-    bad = [t for t in measured if not t.feasible]
-    ax.scatter([t.number for t in ok], [t.score or 0.0 for t in ok], color=FEASIBLE, label="feasible", zorder=3)
-    if bad:
-        ax.scatter([t.number for t in bad], [t.score or 0.0 for t in bad], color=INFEASIBLE, marker="x",
-                   label="infeasible (constraint violated)", zorder=3)
+    fig = go.Figure()
+    low = min(t.score or 0.0 for t in measured)
+    for kind, name in (("feasible", "feasible"), ("infeasible", "infeasible (constraint violated)")):
+        group = [t for t in measured if _kind(t) == kind]
+        _points(fig, group, ranking, kind, [t.number for t in group], [t.score for t in group], name)
     # A "taken" trial (another worker was measuring the same configuration) cost nothing and failed nothing.
     failed = [t for t in ranking.trials
-              if t.outcome in (Outcome.DEPLOY_FAILED, Outcome.REJECTED) or t.outcome is Outcome.INTERRUPTED]
-    if failed:
-        low = min(t.score or 0.0 for t in measured)
-        ax.scatter([t.number for t in failed], [low] * len(failed), color=FAILED, marker="v",
-                   label="no measurement (rejected / failed to start / interrupted)", zorder=2)
+              if t.outcome in (Outcome.DEPLOY_FAILED, Outcome.REJECTED, Outcome.INTERRUPTED)]
+    _points(fig, failed, ranking, "failed", [t.number for t in failed], [low] * len(failed),
+            "no measurement (rejected / failed to start / interrupted)")
     xs, ys, best = [], [], float("-inf")
-    for t in sorted(ok, key=lambda t: t.number):
+    for t in sorted(measured, key=lambda t: t.number):
         if t.rankable and (t.score or 0.0) > best:
             best = t.score or 0.0
         if best > float("-inf"):
@@ -75,17 +116,16 @@ def history(ranking: Ranking) -> Figure | None:
     if xs:
         xs.append(max(t.number for t in ranking.trials))
         ys.append(ys[-1])
-        ax.step(xs, ys, where="post", color=BEST, label="best so far")
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":", label="reference run = 1.0")
-    ax.set_xlabel("trial")
-    ax.set_ylabel("score")
-    ax.set_title("Optimization history")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    fig.tight_layout()
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv", "color": BEST}, name="best so far",
+                                 hoverinfo="skip"))
+    _marks(fig, ranking, lambda t: t.number, lambda t: t.score)
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": BASELINE, "width": 1})
+    _layout(fig, "Optimization history (dotted line: the baseline's score, 1.0)", "trial", "score")
+    fig.update_xaxes(tickmode="linear", dtick=max(1, len(ranking.trials) // 20), tickformat="d")  # whole trials
     return fig
 
 
-def speeds(ranking: Ranking) -> Figure | None:
+def speeds(ranking: Ranking) -> go.Figure | None:
     """Lowest vs highest concurrency (C=1 vs C=64) with the Pareto front and iso-score lines of the weights."""
     if len(ranking.concurrencies) < 2:
         return None
@@ -94,79 +134,115 @@ def speeds(ranking: Ranking) -> Figure | None:
               and t.value(low) is not None and t.value(high) is not None]
     if not points:
         return None
-    study = optuna.create_study(directions=["maximize", "maximize"])
-    study.add_trials([optuna.trial.create_trial(
-        values=[t.value(low) or 0.0, t.value(high) or 0.0], user_attrs={"number": t.number},
-        constraints={"spectune": max(t.violations.values(), default=0.0)}) for t in points])
-    with _quiet():
-        ax = optuna.visualization.matplotlib.plot_pareto_front(study, target_names=[phase_label(low),
-                                                                                   phase_label(high)])
-    fig = cast(Figure, ax.figure)
-    for artist in ax.collections:  # Optuna calls the front "Best Trial"; under re-weighting it is the front
-        if artist.get_label() == "Best Trial":
-            artist.set_label("Pareto front (feasible)")
-    _iso_score_lines(ax, ranking, low, high, [t for t in points if t.rankable])
-    ax.set_title(f"C={low} vs C={high}: Pareto front and iso-score lines")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    fig.set_size_inches(10, 5.5)
-    fig.tight_layout()
-    return fig
+    fig = go.Figure()
+    for kind, name in (("feasible", "feasible"), ("infeasible", "infeasible (constraint violated)")):
+        group = [t for t in points if _kind(t) == kind]
+        _points(fig, group, ranking, kind, [t.value(low) for t in group], [t.value(high) for t in group], name)
+    front = _pareto([t for t in points if t.feasible], low, high)
+    if len(front) > 1:
+        fig.add_trace(go.Scatter(x=[t.value(low) for t in front], y=[t.value(high) for t in front], mode="lines",
+                                 line={"color": FEASIBLE, "width": 1}, name="Pareto front (feasible)",
+                                 hoverinfo="skip"))
+    _iso_score_lines(fig, ranking, low, high, points)
+    _marks(fig, ranking, lambda t: t.value(low), lambda t: t.value(high))
+    return _layout(fig, f"C={low} vs C={high}: every measured trial, the Pareto front, lines of equal score",
+                   phase_label(low), phase_label(high), height=520)
 
 
-def _iso_score_lines(ax: Any, ranking: Ranking, low: int, high: int, rankable: Sequence[TrialView]) -> None:
-    """Lines of equal score: w_l·x/ref_l + w_h·y/ref_h = s. Only phases with weight matter; a phase with
-    weight 0 makes the lines parallel to its axis."""
+def _pareto(trials: Sequence[TrialView], low: int, high: int) -> list[TrialView]:
+    """Trials no other beats at both concurrencies, by the first's value."""
+    ordered = sorted(trials, key=lambda t: (-(t.value(low) or 0.0), -(t.value(high) or 0.0)))
+    front, best_high = [], float("-inf")
+    for t in ordered:
+        if (t.value(high) or 0.0) > best_high:
+            front.append(t)
+            best_high = t.value(high) or 0.0
+    return front
+
+
+def _iso_score_lines(fig: go.Figure, ranking: Ranking, low: int, high: int, points: Sequence[TrialView]) -> None:
+    """Lines of equal score: w_l·x/ref_l + w_h·y/ref_h = s (only when these two phases carry all the weight)."""
     scorer = ranking.scorer
     weights = scorer.normalized_weights
     if set(weights) - {low, high}:
-        return  # a third weighted phase: the score is not a function of these two axes
+        return
     w_l, w_h = weights.get(low, 0.0), weights.get(high, 0.0)
     r_l, r_h = scorer.reference(low), scorer.reference(high)
-    best = max((t.score or 0.0 for t in rankable), default=None)
-    # The best score, the reference run, and a few steps below for scale.
-    levels = sorted({1.0, 0.9, 0.8, *([round(best, 3)] if best is not None else [])}, reverse=True)
-    x0, x1 = ax.get_xlim()
-    y0, y1 = ax.get_ylim()
-    for s in levels:
-        is_best = best is not None and abs(s - best) < 1e-3
-        style = {"color": BEST if is_best else "black" if s == 1.0 else INFEASIBLE, "linewidth": 0.9,
-                 "linestyle": "--" if is_best or s == 1.0 else ":"}
-        label = f"score {s:.3f}" + (" (best)" if is_best else " (reference)" if s == 1.0 else "")
+    xs = [t.value(low) or 0.0 for t in points]
+    x0, x1 = min(xs) * 0.9, max(xs) * 1.1
+    best = ranking.best.score if ranking.best is not None else None
+    for s in sorted({1.0, *([round(best, 3)] if best is not None else [])}):
+        label = f"score {s:.3f} " + ("(best)" if best is not None and abs(s - best) < 1e-3 else "(baseline)")
+        colour = BEST if label.endswith("(best)") else BASELINE
         if w_h > 0:
-            ax.plot([x0, x1], [r_h * (s - w_l * x / r_l) / w_h for x in (x0, x1)], label=label, **style)
+            line_x, line_y = [x0, x1], [r_h * (s - w_l * x / r_l) / w_h for x in (x0, x1)]
+        elif w_l > 0:
+            ys = [t.value(high) or 0.0 for t in points]
+            line_x, line_y = [s * r_l / w_l] * 2, [min(ys), max(ys)]
         else:
-            ax.axvline(s * r_l / w_l, label=label, **style)
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y0, y1)
+            return
+        fig.add_trace(go.Scatter(x=line_x, y=line_y, mode="lines", name=label, hoverinfo="skip",
+                                 line={"dash": "dash", "color": colour, "width": 1}))
 
 
-def importances(ranking: Ranking, tuned_flags: Sequence[str]) -> Figure | None:
-    """How much each tuned flag explains the score among feasible measured trials (Optuna's evaluator)."""
+def latencies(ranking: Ranking) -> go.Figure | None:
+    """TTFT p50 and ITL mean of every measured trial, one panel each, one colour per phase."""
+    measured = [t for t in ranking.trials if t.outcome is Outcome.MEASURED and t.metrics]
+    if not measured:
+        return None
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT p50 (ms)", "ITL mean (ms)"))
+    colours = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b"]
+    for index, c in enumerate(ranking.concurrencies):
+        for col, metric in ((1, "ttft_p50_ms"), (2, "itl_mean_ms")):
+            group = [t for t in measured if t.metrics.get(c, {}).get(metric) is not None]
+            fig.add_trace(go.Scatter(
+                x=[t.number for t in group], y=[t.metrics[c][metric] for t in group], mode="markers",
+                name=f"C={c}", legendgroup=f"C={c}", showlegend=col == 1,
+                marker={"color": colours[index % len(colours)], "symbol": "circle", "size": 9},
+                text=[hover(t, ranking) for t in group], hovertemplate="%{y:.0f} ms<br>%{text}<extra></extra>"),
+                row=1, col=col)
+    _layout(fig, "Latency per trial (lower is better)", "trial", "ms")
+    fig.update_xaxes(tickformat="d")
+    return fig
+
+
+def importance_values(ranking: Ranking, tuned_flags: Sequence[str]) -> tuple[dict[str, float], int] | None:
+    """Optuna's importances of each tuned flag (by its full name) for the score, and how many trials they rest
+    on; None with too few feasible trials or nothing varied."""
     rankable = [t for t in ranking.trials if t.rankable]
     flags = [f for f in tuned_flags if all(f in t.tuned for t in rankable)]
     if len(rankable) < 3 or not flags:
         return None
-    distributions = {short_flag(f): _distribution([t.tuned[f] for t in rankable]) for f in flags}
-    varying = {name: d for name, d in distributions.items() if d is not None}
+    distributions = {f: _distribution([t.tuned[f] for t in rankable]) for f in flags}
+    varying = {f: d for f, d in distributions.items() if d is not None}
     if not varying:
         return None
     study = optuna.create_study(direction="maximize")
     study.add_trials([optuna.trial.create_trial(
-        value=t.score, params={name: _param(t.tuned[f]) for f, name in zip(flags, distributions, strict=True)
-                               if name in varying},
-        distributions=varying) for t in rankable])
+        value=t.score, params={f: _param(t.tuned[f]) for f in varying}, distributions=varying) for t in rankable])
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # thin data makes Optuna log; the page says so itself
     try:
-        with _quiet():
-            ax = optuna.visualization.matplotlib.plot_param_importances(study, target_name="score")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return dict(optuna.importance.get_param_importances(study)), len(rankable)
     except (ValueError, RuntimeError, ZeroDivisionError):  # too few or too uniform trials to estimate
         return None
-    fig = cast(Figure, ax.figure)
-    ax.set_title("", loc="left")  # Optuna's generic title; ours names what was evaluated
-    ax.set_title(f"Importances for the score ({len(rankable)} feasible measured trials)")
-    ax.set_ylabel("tuned flag")
-    fig.set_size_inches(8, 4)
-    fig.tight_layout()
-    return fig
+    finally:
+        optuna.logging.set_verbosity(level)
+
+
+def importances(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
+    found = importance_values(ranking, tuned_flags)
+    if found is None:
+        return None
+    values, n = found
+    names = sorted(values, key=lambda f: values[f])
+    fig = go.Figure(go.Bar(x=[values[f] for f in names], y=names, orientation="h", marker={"color": FEASIBLE},
+                           name="importance", hovertemplate="%{y}: %{x:.2f}<extra></extra>"))
+    caveat = f" — only {n} trials: a rough guide" if n < IMPORTANCE_MIN_TRIALS else ""
+    return _layout(fig, f"Importance of each flag for the score ({n} feasible measured trials){caveat}",
+                   "importance (fANOVA, sums to 1)", "", height=120 + 45 * len(names))
 
 
 def _param(value: Any) -> Any:
@@ -188,17 +264,44 @@ def failure_counts(ranking: Ranking) -> Counter[str]:
     return Counter(t.failure for t in ranking.trials if t.failure is not None and t.outcome is not Outcome.DUPLICATE)
 
 
-def failures(ranking: Ranking) -> Figure | None:
+def failure_axes(ranking: Ranking, tuned_flags: Sequence[str]) -> tuple[str, str] | None:
+    """Two numeric tuned flags to place failures over: memory fraction × CUDA-graph size when both are tuned."""
+    if all(f in tuned_flags for f in MEMORY_AXES):
+        return MEMORY_AXES
+    numeric = [f for f in tuned_flags if any(isinstance(_value_of(t, f), int | float) for t in ranking.trials)]
+    return (numeric[0], numeric[1]) if len(numeric) >= 2 else None
+
+
+def _value_of(t: TrialView, flag: str) -> Any:
+    return t.tuned.get(flag, t.record.params_decoded.get(flag))
+
+
+def failures(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
+    """Where failures happen: every trial over two flags (e.g. mem-fraction × CUDA-graph size), by class."""
     counts = failure_counts(ranking)
     if not counts:
         return None
-    labels = sorted(counts, key=lambda k: (-counts[k], k))
-    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.45 * len(labels) + 0.8))
-    bars = ax.barh(labels, [counts[k] for k in labels], color=FAILED)
-    ax.bar_label(bars, padding=3)
-    ax.invert_yaxis()
-    ax.set_xlabel("trials")
-    ax.set_title(f"Failures by class ({sum(counts.values())} of {len(ranking.trials)} trials)")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.tight_layout()
-    return fig
+    axes = failure_axes(ranking, tuned_flags)
+    title = f"Failures: {', '.join(f'{k} {n}' for k, n in counts.most_common())} of {len(ranking.trials)} trials"
+    if axes is None:
+        labels = sorted(counts, key=lambda k: (-counts[k], k))
+        fig = go.Figure(go.Bar(x=[counts[k] for k in labels], y=labels, orientation="h", marker={"color": FAILED}))
+        return _layout(fig, title, "trials", "")
+    fx, fy = axes
+    fig = go.Figure()
+    trials = [t for t in ranking.trials if t.outcome is not Outcome.DUPLICATE
+              and _value_of(t, fx) is not None and _value_of(t, fy) is not None]
+    ok = [t for t in trials if t.failure is None]
+    _points(fig, ok, ranking, "feasible", [_value_of(t, fx) for t in ok], [_value_of(t, fy) for t in ok], "no failure")
+    symbols = ["triangle-down", "square", "diamond", "cross", "triangle-up", "x"]
+    for index, cls in enumerate(sorted(counts, key=lambda k: (-counts[k], k))):
+        group = [t for t in trials if t.failure == cls]
+        fig.add_trace(go.Scatter(
+            x=[_value_of(t, fx) for t in group], y=[_value_of(t, fy) for t in group], mode="markers", name=cls,
+            marker={"color": FAILED if index == 0 else INFEASIBLE, "symbol": symbols[index % len(symbols)],
+                    "size": 11}, text=[hover(t, ranking) for t in group], hovertemplate="%{text}<extra></extra>"))
+    return _layout(fig, title, fx, fy)
+
+
+def short_names(flags: Sequence[str]) -> list[str]:
+    return [short_flag(f) for f in flags]

@@ -1,13 +1,13 @@
-"""The report's HTML: one file, no external resources (plots are PNG data URIs), readable without JavaScript."""
+"""The report's HTML: one file, no external resources. plotly.js is inlined once and each plot is a div it
+draws; the tables (summary, steps × concurrency, every trial) are plain HTML, readable without JavaScript."""
 
 from __future__ import annotations
 
-import base64
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.query.table import TrialRow, fmt, phase_label, pm, short_flag, speed_text
+from tuner.query.table import TrialRow, failure_text, fmt, phase_label, pm, short_flag, speed_text
 from tuner.report.steps import StepsTable
 
 _CSS = """
@@ -18,7 +18,7 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f4f4f4; } td.l, th.l { text-align: left; }
 tr.infeasible td { color: #888; } tr.best td { font-weight: bold; background: #eef8ee; }
 pre { background: #f6f6f6; padding: .8em; overflow-x: auto; }
-figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figure { margin: 1em 0; } figure .plot { border: 1px solid #eee; }
 figcaption { font-size: 13px; color: #555; }
 .warning { background: #fff4e0; border-left: 4px solid #f0a000; padding: .5em 1em; }
 .muted { color: #666; }
@@ -30,7 +30,7 @@ class Plot:
     key: str  # file stem and element id
     title: str
     caption: str
-    png: bytes | None  # None: nothing to plot
+    div: str | None  # the plot's HTML (a div plus the script that draws it); None: nothing to plot
     empty_reason: str = ""
 
 
@@ -45,12 +45,15 @@ class PageContent:
     top: tuple[TrialRow, ...]
     best_number: int | None
     concurrencies: tuple[int, ...]
+    plotly_js: str = ""  # the library, inlined: the page must open offline and make no request
+    files: tuple[str, ...] = ()  # the other files written beside the page
 
 
 def render(content: PageContent) -> str:
     e = html.escape
     parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{e(content.title)}</title>"
-             f"<style>{_CSS}</style></head><body>", f"<h1>{e(content.title)}</h1>"]
+             f"<style>{_CSS}</style><script>{content.plotly_js}</script></head><body>",
+             f"<h1>{e(content.title)}</h1>"]
     parts += [f"<p class=\"warning\">{e(w)}</p>" for w in content.warnings]
     parts.append("<table class=\"summary\">" + "".join(
         f"<tr><th class=\"l\">{e(k)}</th><td class=\"l\">{e(v)}</td></tr>" for k, v in content.summary) + "</table>")
@@ -58,15 +61,16 @@ def render(content: PageContent) -> str:
         parts.append(f"<h2>Best configuration</h2><pre>{e(content.best_command)}</pre>")
     for plot in content.plots:
         parts.append(f"<h2 id=\"{e(plot.key)}\">{e(plot.title)}</h2>")
-        if plot.png is None:
+        if plot.div is None:
             parts.append(f"<p class=\"muted\">{e(plot.empty_reason)}</p>")
             continue
-        data = base64.b64encode(plot.png).decode()
-        parts.append(f"<figure><img class=\"plot\" id=\"plot-{e(plot.key)}\" alt=\"{e(plot.title)}\" "
-                     f"src=\"data:image/png;base64,{data}\"><figcaption>{e(plot.caption)}</figcaption></figure>")
+        parts.append(f"<figure>{plot.div}<figcaption>{e(plot.caption)}</figcaption></figure>")
         if plot.key == "history":
             parts.append(_steps_html(content.steps))
     parts.append(_top_html(content))
+    if content.files:
+        parts.append("<p class=\"muted\">Beside this page: " + ", ".join(f"<a href=\"{e(f)}\">{e(f)}</a>"
+                                                                   for f in content.files) + "</p>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -100,14 +104,15 @@ def _top_html(content: PageContent) -> str:
     body = []
     for r in content.top:
         css = "best" if r.number == content.best_number else "" if r.feasible else "infeasible"
+        failure = failure_text(r)
         cells = "".join(f"<td>{e(fmt(v) if not isinstance(v, float) else f'{v:g}')}</td>" for _, v in r.flags)
         speeds = "".join(f"<td>{speed_text(r, c, v)}</td>" for c, v in r.speeds)
         again = f"<td>{e(r.confirmed.text() if r.confirmed else '')}</td>" if confirmed else ""
         body.append(f"<tr class=\"{css}\"><td>{r.number}</td><td class=\"l\">{e(r.status)}</td>{cells}{speeds}"
                     f"<td>{fmt(r.accept_length, 2)}</td><td>{fmt(r.score, 3)}{pm(r.score_interval, 3)}</td>{again}"
-                    f"<td class=\"l\">{e(r.failure or '')}</td></tr>")
+                    f"<td class=\"l\" title=\"{e(r.message or '')}\">{e(failure)}</td></tr>")
     return "<h2 id=\"trials\">Trials</h2><table class=\"trials\">" + head + "".join(body) + "</table>"
 
 
 def plot_keys(plots: Sequence[Plot]) -> list[str]:
-    return [p.key for p in plots if p.png is not None]
+    return [p.key for p in plots if p.div is not None]

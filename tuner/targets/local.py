@@ -162,7 +162,7 @@ class LocalTarget(Target):
             try:
                 sock.bind((host, self.settings.port))
             except OSError as exc:
-                raise TargetUnavailable(
+                raise PortInUse(
                     f"port {self.settings.port} on {host} is already in use ({exc.strerror}); stop what listens "
                     f"there or choose another port in [target]") from None
 
@@ -217,6 +217,11 @@ class LocalTarget(Target):
         (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
 
     # ----- logs ---------------------------------------------------------------------------------------
+    @property
+    def log_location(self) -> str | None:
+        """The log file of the server started last, kept after a failed start (stored on its trial)."""
+        return str(self._log_path) if self._log_path is not None else None
+
     def log_tail(self, lines: int = 50) -> str:
         if self._log_path is None or not self._log_path.exists():
             return ""
@@ -250,6 +255,10 @@ def _group_of(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
+class PortInUse(TargetUnavailable):
+    """The server's port is taken by another program: waiting will not free it, so the study stops at once."""
+
+    retryable = False
 
 
 def stop_group(pgid: int, grace_s: float, proc: subprocess.Popen[bytes] | None) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tuner.engine.storage import with_storage_retries
+from tuner.engine.storage import OPEN_RETRIES, with_storage_retries
 from tuner.study.hosts import hosts_of
 from tuner.study.spec import StudySpec
 from tuner.workers.leases import HostBusy, Lease, LeaseKeeper, LeaseTable, Mutex, new_holder
@@ -33,7 +33,7 @@ def shared_study(spec: StudySpec, host: str | None, *, say: Callable[[str], None
     """Lease ``host`` (or the first free host of the study) for this worker; release it on the way out."""
     settings = spec.study
     table = with_storage_retries(lambda: LeaseTable(settings.storage, settings.name), "opening the lease table",
-                                 settings.storage)
+                                 settings.storage, retries=OPEN_RETRIES, say=say)
     holder = new_holder()
     try:
         # A dead worker's lease lapses within one grace period of its last renewal: wait that long, not forever

@@ -34,6 +34,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from tuner.core.errors import SpectuneError
+from tuner.engine.storage import CONNECT_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,9 @@ class LeaseTable:
     def __init__(self, url: str, study_name: str) -> None:
         self.study_name = study_name
         # Small pool: the renewing thread, one held mutex and the main thread are all a worker ever uses.
-        self.engine = sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+        # A short connect timeout: an unreachable server is reported in seconds, not after TCP's minutes.
+        self.engine = sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2,
+                                       connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
         for attempt in range(3):
             try:
                 _metadata.create_all(self.engine, checkfirst=True)

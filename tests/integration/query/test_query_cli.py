@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from tests.study_factory import write_study_file
 from tuner.cli import main
+from tuner.query.load import open_stored_study
 from tuner.targets.unit_file import split_words
 
 
@@ -144,15 +145,89 @@ def test_a_changed_study_file_warns_on_stderr(stored_study: Path) -> None:
     assert "warning:" in err and "[benchmark] has changed since study 'demo' began" in err
 
 
-def test_report_writes_a_page_and_one_png_per_plot(stored_study: Path, tmp_path: Path) -> None:
+def test_report_writes_a_page_summary_and_csv(stored_study: Path, tmp_path: Path) -> None:
     out_dir = tmp_path / "report"
     code, out, err = _run("report", str(stored_study), "-o", str(out_dir))
     assert code == 0, err
     page = out_dir / "index.html"
     assert out.strip() == str(page)
-    pngs = sorted(p.name for p in out_dir.glob("*.png"))
-    assert pngs == ["failures.png", "history.png", "importances.png", "speeds.png"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["index.html", "summary.md", "trials.csv"]
     text = page.read_text()
-    assert text.count('src="data:image/png;base64,') == 4  # self-contained: the page needs no other file
+    for key in ("history", "speeds", "latencies", "importances", "failures"):
+        assert f'id="plot-{key}"' in text, key
     assert "steps=3" in text and "C=64 aggr tok/s" in text and "out-of-memory" in text
-    assert "http" not in text.replace("https://", "").split("<body>")[0]  # no external resource in <head>
+    assert "--mem-fraction-static" in text and "--cuda-graph-max-bs-decode" in text  # failures' axes, hover
+    assert "rough guide" in text  # 14 trials: importances come with the caveat
+    head = text.split("<body>")[0]
+    assert "<script src=" not in head and "<link" not in head  # plotly.js inlined: nothing to fetch
+    summary = (out_dir / "summary.md").read_text()
+    assert "python3 -m sglang.launch_server" in summary and "ExecStart=" in summary
+    assert "| C=1 per-request tok/s |" in summary and "%" in summary
+    import csv
+
+    rows = list(csv.reader((out_dir / "trials.csv").open(newline="")))  # messages may span lines
+    assert rows[0][:3] == ["number", "status", "--speculative-num-steps"]
+    assert len(rows) == 1 + len(open_stored_study(stored_study).study.trials)
+
+
+def _failed_and_rejected(stored_study: Path) -> tuple[int, int | None]:
+    trials = json.loads(_run("trials", str(stored_study), "--json")[1])["trials"]
+    oom = next(t["number"] for t in trials if t["failure"] == "out-of-memory")
+    rejected = next((t["number"] for t in trials if t["status"] == "rejected"), None)
+    return oom, rejected
+
+
+def test_trial_shows_everything_stored_about_a_failed_trial(stored_study: Path) -> None:
+    oom, _ = _failed_and_rejected(stored_study)
+    code, out, err = _run("trial", str(oom), str(stored_study))
+    assert code == 0, err
+    assert f"trial {oom}: deploy-failed" in out
+    assert "flags requested (the proposal):" in out and "--mem-fraction-static" in out
+    assert "flags effective (deployed):" in out and "failure: out-of-memory" in out
+    data = json.loads(_run("trial", str(oom), str(stored_study), "--json")[1])
+    assert data["failure_class"] == "out-of-memory" and data["flags_effective"]["--mem-fraction-static"]
+    code, out, err = _run("trial", "0", str(stored_study))
+    assert code == 0 and "(baseline)" in out and "C=1 (scored on per-request tok/s)" in out and "TTFT p99" in out
+    code, _, err = _run("trial", "999", str(stored_study))
+    assert code == 2 and "has no trial 999" in err
+
+
+def test_trials_show_failure_messages_and_proposed_flags(stored_study: Path) -> None:
+    oom, rejected = _failed_and_rejected(stored_study)
+    data = json.loads(_run("trials", str(stored_study), "--json")[1])
+    rows = {t["number"]: t for t in data["trials"]}
+    assert "CUDA out of memory" in (rows[oom]["message"] or "")
+    if rejected is not None:  # a rejected trial shows what it proposed, not "–"
+        assert all(v is not None for v in rows[rejected]["flags"].values()), rows[rejected]
+    code, out, _ = _run("trials", str(stored_study))
+    assert code == 0 and "out-of-memory: " in out
+    # A full flag name sorts like the short column name.
+    short = _run("trials", str(stored_study), "--sort", "num-steps", "--json")[1]
+    for key in ("speculative-num-steps", "--speculative-num-steps"):
+        code, full, err = _run("trials", str(stored_study), "--sort", key, "--json")
+        assert code == 0 and full == short, err
+
+
+def test_best_says_when_weights_were_normalised(stored_study: Path) -> None:
+    code, _, err = _run("best", str(stored_study), "--weights", "c1=0.7")
+    assert code == 0 and "normalised to c1=1" in err
+    assert "normalised" not in _run("best", str(stored_study), "--weights", "c1=0.5,c64=0.5")[2]
+
+
+def test_deploy_of_a_trial_without_configuration_exits_2(stored_study: Path) -> None:
+    data = json.loads(_run("trials", str(stored_study), "--json")[1])
+    never = next((t["number"] for t in data["trials"] if t["status"] in ("rejected", "fail")), None)
+    if never is None:
+        pytest.skip("the fixture has no trial without a configuration")
+    code, _, err = _run("deploy", str(stored_study), "--trial", str(never))
+    assert code == 2 and "has no stored configuration" in err
+    code, _, err = _run("deploy", str(stored_study), "--trial", "99")
+    assert code == 2 and "has no trial 99" in err
+
+
+def test_original_configuration_is_what_trial_0_ran(stored_study: Path) -> None:
+    from tuner.query.stored import original_config
+
+    stored = open_stored_study(stored_study)
+    assert original_config(stored.spec).flag_dict == stored.study.trials[0].user_attrs["config"]["flags"] or \
+        original_config(stored.spec).key() == stored.study.trials[0].user_attrs["config_key"]

@@ -94,7 +94,7 @@ def test_deploy_a_stored_trial_then_stop_with_sigterm(study_file: tuple[Path, in
         assert "ready at http://127.0.0.1:" in output, output
         assert served_name(port) == "trial-zero"
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
+        assert proc.wait(timeout=15) == 143  # 128 + SIGTERM, as tune
     finally:
         proc.kill()
     with pytest.raises(OSError):
@@ -108,7 +108,7 @@ def test_deploy_original_for_a_local_target(study_file: tuple[Path, int]) -> Non
         wait_for_serving(proc)
         assert served_name(port) == "original"
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=15) == 0
+        assert proc.wait(timeout=15) == 130  # Ctrl-C: 128 + SIGINT
     finally:
         proc.kill()
 

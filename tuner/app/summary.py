@@ -1,0 +1,76 @@
+"""The final answer of ``spectune tune``: what changed against the baseline, what was left running, where things are.
+
+Kept apart from tune.py so the run and its presentation change independently. The per-phase table is
+tuner/query/comparison.py's (the report's summary.md shows the same one); intervals slot in there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.engine.confirm import Verdict
+from tuner.engine.record import TrialRecord
+from tuner.engine.storage import redact
+from tuner.query.comparison import comparison_table
+from tuner.study.spec import StudySpec
+
+
+@dataclass(frozen=True)
+class Locations:
+    """Where a user finds what the run left behind."""
+
+    storage: str
+    logs: Path | None
+    report: Path | None = None
+
+
+def finish_text(spec: StudySpec, best: TrialRecord | None) -> str:
+    """What ``[finish]`` did to the target, in words."""
+    settings = spec.target.settings
+    if spec.finish == "best" and best is not None:
+        where = "it keeps running" if settings.outlives_spectune else "it stopped with this command"
+        return f"target: deployed the best configuration (trial {best.number}) as [finish] deploy = \"best\" says; " \
+               f"{where} (spectune deploy --best puts it back any time)"
+    if spec.finish == "leave":
+        return "target: left as the last trial deployed it ([finish] deploy = \"leave\")"
+    if settings.outlives_spectune:
+        return f"target: {settings.restored_message()} ([finish] deploy = \"original\")"
+    return ("target: the server started for the last trial was stopped ([finish] deploy = \"original\"); "
+            f"`spectune deploy {spec.path} --best` starts the winner")
+
+
+def best_lines(best: TrialRecord, baseline: TrialRecord | None, verdict: Verdict | None) -> list[str]:
+    """The winner and its score: the confirmed interval when the confirmation stage ran, else the study's."""
+    reference = f"trial {baseline.number}" if baseline is not None else "the reference run"
+    lines = []
+    if verdict is not None and not verdict.significant:
+        lines.append("no significant improvement over the baseline")
+    confirmed = verdict.intervals.get(best.number) if verdict is not None else None
+    if confirmed is not None:
+        runs = len(best.confirmed.runs) if best.confirmed else 0
+        mid = (confirmed.low + confirmed.high) / 2
+        lines.append(f"best: trial {best.number}, confirmed score {mid:.3f} [{confirmed.low:.3f}, {confirmed.high:.3f}]"
+                     f" over {runs} fresh run(s) (1.0 = the baseline, {reference})")
+        return lines
+    score = f"{best.score:.3f}" if best.score is not None else "–"
+    interval = f" [{best.score_ci.low:.3f}, {best.score_ci.high:.3f}]" if best.score_ci else ""
+    lines.append(f"best: trial {best.number}, score {score}{interval} (1.0 = the baseline, {reference})")
+    return lines
+
+
+def summary_lines(spec: StudySpec, baseline: TrialRecord | None, best: TrialRecord | None,
+                  where: Locations, verdict: Verdict | None = None) -> list[str]:
+    """Everything after the study line and before the launch command."""
+    lines = []
+    if best is not None:
+        lines += best_lines(best, baseline, verdict)
+        lines += comparison_table(baseline, best)
+    lines.append(finish_text(spec, best))
+    lines.append(f"database: {redact(where.storage)} (run the same command to resume; `spectune trials "
+                 f"{spec.path}` lists every trial)")
+    if where.logs is not None:
+        lines.append(f"server logs: {where.logs} (`spectune trial N {spec.path}` shows one trial's log path and tail)")
+    if where.report is not None:
+        lines.append(f"report: {where.report.resolve()} (interactive plots; summary.md and trials.csv beside it)")
+    return lines

@@ -1,0 +1,117 @@
+"""``spectune trial N STUDY``: everything stored about one trial, as text or JSON.
+
+What the sampler proposed and what was deployed after SGLang's rules, the launch command, timings, each phase's
+metrics, the constraints, and for a failure its class, message, the server log's location and its tail — what
+someone debugging an overnight run needs without opening the database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from objectives.scoring import primary_metric
+from tuner.query.answers import Answer, ranking_for, require_trials, weights_text
+from tuner.query.load import StudyNotFound, open_stored_study
+from tuner.query.numbers import truncate, with_interval
+from tuner.query.ranking import TrialView
+
+#: Log tail lines shown in text (the JSON has all that is stored).
+TAIL_LINES = 25
+#: A log line longer than this (SGLang prints its whole server_args on one line) is cut in text.
+LINE_CHARS = 240
+#: Metrics shown per phase in text, in this order (JSON: every stored metric).
+_SHOWN = (("per_request_tok_s_mean", "per-request tok/s", ""), ("aggregate_tok_s", "aggregate tok/s", ""),
+          ("accept_length", "accept length", ""), ("ttft_p50_ms", "TTFT p50", "ms"),
+          ("ttft_p99_ms", "TTFT p99", "ms"), ("itl_p50_ms", "ITL p50", "ms"), ("itl_p99_ms", "ITL p99", "ms"),
+          ("error_rate", "error rate", ""), ("completed", "requests ok", ""))
+
+
+def trial_detail(study_file: str | Path, number: int, as_json: bool = False) -> Answer:
+    stored = open_stored_study(study_file)
+    ranking = ranking_for(stored)
+    require_trials(stored, ranking)
+    view = next((t for t in ranking.trials if t.number == number), None)
+    if view is None:
+        raise StudyNotFound(f"study {stored.spec.study.name!r} has no trial {number} "
+                            f"(trials 0–{ranking.trials[-1].number})")
+    best = ranking.best
+    data = as_dict(view, is_best=best is not None and best.number == number, weights=weights_text(ranking))
+    notes = tuple(f"warning: {w}" for w in stored.warnings)
+    if as_json:
+        return Answer(json.dumps(data, indent=2, default=str) + "\n", notes)
+    return Answer(render(data), notes)
+
+
+def as_dict(view: TrialView, *, is_best: bool, weights: str) -> dict[str, Any]:
+    r = view.record
+    config = r.config
+    return {
+        "number": r.number, "state": r.state.name, "outcome": str(r.outcome) if r.outcome else None,
+        "status": view.status, "best": is_best, "baseline": r.baseline, "score": view.score, "weights": weights,
+        "feasible": view.feasible, "host": r.host,
+        "flags_requested": dict(r.params_decoded), "repairs": list(r.repairs),
+        "flags_effective": dict(config.flags) if config is not None else None,
+        "env": dict(config.env) if config is not None else None,
+        "launch": r.launch, "timings": dict(r.timings), "duration_s": r.duration_s,
+        "phases": {f"c{c}": dict(m) for c, m in sorted(r.metrics.items())},
+        "skipped_phases": list(r.skipped_phases), "constraints": dict(r.constraints),
+        "violations": dict(view.violations), "duplicate_of": r.duplicate_of, "reason": r.reason,
+        "failure_class": r.failure_class or view.failure, "failure": r.failure, "log": r.log, "log_tail": r.log_tail,
+    }
+
+
+def render(d: Mapping[str, Any]) -> str:
+    score = f"score {d['score']:.3f} under weights {d['weights']}" if d["score"] is not None else "no score"
+    marks = "".join((" ★ best" if d["best"] else "", " (baseline)" if d["baseline"] else ""))
+    lines = [f"trial {d['number']}{marks}: {d['status']}, {score}"]
+    timings = d["timings"]
+    times = ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in timings.items())
+    took = f"took {d['duration_s']:.1f} s" if d["duration_s"] is not None else "not finished"
+    lines.append(f"  state {d['state']}, {took}" + (f" ({times})" if times else "")
+                 + (f", host {d['host']}" if d["host"] else ""))
+    lines += _flags("flags requested (the proposal)", d["flags_requested"])
+    lines += [f"  repaired: {r}" for r in d["repairs"]]
+    if d["flags_effective"] is not None:
+        lines += _flags("flags effective (deployed)", d["flags_effective"])
+    if d["duplicate_of"] is not None:
+        lines.append(f"  not deployed: the same configuration as trial {d['duplicate_of']} (its result reused)")
+    if d["launch"]:
+        lines += ["launch command:", f"  {d['launch']}"]
+    for key, metrics in d["phases"].items():
+        concurrency = int(key[1:])
+        shown = [f"{label} {_value(metrics.get(name), name, unit)}" for name, label, unit in _SHOWN
+                 if metrics.get(name) is not None]
+        kind = "per-request" if primary_metric(concurrency) == "per_request_tok_s_mean" else "aggregate"
+        lines.append(f"C={concurrency} (scored on {kind} tok/s): " + ", ".join(shown))
+    if d["skipped_phases"]:
+        lines.append("skipped: " + ", ".join(f"C={c}" for c in d["skipped_phases"]) + " (could not beat the best)")
+    if d["violations"]:
+        lines.append("violates: " + ", ".join(f"{k} (by {v:g})" for k, v in sorted(d["violations"].items())))
+    if d["reason"]:
+        lines.append(f"rejected before deploying: {d['reason']}")
+    if d["failure"] or d["failure_class"]:
+        cls = d["failure_class"] or "?"
+        message = (d["failure"] or "").removeprefix(f"{cls}: ")  # DeployFailed's text starts with its class
+        lines.append(f"failure: {cls}" + (f": {message}" if message else ""))
+    if d["log"]:
+        lines.append(f"server log: {d['log']}")
+    if d["log_tail"]:
+        tail = d["log_tail"].rstrip().splitlines()[-TAIL_LINES:]
+        lines += [f"log tail (last {len(tail)} lines):", *(f"  | {truncate(t, LINE_CHARS)}" for t in tail)]
+    return "\n".join(lines) + "\n"
+
+
+def _flags(title: str, flags: Mapping[str, Any]) -> list[str]:
+    if not flags:
+        return [f"{title}: none"]
+    return [f"{title}:", *(f"  {k}" if v is True else f"  {k} {v}" for k, v in flags.items())]
+
+
+def _value(value: Any, name: str, unit: str) -> str:
+    if isinstance(value, float):
+        digits = 3 if name == "error_rate" else 2 if name == "accept_length" else 1
+        return with_interval(value, digits=digits, unit=unit)
+    return f"{value} {unit}".rstrip()
