@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from tuner.sglang.rules import SPECULATIVE_ALGORITHMS, RuleViolation
+#: Algorithms spectune knows; SGLang upper-cases the name and rejects others.
+SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 
 #: ``_auto_choose_speculative_params``: (5, 4, 8) for these, (3, 1, 4) for every other model (and STANDALONE).
 DEEP_TREE_ARCHITECTURES = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")
@@ -26,6 +27,19 @@ ADAPTIVE_STEPS = (0, 1, 3, 5, 7)
 #: SGLang's choice aliases (``choices.py``).
 BACKEND_ALIASES = {"compressed": "dsv4"}
 HOPPER = (9, 0)
+
+
+@dataclass(frozen=True)
+class RuleViolation:
+    """A configuration SGLang refuses; ``message`` is the last line SGLang's traceback prints.
+
+    ``stage`` says when the real server notices: ``startup`` (the process exits before loading weights) or
+    ``runtime`` (the server starts, then every request fails — the over-large tree of #5160).
+    """
+
+    rule: str
+    message: str
+    stage: Literal["startup", "runtime"] = "startup"
 
 
 @dataclass(frozen=True)
