@@ -49,7 +49,7 @@ class Hardware:
     compute_capability: Capability | None = None
 
     def describe(self) -> str:
-        cap = "unknown GPU" if self.compute_capability is None else "sm%d%d" % self.compute_capability
+        cap = "unknown GPU" if self.compute_capability is None else "sm{}{}".format(*self.compute_capability)
         return f"{self.model_architecture or 'unknown architecture'} on {cap}"
 
 

@@ -2,63 +2,25 @@
 
 This is the one code path shared by the live simulator and the ground-truth function, so both agree on what a
 command line means: SGLang's parser (the shipped option table, abbreviations on), SGLang's validity rules
-and resolution (``tuner.sglang.rules``, for the profile's model architecture and GPU), and the derived values SGLang computes at startup (attention backend, page size,
-running-request cap, CUDA-graph batch sizes, memory fraction, KV capacity).
+and resolution (``tuner.sglang.rules``, for the profile's model architecture and GPU: attention backend, page
+size, auto-chosen tree, graphs off), and the values SGLang derives from memory at startup (running-request cap,
+CUDA-graph batch sizes, memory fraction, KV capacity).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, NoReturn
+from typing import Any
 
-from tuner.core.errors import SpectuneError
 from tuner.sglang import rules
 from tuner.sglang.hardware import Hardware, capability_of_gpu
-from tuner.sglang.options import load_option_table
+from tuner.sglang.parse import PROG, InvalidServerArgs, parse_server_args
 from tuner.simulator.memory import MemoryPlan, plan_memory
 from tuner.simulator.profile import Profile
 
-PROG = "sglang serve"  # SGLang 0.5.23 names its parser so, under `sglang serve` and launch_server alike
-
-
-class InvalidServerArgs(SpectuneError):
-    """A command line SGLang would refuse, for callers that want an exception (the ground truth).
-
-    ``kind`` is ``flags`` (argparse, exit 2), ``config`` (a validation error before weights load), ``oom``
-    (memory at load or CUDA-graph capture) or ``runtime`` (starts, then every request fails).
-    """
-
-    def __init__(self, kind: str, message: str) -> None:
-        self.kind = kind
-        super().__init__(message)
-
-
-class _RaisingParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise InvalidServerArgs("flags", message)
-
-
-@cache
-def _parser(raising: bool) -> argparse.ArgumentParser:
-    parser = load_option_table().build_parser(allow_abbrev=True, prog=PROG)
-    if raising:
-        # Same options, but errors become exceptions instead of exit 2.
-        parser.__class__ = _RaisingParser
-    return parser
-
-
-def parse_server_args(argv: Sequence[str], *, exit_on_error: bool = True) -> dict[str, Any]:
-    """argparse ``dest`` → value, exactly as SGLang 0.5.23's parser gives them.
-
-    With ``exit_on_error`` (the live server) bad flags print usage and exit 2, as the real server does;
-    otherwise they raise ``InvalidServerArgs("flags", …)``.
-    """
-    return vars(_parser(not exit_on_error).parse_args(list(argv)))
-
+__all__ = ["PROG", "InvalidServerArgs", "ServerConfig", "parse_server_args", "require_valid", "resolve"]
 
 @dataclass(frozen=True)
 class ServerConfig:

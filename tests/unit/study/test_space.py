@@ -117,7 +117,7 @@ def test_wide_space_rejects_with_sglang_messages(spaces: dict[str, SearchSpace])
     assert "Flex Attention" in reasons
     assert "trtllm_mha backend only supports topk = 1" in reasons
     assert "page_size > 1 is only supported on" in reasons
-    assert "EAGLE is not supported in (decode) attention backend torch_native" in reasons
+    assert "got attention_backend='torch_native'" in reasons  # SGLang 0.5.23 runs EAGLE on it otherwise
     assert summary.valid > 0
 
 
