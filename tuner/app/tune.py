@@ -104,6 +104,8 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
                 target.preflight(space.emittable_flags())
+                if (installed := target.installed_sglang()) is not None:
+                    study.set_user_attr(StudyKey.SGLANG_VERSION, installed)
                 already = len(measured_records(study))
                 with LiveView(console, n_trials, already) as view:
                     from tuner.engine.measure import TargetMeasurer

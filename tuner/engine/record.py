@@ -91,6 +91,7 @@ class StudyKey:
     CONFIRMATION: Final = "confirmation"
     BASELINE_ENQUEUED: Final = "baseline_enqueued"
     SAMPLER: Final = "sampler"
+    SGLANG_VERSION: Final = "sglang_version"  # the SGLang installed on the target, as its preflight found it
 
     @staticmethod
     def interrupted(number: int) -> str:
