@@ -27,6 +27,15 @@ ADAPTIVE_STEPS = (0, 1, 3, 5, 7)
 #: SGLang's choice aliases (``choices.py``).
 BACKEND_ALIASES = {"compressed": "dsv4"}
 HOPPER = (9, 0)
+#: Every argument ``resolve`` reads (tests/unit/sglang/test_fidelity.py checks it over the fixture): callers may
+#: cache a verdict by these alone.
+RESOLUTION_INPUTS = (
+    "attention_backend", "attn_dp_size", "decode_attention_backend", "disable_cuda_graph", "enable_dp_attention",
+    "max_running_requests", "page_size", "prefill_attention_backend", "speculative_adaptive",
+    "speculative_algorithm", "speculative_draft_attention_backend", "speculative_draft_sink_size",
+    "speculative_draft_window_size", "speculative_eagle_topk", "speculative_ngram_max_bfs_breadth",
+    "speculative_num_draft_tokens", "speculative_num_steps", "speculative_use_rejection_sampling",
+)
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,14 @@ Arguments are read from a mapping of argparse ``dest`` names to resolved values 
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from tuner.sglang.hardware import CAPABILITY_FAMILIES, UNKNOWN, Hardware
-from tuner.sglang.resolution import SPECULATIVE_ALGORITHMS, Effective, RuleViolation, resolve
+from tuner.sglang.resolution import RESOLUTION_INPUTS, SPECULATIVE_ALGORITHMS, Effective, RuleViolation, resolve
 
 __all__ = ["SPECULATIVE_ALGORITHMS", "RuleViolation", "Verdict", "check", "judge"]
 
@@ -88,6 +90,17 @@ GPU_KEYS = "[target] gpu or [target] compute_capability"
 
 def judge(args: Mapping[str, Any], hardware: Hardware = UNKNOWN) -> Verdict:
     """SGLang's verdict on ``args`` for ``hardware``; an unknown GPU is resolved for every GPU family."""
+    # Cached by the arguments SGLang's resolution reads: a search space enumerates 10⁵ points, which differ
+    # mostly in flags (memory, graphs, scheduling) that do not enter it.
+    inputs = tuple(repr(args.get(k)) for k in RESOLUTION_INPUTS)
+    verdict = _judge_inputs(inputs, hardware)
+    return Verdict(verdict.violation, dict(verdict.effective) if verdict.effective is not None else None,
+                   verdict.runtime)
+
+
+@lru_cache(maxsize=65536)
+def _judge_inputs(inputs: tuple[str, ...], hardware: Hardware) -> Verdict:
+    args = {k: ast.literal_eval(v) for k, v in zip(RESOLUTION_INPUTS, inputs, strict=True)}
     if hardware.compute_capability is not None:
         violation, effective = resolve(args, model_architecture=hardware.model_architecture,
                                        compute_capability=hardware.compute_capability)

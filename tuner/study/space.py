@@ -6,8 +6,8 @@ them on every trial; numeric ladders become an index; float ranges become an int
 ``suggest_float``, which proposes 0.7999999999999999); draft tokens become a position inside the range the
 draft tree allows, so no proposal is ever an over-large tree.
 
-SGLang's rules (tuner.sglang.rules) are applied after decoding, to the very command line that would be
-deployed (rendered, then parsed by SGLang's parser): an invalid point is repaired when SGLang itself would
+SGLang's rules (tuner.sglang.rules) are applied after decoding, to the arguments of the command line that
+would be deployed: an invalid point is repaired when SGLang itself would
 adjust it (topk=1 ⇒ draft = steps+1, the 48-request cap), and rejected with SGLang's message otherwise. A
 rejected point is never deployed. An accepted one carries the *effective* values SGLang will run (auto-chosen
 tree, forced page size, backend, graphs off, running-request cap), and its key — what spots a configuration
@@ -22,6 +22,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
@@ -30,7 +31,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from tuner.sglang import rules
 from tuner.sglang.launch import FlagValue, ServerConfig
 from tuner.sglang.options import OptionTable
-from tuner.sglang.parse import InvalidServerArgs, parse_server_args
+from tuner.sglang.parse import parse_server_args
 from tuner.study.spec import SPECULATION_OFF, ParamSpec, StudySpec
 
 Encoding = Literal["int", "scaled", "ladder", "categorical", "draft-fraction"]
@@ -207,15 +208,14 @@ class SearchSpace:
 
     def judge(self, config: ServerConfig) -> dict[str, Any] | str:
         """SGLang's verdict on the command line ``config`` deploys: the effective values, or why it is refused
-        (SGLang's own error line)."""
-        argv = config.argv(self.table)
-        if MODEL_PATH not in config.flag_dict:
-            # The model is in the target's command (a unit file, a local command): SGLang only needs one.
-            argv = [*argv, MODEL_PATH, "model"]
-        try:
-            args = parse_server_args(argv, exit_on_error=False)
-        except InvalidServerArgs as exc:
-            return f"sglang serve: error: {exc}"
+        (SGLang's own error line).
+
+        The arguments are SGLang's parser defaults overlaid with the config's flags (study-file values are
+        already typed and checked against the option table), as parsing the rendered command line would give
+        them — without running argparse for each of 10⁵ points."""
+        args = dict(_parser_defaults())
+        for name, value in config.flags:
+            args[self.table.lookup(name).dest] = value
         verdict = rules.judge(args, self.spec.hardware)
         if verdict.refused is not None:
             return verdict.refused.message
@@ -291,6 +291,11 @@ class SearchSpace:
                 summary.valid += 1
                 summary.distinct.add(proposal.key or proposal.config.key())
         return summary
+
+
+@cache
+def _parser_defaults() -> dict[str, Any]:
+    return parse_server_args([MODEL_PATH, "model"], exit_on_error=False)
 
 
 def effective_key(config: ServerConfig, effective: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from tuner.sglang.hardware import Hardware
 from tuner.sglang.launch import FlagValue, ServerConfig
 from tuner.sglang.options import load_option_table
 from tuner.sglang.parse import InvalidServerArgs, parse_server_args
+from tuner.sglang.resolution import RESOLUTION_INPUTS, resolve
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 
@@ -120,18 +121,39 @@ def space(tmp_path_factory: pytest.TempPathFactory) -> SearchSpace:
 
 
 def _flags(argv: list[str]) -> dict[str, FlagValue]:
-    """The study-file flags that render ``argv`` (canonical option names; values as the command line has them)."""
+    """The study-file flags (typed, as the study file gives them) whose command line is ``argv``."""
+    args = parse_server_args(argv, exit_on_error=False)
     flags: dict[str, FlagValue] = {}
-    i = 0
-    while i < len(argv):
-        spec = TABLE.lookup(argv[i], allow_abbrev=True)
-        j = i + 1
-        while j < len(argv) and not argv[j].startswith("--"):
-            j += 1
-        values = argv[i + 1:j]
-        flags[spec.name] = True if spec.is_flag else (values if spec.is_list else values[0])
-        i = j
+    for token in argv:
+        if token.startswith("--"):
+            spec = TABLE.lookup(token, allow_abbrev=True)
+            flags[spec.name] = args[spec.dest]
     return flags
+
+
+def test_the_space_judges_what_the_rendered_command_line_parses_to(space: SearchSpace) -> None:
+    # The space overlays typed flags on the parser's defaults; rendering and parsing must give the same.
+    for case in DATA["cases"]:
+        if case["exit_code"] != 2:
+            config = ServerConfig.build(_flags(_argv(case)))
+            assert parse_server_args(config.argv(TABLE), exit_on_error=False) == parse_server_args(
+                _argv(case), exit_on_error=False)
+
+
+def test_resolution_reads_only_its_declared_inputs() -> None:
+    read: set[str] = set()
+
+    class Recording(dict[str, Any]):
+        def get(self, key: str, default: Any = None) -> Any:
+            read.add(key)
+            return super().get(key, default)
+
+    for case in DATA["cases"]:
+        if case["exit_code"] != 2:
+            resolve(Recording(parse_server_args(_argv(case), exit_on_error=False)),
+                    model_architecture=_architecture(case), compute_capability=_hardware(case).compute_capability
+                    or (9, 0))
+    assert read <= set(RESOLUTION_INPUTS)
 
 
 SPACE_CASES = [pytest.param(c, id=f"{i}-{c['class']}") for i, c in enumerate(DATA["cases"]) if c["exit_code"] != 2]
