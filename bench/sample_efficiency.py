@@ -58,7 +58,7 @@ def run_optuna(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: i
     ratios = []
     for k in range(1, result.measured + 1):
         best = result.best_after(k)
-        ratios.append(truth.get(best.config_key or "", 0.0) / optimum if best else 0.0)
+        ratios.append(truth.get(best.config.key() if best.config else "", 0.0) / optimum if best else 0.0)
     return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
 
 
@@ -82,7 +82,7 @@ def run_sweep(spec: StudySpec, space: SearchSpace, landscape: Landscape, seed: i
         score = t.values[0] if t.values else float("-inf")
         if t.is_measured:
             if t.feasible and score > best_score:
-                best_key, best_score = t.config_key or "", score
+                best_key, best_score = t.config.key() if t.config else "", score
             ratios.append(truth.get(best_key, 0.0) / optimum)
         return score if t.feasible else float("-inf")
 

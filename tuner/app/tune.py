@@ -130,6 +130,8 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
                 target.preflight(space.emittable_flags())
+                if (installed := target.installed_sglang()) is not None:
+                    study.set_user_attr(StudyKey.SGLANG_VERSION, installed)
                 stored = measured_records(study)
                 stored_best = None if pareto else best_record(study)
                 if team and confirm:  # one worker among many cannot interleave the others' hosts

@@ -54,7 +54,7 @@ def queue_unexplored_neighbour(study: optuna.Study, space: SearchSpace, repeated
     candidates = []
     for params in neighbours(space, repeated.params):
         proposal = space.decode(params)
-        if proposal.config is None or proposal.config.key() in known or params in queued:
+        if proposal.config is None or proposal.key in known or params in queued:
             continue
         candidates.append(params)
     if not candidates:

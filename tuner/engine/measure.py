@@ -56,8 +56,11 @@ class TargetMeasurer:
         assert self.deployment is not None
         interrupts.check()
         d = self.deployment
-        return {"launch": d.launch.shell(), "base_url": d.base_url, "log": d.log_location,
-                "timings": {"deploy_s": d.deploy_s, "ready_s": d.ready_s}}
+        facts: dict[str, Any] = {"launch": d.launch.shell(), "base_url": d.base_url, "log": d.log_location,
+                                 "timings": {"deploy_s": d.deploy_s, "ready_s": d.ready_s}}
+        if d.effective is not None:  # the target's own SGLang resolved it: recorded instead of spectune's rules
+            facts["effective"] = d.effective
+        return facts
 
     def log_location(self) -> str | None:
         """Where the server started last writes its log (local and simulated targets keep one file per start)."""

@@ -66,7 +66,8 @@ class Key:
     REPAIRS: Final = "repairs"
     REASON: Final = "reason"  # why a proposal was rejected
     CONFIG: Final = "config"  # ServerConfig.to_json()
-    CONFIG_KEY: Final = "config_key"  # ServerConfig.key(): stored first, so other workers see it at once
+    CONFIG_KEY: Final = "config_key"  # the effective key (Proposal.key): stored first, so other workers see it
+    EFFECTIVE: Final = "effective"  # what SGLang runs: auto-chosen tree, page size, backend, graphs, request cap
     PHASES: Final = "phases"  # concurrency (as a string) → that phase's metrics
     SKIPPED_PHASES: Final = "skipped_phases"
     SKIP: Final = "skip"  # the bound that made the remaining phases not worth running
@@ -103,6 +104,7 @@ class StudyKey:
     CONFIRMATION: Final = "confirmation"
     BASELINE_ENQUEUED: Final = "baseline_enqueued"
     SAMPLER: Final = "sampler"
+    SGLANG_VERSION: Final = "sglang_version"  # the SGLang installed on the target, as its preflight found it
 
     @staticmethod
     def interrupted(number: int) -> str:
@@ -162,6 +164,8 @@ class TrialRecord:
     reason: str | None = None
     config: ServerConfig | None = None
     config_key: str | None = None
+    #: The values SGLang runs (tuner.sglang.rules.Verdict.effective); None values were SGLang's to choose.
+    effective: Mapping[str, Any] | None = None
     metrics: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # per phase, by concurrency
     skipped_phases: tuple[int, ...] = ()
     skip: Mapping[str, Any] | None = None
@@ -207,6 +211,7 @@ class TrialRecord:
             reason=attrs.get(Key.REASON),
             config=ServerConfig.from_json(config) if config else None,
             config_key=attrs.get(Key.CONFIG_KEY),
+            effective=dict(attrs[Key.EFFECTIVE]) if attrs.get(Key.EFFECTIVE) else None,
             metrics=decode_phases(attrs.get(Key.PHASES)),
             skipped_phases=tuple(int(c) for c in attrs.get(Key.SKIPPED_PHASES) or ()),
             skip=dict(skip) if skip else None,

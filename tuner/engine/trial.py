@@ -106,12 +106,14 @@ class TrialRunner:
                                 extra={Key.REASON: proposal.reason})
         config = proposal.config
         attrs[Key.CONFIG] = config.to_json()
-        attrs[Key.CONFIG_KEY] = config.key()
+        # What SGLang will run, and the key of those values: another spelling of one server is a duplicate.
+        attrs[Key.EFFECTIVE] = proposal.effective
+        attrs[Key.CONFIG_KEY] = proposal.key or config.key()
         # Store the key *before* looking for others with it: of two workers proposing one configuration at the
         # same moment, at least one then sees the other's key (each write commits before its own read), so the
         # configuration is never measured twice even without the loop's ask lock.
         write(trial, {Key.CONFIG_KEY: attrs[Key.CONFIG_KEY]})
-        previous = self._already_measured(trial.study, config, exclude=trial.number)
+        previous = self._already_measured(trial.study, attrs[Key.CONFIG_KEY], exclude=trial.number)
         self._proposed()
         if previous is not None and previous.state == TrialState.RUNNING:
             return self._taken(trial, attrs, previous)
@@ -133,6 +135,8 @@ class TrialRunner:
                                        Key.LOG_TAIL: exc.log_tail[-LOG_TAIL_CHARS:],
                                        **_log_of(exc)})
         attrs.update({k: facts[k] for k in DEPLOY_FACTS if k in facts})
+        if facts.get(Key.EFFECTIVE):  # the target's own SGLang resolved it (tuner/targets/resolver.py): its word
+            attrs[Key.EFFECTIVE] = dict(facts[Key.EFFECTIVE])
         timings = dict(facts.get(Key.TIMINGS, {}))
         bench_started = time.monotonic()
         metrics: dict[int, dict[str, Any]] = {}
@@ -222,11 +226,10 @@ class TrialRunner:
         scores = [r.score for r in measured_records(study) if r.is_scored and r.score is not None]
         return statistics.median(scores) if scores else 1.0
 
-    def _already_measured(self, study: optuna.Study, config: ServerConfig, *,
+    def _already_measured(self, study: optuna.Study, key: str, *,
                           exclude: int | None = None) -> FrozenTrial | None:
-        """The trial that measured ``config`` (COMPLETE, preferred) or is measuring it now (RUNNING: another
-        worker's trial with the same config key), or None."""
-        key = config.key()
+        """The trial that measured the configuration keyed ``key`` (COMPLETE, preferred) or is measuring it now
+        (RUNNING: another worker's trial with the same config key), or None."""
         running = None
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
             if t.number == exclude or t.user_attrs.get(Key.CONFIG_KEY) != key:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from tuner.sglang.rules import SPECULATIVE_ALGORITHMS, RuleViolation
+#: Algorithms spectune knows; SGLang upper-cases the name and rejects others.
+SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 
 #: ``_auto_choose_speculative_params``: (5, 4, 8) for these, (3, 1, 4) for every other model (and STANDALONE).
 DEEP_TREE_ARCHITECTURES = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")
@@ -26,6 +27,28 @@ ADAPTIVE_STEPS = (0, 1, 3, 5, 7)
 #: SGLang's choice aliases (``choices.py``).
 BACKEND_ALIASES = {"compressed": "dsv4"}
 HOPPER = (9, 0)
+#: Every argument ``resolve`` reads (tests/unit/sglang/test_fidelity.py checks it over the fixture): callers may
+#: cache a verdict by these alone.
+RESOLUTION_INPUTS = (
+    "attention_backend", "attn_dp_size", "decode_attention_backend", "disable_cuda_graph", "enable_dp_attention",
+    "max_running_requests", "page_size", "prefill_attention_backend", "speculative_adaptive",
+    "speculative_algorithm", "speculative_draft_attention_backend", "speculative_draft_sink_size",
+    "speculative_draft_window_size", "speculative_eagle_topk", "speculative_ngram_max_bfs_breadth",
+    "speculative_num_draft_tokens", "speculative_num_steps", "speculative_use_rejection_sampling",
+)
+
+
+@dataclass(frozen=True)
+class RuleViolation:
+    """A configuration SGLang refuses; ``message`` is the last line SGLang's traceback prints.
+
+    ``stage`` says when the real server notices: ``startup`` (the process exits before loading weights) or
+    ``runtime`` (the server starts, then every request fails — the over-large tree of #5160).
+    """
+
+    rule: str
+    message: str
+    stage: Literal["startup", "runtime"] = "startup"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
-"""SGLang 0.5.23's validity rules for speculative decoding, in one place.
+"""SGLang 0.5.23's validity rules for speculative decoding, in one place: a verdict and the effective values.
 
 Both sides use these: the search space applies them *before* deploying anything (so an invalid point never
-costs a restart), and the simulator applies them at startup (so it fails exactly as the real server would).
-Messages are SGLang's own text where SGLang has one (reference notes §1).
+costs a restart, and the trial records what SGLang will really run), and the simulator applies them at startup
+(so it fails exactly as the real server would). The startup verdict is ``tuner.sglang.resolution.resolve``,
+held to the real SGLang by ``tests/fixtures/sglang-0.5.23-fidelity.json``; messages are the last line of the
+traceback SGLang prints. On top of it, ``judge`` adds what SGLang only notices at runtime (the over-large
+draft tree) and resolves honestly when the GPU is unknown.
 
 Arguments are read from a mapping of argparse ``dest`` names to resolved values (``None`` = unset), i.e. what
 ``vars(parser.parse_args(argv))`` gives.
@@ -10,21 +13,19 @@ Arguments are read from a mapping of argparse ``dest`` names to resolved values 
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import lru_cache
+from typing import Any
 
-#: Algorithms spectune knows; SGLang upper-cases the name and rejects others.
-SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+from tuner.sglang.hardware import CAPABILITY_FAMILIES, UNKNOWN, Hardware
+from tuner.sglang.resolution import RESOLUTION_INPUTS, SPECULATIVE_ALGORITHMS, Effective, RuleViolation, resolve
+
+__all__ = ["SPECULATIVE_ALGORITHMS", "RuleViolation", "Verdict", "check", "judge"]
+
 #: Algorithms that use the draft tree (steps/topk/draft tokens).
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-#: Backends that allow topk > 1 together with page_size > 1.
-TREE_WITH_PAGES_BACKENDS = ("flashinfer", "fa3", "triton")
-#: Attention backends that can run the draft model (``speculative/draft_utils.py``).
-DRAFT_CAPABLE_BACKENDS = (
-    "flashinfer", "triton", "fa3", "fa4", "flashmla", "trtllm_mha", "trtllm_mla", "cutedsl_mla", "dsa", "nsa",
-    "dsv4", "aiter", "ascend", "intel_amx", "intel_xpu", "hybrid_linear_attn",
-)
 #: With speculation on and --max-running-requests unset, SGLang caps running requests at this.
 SPECULATIVE_MAX_RUNNING_REQUESTS = 48
 
@@ -35,19 +36,6 @@ MAX_RUNNING_WARNING = (
     "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
     "setting --max-running-requests."
 )
-
-
-@dataclass(frozen=True)
-class RuleViolation:
-    """A configuration SGLang refuses.
-
-    ``stage`` says when the real server notices: ``startup`` (the process exits before loading weights) or
-    ``runtime`` (the server starts, then every request fails — the over-large tree of #5160).
-    """
-
-    rule: str
-    message: str
-    stage: Literal["startup", "runtime"] = "startup"
 
 
 @dataclass(frozen=True)
@@ -77,80 +65,95 @@ def max_draft_tokens(steps: int, topk: int) -> int:
     return max_tree_candidates(steps, topk) + 1
 
 
-def resolve_speculative(args: Mapping[str, Any]) -> SpeculativeSettings:
-    """Apply SGLang's defaults and the topk=1 adjustment. Does not judge validity; see ``check``."""
-    algorithm = args.get("speculative_algorithm")
-    if algorithm is None:
+@dataclass(frozen=True)
+class Verdict:
+    """SGLang's answer on one command line: refused (``violation``) or the values it runs (``effective``).
+
+    ``effective`` maps ``Effective``'s field names to values; ``None`` marks a value SGLang chooses from an input
+    spectune does not know (the architecture, the GPU), recorded as unknown rather than guessed. ``runtime`` is
+    a configuration SGLang starts but whose every request fails.
+    """
+
+    violation: RuleViolation | None
+    effective: dict[str, Any] | None
+    runtime: RuleViolation | None = None
+
+    @property
+    def refused(self) -> RuleViolation | None:
+        """What makes the configuration unusable: the startup error, else the runtime one."""
+        return self.violation or self.runtime
+
+
+#: The study-file keys that tell spectune the GPU (named in the refusal when a verdict depends on it).
+GPU_KEYS = "[target] gpu or [target] compute_capability"
+
+
+def judge(args: Mapping[str, Any], hardware: Hardware = UNKNOWN) -> Verdict:
+    """SGLang's verdict on ``args`` for ``hardware``; an unknown GPU is resolved for every GPU family."""
+    # Cached by the arguments SGLang's resolution reads: a search space enumerates 10⁵ points, which differ
+    # mostly in flags (memory, graphs, scheduling) that do not enter it.
+    inputs = tuple(repr(args.get(k)) for k in RESOLUTION_INPUTS)
+    verdict = _judge_inputs(inputs, hardware)
+    return Verdict(verdict.violation, dict(verdict.effective) if verdict.effective is not None else None,
+                   verdict.runtime)
+
+
+@lru_cache(maxsize=65536)
+def _judge_inputs(inputs: tuple[str, ...], hardware: Hardware) -> Verdict:
+    args = {k: ast.literal_eval(v) for k, v in zip(RESOLUTION_INPUTS, inputs, strict=True)}
+    if hardware.compute_capability is not None:
+        violation, effective = resolve(args, model_architecture=hardware.model_architecture,
+                                       compute_capability=hardware.compute_capability)
+        return _with_runtime(violation, _values(effective))
+    outcomes = [resolve(args, model_architecture=hardware.model_architecture, compute_capability=cap)
+                for cap in CAPABILITY_FAMILIES]
+    messages = {v.message for v, _ in outcomes if v is not None}
+    if len(messages) == 1 and all(v is not None for v, _ in outcomes):
+        return Verdict(outcomes[0][0], None)
+    if messages:
+        refusal = next(v for v, _ in outcomes if v is not None)
+        return Verdict(RuleViolation("hardware-unknown", (
+            f"whether SGLang accepts this configuration depends on the GPU (on some it exits with "
+            f"{refusal.message!r}); set {GPU_KEYS} in the study file")), None)
+    values = [_values(e) or {} for _, e in outcomes]
+    # A value that differs between GPU families is SGLang's choice on a GPU we do not know: unknown.
+    merged = {k: (v if all(other[k] == v for other in values) else None) for k, v in values[0].items()}
+    return _with_runtime(None, merged)
+
+
+def _values(effective: Effective | None) -> dict[str, Any] | None:
+    return None if effective is None else dict(vars(effective))
+
+
+def _with_runtime(violation: RuleViolation | None, effective: dict[str, Any] | None) -> Verdict:
+    if effective is None:
+        return Verdict(violation, None)
+    steps, topk, draft = (effective["speculative_num_steps"], effective["speculative_eagle_topk"],
+                          effective["speculative_num_draft_tokens"])
+    runtime = None
+    if (effective["speculative_algorithm"] in EAGLE_FAMILY and steps and topk and draft
+            and draft > max_draft_tokens(steps, topk)):
+        runtime = RuleViolation("tree-too-large", "selected index k out of range", stage="runtime")
+    return Verdict(violation, effective, runtime)
+
+
+def check(args: Mapping[str, Any], hardware: Hardware = UNKNOWN) -> list[RuleViolation]:
+    """The rules ``args`` breaks: the startup error SGLang exits with, then a runtime failure (if any)."""
+    verdict = judge(args, hardware)
+    return [v for v in (verdict.violation, verdict.runtime) if v is not None]
+
+
+def resolve_speculative(args: Mapping[str, Any], hardware: Hardware = UNKNOWN) -> SpeculativeSettings:
+    """The draft tree SGLang runs (after its auto-choice and adjustments); empty when refused or off."""
+    verdict = judge(args, hardware)
+    eff = verdict.effective
+    if verdict.violation is not None or eff is None or eff["speculative_algorithm"] is None:
         return SpeculativeSettings(None, None, None, None)
-    algorithm = str(algorithm).upper()
-    steps = args.get("speculative_num_steps")
-    topk = args.get("speculative_eagle_topk")
-    draft = args.get("speculative_num_draft_tokens")
-    adjustments: list[str] = []
-    if algorithm in ("DFLASH", "DSPARK"):
-        steps, topk = 1, 1
-    if steps is None and topk is None and draft is None and algorithm in EAGLE_FAMILY:
-        # Auto-chosen triple for non-Llama models (reference notes §1); the tuner always sets all three.
-        steps, topk, draft = 3, 1, 4
-    if topk == 1 and steps is not None and draft != steps + 1:
-        draft = steps + 1
-        adjustments.append(TOPK1_WARNING)
-    return SpeculativeSettings(algorithm, steps, topk, draft, tuple(adjustments))
-
-
-def check(args: Mapping[str, Any]) -> list[RuleViolation]:
-    """Every rule ``args`` breaks, in the order SGLang would report them (the first one is what it prints)."""
-    algorithm = args.get("speculative_algorithm")
-    if algorithm is None:
-        return []
-    violations: list[RuleViolation] = []
-    name = str(algorithm).upper()
-    if name not in SPECULATIVE_ALGORITHMS:
-        return [RuleViolation("unknown-algorithm", f"Unknown speculative algorithm name: {algorithm}")]
-
-    steps = args.get("speculative_num_steps")
-    topk = args.get("speculative_eagle_topk")
-    draft = args.get("speculative_num_draft_tokens")
-    if name in EAGLE_FAMILY and steps is None and (topk is not None or draft is not None):
-        # SGLang fails a bare assert here (speculative_hook.py::_handle_eagle_family).
-        violations.append(RuleViolation("all-three-or-none", "AssertionError"))
-        return violations
-    for dest, value in (("speculative_num_steps", steps), ("speculative_eagle_topk", topk),
-                        ("speculative_num_draft_tokens", draft)):
-        if value is not None and value < 1:
-            violations.append(RuleViolation("positive", f"{dest} must be a positive integer, got {value}"))
-    if violations:
-        return violations
-
-    resolved = resolve_speculative(args)
-    backend = args.get("attention_backend") or args.get("decode_attention_backend")
-    page_size = args.get("page_size") or 1
-    topk = resolved.eagle_topk or 1
-
-    if backend == "flex_attention":
-        violations.append(RuleViolation(
-            "flex-attention", "Speculative decoding is currently not supported with Flex Attention backend"))
-    if backend == "trtllm_mha" and topk > 1:
-        violations.append(RuleViolation(
-            "trtllm-topk", "trtllm_mha backend only supports topk = 1 for speculative decoding."))
-    if topk > 1 and page_size > 1 and backend is not None and backend not in TREE_WITH_PAGES_BACKENDS:
-        violations.append(RuleViolation(
-            "tree-page-size",
-            f"speculative_eagle_topk > 1 with page_size > 1 is only supported on {TREE_WITH_PAGES_BACKENDS}; "
-            f"got attention_backend={backend}",
-        ))
-    if backend is not None and backend not in DRAFT_CAPABLE_BACKENDS and backend != "flex_attention":
-        violations.append(RuleViolation(
-            "draft-backend", f"EAGLE is not supported in (decode) attention backend {backend}"))
-    if name in ("STANDALONE", "NGRAM") and (args.get("attn_dp_size") or 1) > 1:
-        violations.append(RuleViolation(
-            "dp-attention",
-            f"Currently {name.lower()} speculative decoding does not support dp attention."))
-
-    steps, topk_, draft = resolved.num_steps, resolved.eagle_topk, resolved.num_draft_tokens
-    if steps is not None and topk_ is not None and draft and draft > max_draft_tokens(steps, topk_):
-        violations.append(RuleViolation("tree-too-large", "selected index k out of range", stage="runtime"))
-    return violations
+    steps, topk, draft = (eff["speculative_num_steps"], eff["speculative_eagle_topk"],
+                          eff["speculative_num_draft_tokens"])
+    given = args.get("speculative_num_draft_tokens")
+    adjustments = (TOPK1_WARNING,) if topk == 1 and given is not None and given != draft else ()
+    return SpeculativeSettings(eff["speculative_algorithm"], steps, topk, draft, adjustments)
 
 
 def effective_max_running_requests(args: Mapping[str, Any]) -> int | None:

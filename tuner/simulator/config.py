@@ -2,61 +2,25 @@
 
 This is the one code path shared by the live simulator and the ground-truth function, so both agree on what a
 command line means: SGLang's parser (the shipped option table, abbreviations on), SGLang's validity rules
-(``tuner.sglang.rules``), and the derived values SGLang computes at startup (attention backend, page size,
-running-request cap, CUDA-graph batch sizes, memory fraction, KV capacity).
+and resolution (``tuner.sglang.rules``, for the profile's model architecture and GPU: attention backend, page
+size, auto-chosen tree, graphs off), and the values SGLang derives from memory at startup (running-request cap,
+CUDA-graph batch sizes, memory fraction, KV capacity).
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, NoReturn
+from typing import Any
 
-from tuner.core.errors import SpectuneError
 from tuner.sglang import rules
-from tuner.sglang.options import load_option_table
+from tuner.sglang.hardware import Hardware, capability_of_gpu
+from tuner.sglang.parse import PROG, InvalidServerArgs, parse_server_args
 from tuner.simulator.memory import MemoryPlan, plan_memory
 from tuner.simulator.profile import Profile
 
-PROG = "sglang serve"  # SGLang 0.5.23 names its parser so, under `sglang serve` and launch_server alike
-
-
-class InvalidServerArgs(SpectuneError):
-    """A command line SGLang would refuse, for callers that want an exception (the ground truth).
-
-    ``kind`` is ``flags`` (argparse, exit 2), ``config`` (a validation error before weights load), ``oom``
-    (memory at load or CUDA-graph capture) or ``runtime`` (starts, then every request fails).
-    """
-
-    def __init__(self, kind: str, message: str) -> None:
-        self.kind = kind
-        super().__init__(message)
-
-
-class _RaisingParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise InvalidServerArgs("flags", message)
-
-
-@cache
-def _parser(raising: bool) -> argparse.ArgumentParser:
-    parser = load_option_table().build_parser(allow_abbrev=True, prog=PROG)
-    if raising:
-        # Same options, but errors become exceptions instead of exit 2.
-        parser.__class__ = _RaisingParser
-    return parser
-
-
-def parse_server_args(argv: Sequence[str], *, exit_on_error: bool = True) -> dict[str, Any]:
-    """argparse ``dest`` → value, exactly as SGLang 0.5.23's parser gives them.
-
-    With ``exit_on_error`` (the live server) bad flags print usage and exit 2, as the real server does;
-    otherwise they raise ``InvalidServerArgs("flags", …)``.
-    """
-    return vars(_parser(not exit_on_error).parse_args(list(argv)))
-
+__all__ = ["PROG", "InvalidServerArgs", "ServerConfig", "parse_server_args", "require_valid", "resolve"]
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -136,29 +100,31 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     can fail at the right moment of its startup."""
     args = parse_server_args(argv, exit_on_error=exit_on_error)
     hw = profile.hardware
-    violations = rules.check(args)
-    startup_error = next((v for v in violations if v.stage == "startup"), None)
-    runtime_error = next((v.message for v in violations if v.stage == "runtime"), None)
+    verdict = rules.judge(args, profile_hardware(profile))
+    startup_error = verdict.violation
+    runtime_error = verdict.runtime.message if verdict.runtime is not None else None
+    eff = verdict.effective or {}
+    algorithm = eff.get("speculative_algorithm") if startup_error is None else None
+    speculative = algorithm is not None
+    # Algorithms without a draft tree of their own (DFLASH, UNO ...) run one draft step of one token.
+    steps = _or(eff.get("speculative_num_steps"), 1) if speculative else 0
+    topk = _or(eff.get("speculative_eagle_topk"), 1) if speculative else 1
+    draft = max(_or(eff.get("speculative_num_draft_tokens"), steps + 1), 1) if speculative else 1
+    warnings: list[str] = []
+    given_draft = args.get("speculative_num_draft_tokens")
+    if speculative and topk == 1 and given_draft is not None and given_draft != draft:
+        warnings.append(rules.TOPK1_WARNING)
 
-    spec = rules.resolve_speculative(args) if startup_error is None else rules.SpeculativeSettings(
-        None, None, None, None)
-    speculative = spec.enabled and startup_error is None
-    steps = (spec.num_steps or 0) if speculative else 0
-    topk = (spec.eagle_topk or 1) if speculative else 1
-    draft = (spec.num_draft_tokens or 1) if speculative else 1
-    warnings: list[str] = list(spec.adjustments)
-
-    backend = args.get("attention_backend") or args.get("decode_attention_backend")
-    if backend is None:
-        # model_override_base.py: the tree backend only for an explicit topk > 1.
-        explicit_topk = args.get("speculative_eagle_topk")
-        backend = hw.tree_attention_backend if (explicit_topk or 1) > 1 else hw.default_attention_backend
-    page_size = hw.forced_page_size.get(backend, args.get("page_size") or 1)
+    # SGLang's own choice (flashinfer for trees, the GPU's default otherwise) and the page size it forces.
+    backend = eff.get("attention_backend") or args.get("attention_backend") or hw.default_attention_backend
+    page_size = int(eff.get("page_size") or args.get("page_size") or 1)
+    if startup_error is None:
+        startup_error = _context_length_error(profile, args)
 
     tp = int(args.get("tp_size") or 1)
     if startup_error is None and tp > hw.num_gpus:
         # torch.cuda.set_device on a rank without a GPU.
-        startup_error = rules.RuleViolation("gpus", "CUDA error: invalid device ordinal")
+        startup_error = rules.RuleViolation("gpus", "RuntimeError: CUDA error: invalid device ordinal")
     chunked = args.get("chunked_prefill_size")
     chunked = _default_chunked_prefill(hw.gpu_memory_gb) if chunked is None else int(chunked)
     graph_max = args.get("cuda_graph_max_bs_decode")
@@ -174,7 +140,7 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
         warnings.append(rules.MAX_RUNNING_WARNING)
 
     graphs_off = bool(args.get("disable_cuda_graph") or args.get("disable_decode_cuda_graph")
-                      or args.get("cuda_graph_backend_decode") == "disabled")
+                      or args.get("cuda_graph_backend_decode") == "disabled" or eff.get("cuda_graph_disabled"))
     # Graph sizes depend on the running-request cap, which (without speculation) depends on KV capacity:
     # plan memory with the uncapped list first, then clip.
     explicit_bs = args.get("cuda_graph_bs_decode")
@@ -198,10 +164,11 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     resolved.update(
         model_path=args.get("model_path") or profile.model.path,
         served_model_name=args.get("served_model_name") or args.get("model_path") or profile.model.path,
-        speculative_algorithm=spec.algorithm if speculative else args.get("speculative_algorithm"),
-        speculative_num_steps=spec.num_steps if speculative else args.get("speculative_num_steps"),
-        speculative_eagle_topk=spec.eagle_topk if speculative else args.get("speculative_eagle_topk"),
-        speculative_num_draft_tokens=spec.num_draft_tokens if speculative else args.get(
+        speculative_algorithm=algorithm if speculative else args.get("speculative_algorithm"),
+        # As SGLang shows them (None or 0 where it leaves them so); the model above needs a usable tree.
+        speculative_num_steps=eff["speculative_num_steps"] if speculative else args.get("speculative_num_steps"),
+        speculative_eagle_topk=eff["speculative_eagle_topk"] if speculative else args.get("speculative_eagle_topk"),
+        speculative_num_draft_tokens=eff["speculative_num_draft_tokens"] if speculative else args.get(
             "speculative_num_draft_tokens"),
         attention_backend=backend,
         page_size=page_size,
@@ -222,7 +189,7 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
         port=int(args.get("port") or 30000),
         tp_size=tp,
         speculative=speculative,
-        algorithm=spec.algorithm if speculative else None,
+        algorithm=algorithm,
         num_steps=steps,
         topk=topk,
         draft_tokens=draft,
@@ -239,6 +206,31 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
         startup_error=startup_error,
         runtime_error=runtime_error,
     )
+
+
+def _or(value: Any, default: int) -> int:
+    return default if value is None else int(value)
+
+
+#: SGLang's escape hatch for a context longer than the model's (model_config.py).
+ALLOW_LONGER_CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+
+
+def profile_hardware(profile: Profile) -> Hardware:
+    """What SGLang would read on the simulated box: the model's architecture and the GPU's capability."""
+    return Hardware(profile.model.architecture, capability_of_gpu(profile.hardware.gpu_name))
+
+
+def _context_length_error(profile: Profile, args: Mapping[str, Any]) -> rules.RuleViolation | None:
+    """model_config.py: a --context-length above the model's is refused unless the environment allows it."""
+    given, derived = args.get("context_length"), profile.model.context_length
+    if given is None or int(given) <= derived or os.environ.get(ALLOW_LONGER_CONTEXT_ENV):
+        return None
+    return rules.RuleViolation("context-length", (
+        f"ValueError: Warning: User-specified context_length ({int(given)}) is greater than the derived "
+        f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. Note that the "
+        "derived context_length may differ from max_position_embeddings in the model's config. To allow "
+        f"overriding this maximum, set the env var {ALLOW_LONGER_CONTEXT_ENV}=1"))
 
 
 def require_valid(config: ServerConfig) -> None:

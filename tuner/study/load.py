@@ -22,6 +22,7 @@ from pydantic_core import ErrorDetails
 
 from tuner.core.errors import StudyFileError
 from tuner.core.fields import did_you_mean
+from tuner.sglang.hardware import Hardware
 from tuner.sglang.options import load_option_table
 from tuner.study import flags
 from tuner.study.models import (
@@ -93,9 +94,12 @@ def load_study_file(path: str | Path) -> StudySpec:
     if problems:
         raise StudyFileError(problems.lines)
     assert target is not None and finish is not None
+    known = target.hardware()
+    hardware = Hardware((server or ServerSection()).model_architecture or known.model_architecture,
+                        known.compute_capability)
     spec = StudySpec(path=path, study=settings, target=TargetSpec(target), server_flags=server_flags,
                      server_env=server_env, search=params, baseline=baseline_flags, benchmark=benchmark_spec,
-                     objective=objective_spec, finish=finish.deploy)
+                     objective=objective_spec, finish=finish.deploy, hardware=hardware)
     flags.check_space_is_feasible(problems, spec, table)
     if problems:
         raise StudyFileError(problems.lines)

@@ -170,6 +170,10 @@ class ServerSection(FileModel):
         "checked against the option table of sglang_version."))
     env: dict[str, EnvValue] = Field(default_factory=dict, description="Environment variables of the server.",
                                      json_schema_extra={"propertyNames": {"pattern": ENV_NAME_PATTERN}})
+    model_architecture: str | None = Field(None, description=(
+        "The model's architecture, architectures[0] of its config.json (e.g. \"LlamaForCausalLM\"): SGLang "
+        "picks the draft tree of a bare --speculative-algorithm from it. Default: the simulator's profile, "
+        "else unknown — that choice is left to SGLang and recorded as unknown."))
 
 
 class SearchParam(FileModel):

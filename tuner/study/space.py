@@ -6,18 +6,23 @@ them on every trial; numeric ladders become an index; float ranges become an int
 ``suggest_float``, which proposes 0.7999999999999999); draft tokens become a position inside the range the
 draft tree allows, so no proposal is ever an over-large tree.
 
-SGLang's rules (tuner.sglang.rules) are applied after decoding: an invalid point is repaired when SGLang
-itself would adjust it (topk=1 ⇒ draft = steps+1, the 48-request cap), and rejected with its reason
-otherwise. A rejected point is never deployed.
+SGLang's rules (tuner.sglang.rules) are applied after decoding, to the arguments of the command line that
+would be deployed: an invalid point is repaired when SGLang itself would
+adjust it (topk=1 ⇒ draft = steps+1, the 48-request cap), and rejected with SGLang's message otherwise. A
+rejected point is never deployed. An accepted one carries the *effective* values SGLang will run (auto-chosen
+tree, forced page size, backend, graphs off, running-request cap), and its key — what spots a configuration
+already measured — is of those values, so two spellings of one server are one configuration.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
@@ -26,6 +31,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from tuner.sglang import rules
 from tuner.sglang.launch import FlagValue, ServerConfig
 from tuner.sglang.options import OptionTable
+from tuner.sglang.parse import parse_server_args
 from tuner.study.spec import SPECULATION_OFF, ParamSpec, StudySpec
 
 Encoding = Literal["int", "scaled", "ladder", "categorical", "draft-fraction"]
@@ -35,6 +41,13 @@ TOPK = "--speculative-eagle-topk"
 DRAFT = "--speculative-num-draft-tokens"
 ALGORITHM = "--speculative-algorithm"
 MAX_RUNNING = "--max-running-requests"
+MODEL_PATH = "--model-path"
+#: Each effective value and the flag it replaces in a configuration's key (None: kept when unknown).
+EFFECTIVE_FLAGS = {
+    "speculative_algorithm": ALGORITHM, "speculative_num_steps": STEPS, "speculative_eagle_topk": TOPK,
+    "speculative_num_draft_tokens": DRAFT, "page_size": "--page-size", "attention_backend": "--attention-backend",
+    "cuda_graph_disabled": "--disable-cuda-graph", "max_running_requests": MAX_RUNNING,
+}
 
 
 @dataclass(frozen=True)
@@ -107,6 +120,10 @@ class Proposal:
     config: ServerConfig | None
     repairs: tuple[str, ...] = ()
     reason: str | None = None
+    #: What SGLang will run (``tuner.sglang.rules.Verdict.effective``; None values: SGLang's choice, unknown).
+    effective: dict[str, Any] | None = None
+    #: Identifies the deployment by its effective values (``effective_key``); None when rejected.
+    key: str | None = None
 
     @property
     def rejected(self) -> bool:
@@ -182,11 +199,28 @@ class SearchSpace:
             self._resolve_tree(flags, values, fraction, params, repairs)
             self._ensure_running_requests(flags, repairs)
 
-        args = {self.table.lookup(name).dest: value for name, value in flags.items()}
-        violations = rules.check(args)
-        if violations:
-            return Proposal(dict(params), values, None, tuple(repairs), reason=violations[0].message)
-        return Proposal(dict(params), values, ServerConfig.build(flags, self.spec.server_env), tuple(repairs))
+        config = ServerConfig.build(flags, self.spec.server_env)
+        verdict = self.judge(config)
+        if isinstance(verdict, str):
+            return Proposal(dict(params), values, None, tuple(repairs), reason=verdict)
+        return Proposal(dict(params), values, config, tuple(repairs), effective=verdict,
+                        key=effective_key(config, verdict))
+
+    def judge(self, config: ServerConfig) -> dict[str, Any] | str:
+        """SGLang's verdict on the command line ``config`` deploys: the effective values, or why it is refused
+        (SGLang's own error line).
+
+        The arguments are SGLang's parser defaults overlaid with the config's flags (study-file values are
+        already typed and checked against the option table), as parsing the rendered command line would give
+        them — without running argparse for each of 10⁵ points."""
+        args = dict(_parser_defaults())
+        for name, value in config.flags:
+            args[self.table.lookup(name).dest] = value
+        verdict = rules.judge(args, self.spec.hardware)
+        if verdict.refused is not None:
+            return verdict.refused.message
+        assert verdict.effective is not None
+        return verdict.effective
 
     def _resolve_tree(self, flags: dict[str, FlagValue], values: dict[str, FlagValue],
                       fraction: Dimension | None, params: Mapping[str, Any], repairs: list[str]) -> None:
@@ -255,8 +289,22 @@ class SearchSpace:
                 summary.rejections[proposal.reason or "rejected"] += 1
             else:
                 summary.valid += 1
-                summary.distinct.add(proposal.config.key())
+                summary.distinct.add(proposal.key or proposal.config.key())
         return summary
+
+
+@cache
+def _parser_defaults() -> dict[str, Any]:
+    return parse_server_args([MODEL_PATH, "model"], exit_on_error=False)
+
+
+def effective_key(config: ServerConfig, effective: dict[str, Any]) -> str:
+    """A configuration's identity by what SGLang runs: its flags, those SGLang resolves replaced by the
+    effective values (a flag is kept where its effective value is unknown), and its environment."""
+    known = {k: v for k, v in effective.items() if v is not None}
+    replaced = {EFFECTIVE_FLAGS[k] for k in known if k in EFFECTIVE_FLAGS}
+    flags = [[name, value] for name, value in config.flags if name not in replaced]
+    return json.dumps({"flags": flags, "effective": known, "env": config.env}, sort_keys=True, default=str)
 
 
 def _dimension(p: ParamSpec) -> Dimension:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from objectives.spec import BenchmarkSpec, ConstraintSpec
+from tuner.sglang.hardware import UNKNOWN, Hardware
 from tuner.sglang.launch import FlagValue
 
 if TYPE_CHECKING:
@@ -97,6 +98,9 @@ class StudySpec:
     benchmark: BenchmarkSpec
     objective: ObjectiveSpec
     finish: FinishAction
+    #: What SGLang reads besides the command line (``[server] model_architecture``, ``[target] gpu`` /
+    #: ``compute_capability``, or the simulator's profile); unknown parts are left to SGLang, never guessed.
+    hardware: Hardware = UNKNOWN
 
     @property
     def max_concurrency(self) -> int:

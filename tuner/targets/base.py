@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from tuner.core.errors import SpectuneError
 from tuner.sglang.launch import LaunchCommand, ServerConfig
@@ -50,6 +50,8 @@ class Deployment:
     deploy_s: float  # writing/starting until the process or unit was started
     ready_s: float  # started until the readiness check answered 200
     log_location: str = ""
+    #: What the target's own SGLang resolved for this command line (tuner/targets/resolver.py); None: not asked.
+    effective: dict[str, Any] | None = None
 
 
 class Target(ABC):
@@ -89,6 +91,10 @@ class Target(ABC):
 
     @abstractmethod
     def log_tail(self, lines: int = 50) -> str: ...
+
+    def installed_sglang(self) -> str | None:
+        """The SGLang version the preflight found installed on the target (None: not asked or not importable)."""
+        return None
 
     def detect_leftover(self) -> str | None:
         """What an interrupted earlier run of spectune left running or written on this target (a drop-in of

@@ -30,6 +30,7 @@ from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailab
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, wait_ready
+from tuner.targets.resolver import RESOLVER_SCRIPT, SGLangResolver, check_version, server_args_of
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class LocalTarget(Target):
         self._log_path: Path | None = None
         self._deploys = 0
         self._leftover_checked = False
+        self._resolver: SGLangResolver | None = None
 
     @property
     def base_url(self) -> str:
@@ -92,12 +94,28 @@ class LocalTarget(Target):
         if done.returncode != 0:
             raise TargetUnavailable(f"`{' '.join(argv)}` exited {done.returncode}: {text.strip()[-800:]}")
         check_flags(flags, text, where="this machine")
+        self._start_resolver()
+
+    def _start_resolver(self) -> None:
+        """Ask this machine's SGLang (the command's interpreter) from now on, when it can be imported."""
+        python, _ = server_args_of(self.settings.command)
+        if python is None or self._resolver is not None:
+            return
+        self._resolver = SGLangResolver.start([python, "-c", RESOLVER_SCRIPT], where="this machine",
+                                              env=self._env(()))
+        if self._resolver is not None:
+            check_version(self._resolver, self.table.version)
+
+    def installed_sglang(self) -> str | None:
+        return self._resolver.version if self._resolver is not None else None
 
     # ----- deploy -------------------------------------------------------------------------------------
     def deploy(self, config: ServerConfig) -> Deployment:
+        launch = self.launch(config)
+        # SGLang's own verdict first: a configuration it refuses fails here in seconds, before any restart.
+        effective = self._resolver.check(self._server_argv(launch)).effective if self._resolver else None
         self._handle_leftover()
         self._stop()
-        launch = self.launch(config)
         self._check_port_free()
         started = time.monotonic()
         self._log_path = self._start(launch.argv, launch.env)
@@ -107,7 +125,11 @@ class LocalTarget(Target):
         except NotReady as exc:
             raise self._failure(exc) from None
         return Deployment(config=config, launch=launch, base_url=self.base_url, deploy_s=deploy_s,
-                          ready_s=ready.elapsed_s, log_location=str(self._log_path))
+                          ready_s=ready.elapsed_s, log_location=str(self._log_path), effective=effective)
+
+    def _server_argv(self, launch: LaunchCommand) -> list[str]:
+        _, fixed = server_args_of(self.settings.command)
+        return [*fixed, *launch.args]
 
     def _failure(self, exc: NotReady) -> DeployFailed:
         if exc.exit is None:
@@ -182,7 +204,10 @@ class LocalTarget(Target):
         self._handle_leftover()
 
     def close(self) -> None:
-        """Nothing to release. The server keeps running (``[finish] deploy = "best"`` leaves it up)."""
+        """Ends the SGLang resolver. The server keeps running (``[finish] deploy = "best"`` leaves it up)."""
+        if self._resolver is not None:
+            self._resolver.close()
+            self._resolver = None
 
     # ----- leftovers ----------------------------------------------------------------------------------
     def detect_leftover(self) -> str | None:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from tuner.core.fields import FileModel, PositiveDuration
+from tuner.sglang.hardware import Hardware, capability_of_gpu, parse_capability
 
 if TYPE_CHECKING:
     from tuner.sglang.options import OptionTable
@@ -44,10 +45,39 @@ class TargetSettings(FileModel):
         description="How long one deploy may take until the server answers /health_generate (model loading, "
                     "CUDA-graph capture); a slower start is a failed trial.")
 
+    gpu: str | None = Field(None, description=(
+        "The target's GPU, as nvidia-smi names it or short (\"H100\", \"B200\", \"RTX PRO 6000\"): SGLang's "
+        "default attention backend, forced page sizes and hardware gates depend on it. Default: the simulator's "
+        "profile, else unknown — values that depend on it are recorded as unknown and configurations whose "
+        "verdict depends on it are refused."))
+    compute_capability: str | None = Field(None, description=(
+        "The GPU's compute capability (e.g. \"9.0\"), for a GPU spectune does not know by name; wins over gpu."),
+        json_schema_extra={"pattern": r"^\d{1,2}\.\d$"})
+
     #: Whether the target's own launch command is the command a user would run (``spectune best --export``).
     launch_is_exact: ClassVar[bool] = True
     #: Whether the server keeps serving after spectune exits (``spectune deploy`` then returns at once).
     outlives_spectune: ClassVar[bool] = False
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, value: str | None) -> str | None:
+        if value is not None and capability_of_gpu(value) is None:
+            raise ValueError(f"unknown GPU {value!r}: set compute_capability (e.g. \"9.0\") instead")
+        return value
+
+    @field_validator("compute_capability")
+    @classmethod
+    def _capability(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_capability(value)
+        return value
+
+    def hardware(self) -> Hardware:
+        """What this target tells about the GPU (and, for the simulator, the model); None parts unknown."""
+        if self.compute_capability is not None:
+            return Hardware(None, parse_capability(self.compute_capability))
+        return Hardware(None, capability_of_gpu(self.gpu) if self.gpu else None)
 
     @classmethod
     def kind_name(cls) -> str:

@@ -17,9 +17,11 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from tuner.core.fields import HostList, did_you_mean, resolve_path
 from tuner.core.net import free_port
+from tuner.sglang.hardware import Hardware
 from tuner.sglang.options import OptionTable
 from tuner.simulator.command import simulator_command
-from tuner.simulator.profile import shipped_profiles
+from tuner.simulator.config import profile_hardware
+from tuner.simulator.profile import DEFAULT_PROFILE, load_profile, shipped_profiles
 from tuner.targets.local import LocalSettings, LocalTarget
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
@@ -104,6 +106,12 @@ class SimulatedTargetSettings(TargetSettings):
     def check(self) -> Iterator[tuple[str, str]]:
         if len(self.hosts) > 1 and self.port:
             yield "port", "must be 0 with several hosts (each simulated host picks its own free port)"
+
+    def hardware(self) -> Hardware:
+        """The profile's model and GPU (``gpu`` / ``compute_capability`` still win over the profile's GPU)."""
+        profile = profile_hardware(load_profile(self.profile or DEFAULT_PROFILE))
+        given = super().hardware().compute_capability
+        return Hardware(profile.model_architecture, given or profile.compute_capability)
 
     def make_target(self, placement: Placement, table: OptionTable) -> SimulatedTarget:
         return SimulatedTarget(SimulatedSettings(

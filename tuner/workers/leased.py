@@ -38,5 +38,8 @@ class LeasedTarget(Target):
     def detect_leftover(self) -> str | None:
         return self.inner.detect_leftover()
 
+    def installed_sglang(self) -> str | None:
+        return self.inner.installed_sglang()
+
     def close(self) -> None:
         self.inner.close()

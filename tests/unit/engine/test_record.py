@@ -28,7 +28,8 @@ def test_a_measured_trial_is_a_candidate_with_typed_fields(setup: tuple) -> None
     assert r.state == TrialState.COMPLETE and r.counts and r.feasible and r.baseline
     assert r.score == pytest.approx(1.0)
     assert r.config is not None and r.config.get("--speculative-num-steps") == 3
-    assert r.config_key == r.config.key()
+    assert r.effective is not None and r.effective["speculative_num_draft_tokens"] == 4
+    assert r.config_key is not None and '"effective"' in r.config_key  # keyed by what SGLang runs
     assert set(r.metrics) == {1, 64} and r.metrics[64]["aggregate_tok_s"] == 2000.0
     assert r.params_decoded == {"--speculative-num-steps": 3, "--speculative-eagle-topk": 1}
     assert r.skipped_phases == () and r.skip is None and r.skip_bounds == {}

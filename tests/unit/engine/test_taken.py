@@ -20,7 +20,7 @@ def test_running_elsewhere_is_taken_then_reused(setup: tuple) -> None:  # noqa: 
     # Another worker's trial, mid-measurement: RUNNING, its config key stored (as TrialRunner stores it first).
     study.enqueue_trial(STEPS4)
     elsewhere = study.ask()
-    elsewhere.set_user_attr(Key.CONFIG_KEY, space.suggest(elsewhere).config.key())  # type: ignore[union-attr]
+    elsewhere.set_user_attr(Key.CONFIG_KEY, space.suggest(elsewhere).key)
     proposed: list[int] = []
     mine = TrialRunner(runner.spec, space, measurer, TrialEvents(on_proposed=lambda: proposed.append(1)))
     study.enqueue_trial(STEPS4)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tuner.sglang.resolution import resolve
-from tuner.simulator.config import InvalidServerArgs, parse_server_args
+from tuner.sglang import rules
+from tuner.sglang.hardware import Hardware
+from tuner.sglang.launch import FlagValue, ServerConfig
+from tuner.sglang.options import load_option_table
+from tuner.sglang.parse import InvalidServerArgs, parse_server_args
+from tuner.sglang.resolution import RESOLUTION_INPUTS, resolve
+from tuner.study.file import load_study_file
+from tuner.study.space import SearchSpace
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "sglang-0.5.23-fidelity.json"
 DATA = json.loads(FIXTURE.read_text(encoding="utf-8"))
@@ -41,13 +48,16 @@ def spectune_verdict(case: dict[str, Any]) -> dict[str, Any]:
         args = parse_server_args(_argv(case), exit_on_error=False)
     except InvalidServerArgs as exc:
         return {"verdict": "refused", "exit_code": 2, "error": f"sglang serve: error: {exc}"}
-    capability = tuple(DATA["gpus"][case["gpu"]]["capability"])
-    violation, effective = resolve(args, model_architecture=_architecture(case),
-                                   compute_capability=(capability[0], capability[1]))
-    if violation is not None:
-        return {"verdict": "refused", "exit_code": 1, "error": violation.message}
-    assert effective is not None
-    return {"verdict": "accepted", "effective": {f: getattr(effective, f) for f in FIELDS}}
+    verdict = rules.judge(args, _hardware(case))
+    if verdict.violation is not None:
+        return {"verdict": "refused", "exit_code": 1, "error": verdict.violation.message}
+    assert verdict.effective is not None
+    return {"verdict": "accepted", "effective": {f: verdict.effective[f] for f in FIELDS}}
+
+
+def _hardware(case: dict[str, Any]) -> Hardware:
+    major, minor = DATA["gpus"][case["gpu"]]["capability"]
+    return Hardware(_architecture(case), (int(major), int(minor)))
 
 
 def _key(case: dict[str, Any]) -> str:
@@ -78,3 +88,99 @@ def test_rules_agree_with_sglang(case: dict[str, Any]) -> None:
     mismatched = {f: (ours["effective"][f], real[f]) for f in FIELDS if ours["effective"][f] != real[f]
                   and ours["effective"][f] is not None}
     assert not mismatched, mismatched
+
+
+# ----- the search space's decode path: what spectune would deploy and record ---------------------------------
+TABLE = load_option_table(DATA["sglang_version"])
+STUDY = """
+[study]
+name = "fidelity"
+[target]
+kind = "local"
+command = ["python3", "-m", "sglang.launch_server"]
+[search]
+page-size = { choices = [1, 16] }
+[benchmark]
+phases = [{ concurrency = 1, requests = 2 }]
+"""
+
+#: Where the space deliberately differs from SGLang, beyond DELIBERATE, and why.
+SPACE_DELIBERATE: dict[str, str] = {
+    "sm90 --model-path @model:llama --speculative-algorithm EAGLE3 --speculative-draft-model-path @model:llama "
+    "--speculative-num-steps 2 --speculative-eagle-topk 4 --speculative-num-draft-tokens 30": (
+        "SGLang starts this tree, then every request fails (topk + (steps−1)·topk² + 1 = 21 < 30 draft tokens, "
+        "#5160): spectune never deploys it"),
+}
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory: pytest.TempPathFactory) -> SearchSpace:
+    path = tmp_path_factory.mktemp("fidelity") / "fidelity.toml"
+    path.write_text(STUDY, encoding="utf-8")
+    return SearchSpace(load_study_file(path), TABLE)
+
+
+def _flags(argv: list[str]) -> dict[str, FlagValue]:
+    """The study-file flags (typed, as the study file gives them) whose command line is ``argv``."""
+    args = parse_server_args(argv, exit_on_error=False)
+    flags: dict[str, FlagValue] = {}
+    for token in argv:
+        if token.startswith("--"):
+            spec = TABLE.lookup(token, allow_abbrev=True)
+            flags[spec.name] = args[spec.dest]
+    return flags
+
+
+def test_the_space_judges_what_the_rendered_command_line_parses_to(space: SearchSpace) -> None:
+    # The space overlays typed flags on the parser's defaults; rendering and parsing must give the same.
+    for case in DATA["cases"]:
+        if case["exit_code"] != 2:
+            config = ServerConfig.build(_flags(_argv(case)))
+            assert parse_server_args(config.argv(TABLE), exit_on_error=False) == parse_server_args(
+                _argv(case), exit_on_error=False)
+
+
+def test_resolution_reads_only_its_declared_inputs() -> None:
+    read: set[str] = set()
+
+    class Recording(dict[str, Any]):
+        def get(self, key: str, default: Any = None) -> Any:
+            read.add(key)
+            return super().get(key, default)
+
+    for case in DATA["cases"]:
+        if case["exit_code"] != 2:
+            resolve(Recording(parse_server_args(_argv(case), exit_on_error=False)),
+                    model_architecture=_architecture(case), compute_capability=_hardware(case).compute_capability
+                    or (9, 0))
+    assert read <= set(RESOLUTION_INPUTS)
+
+
+SPACE_CASES = [pytest.param(c, id=f"{i}-{c['class']}") for i, c in enumerate(DATA["cases"]) if c["exit_code"] != 2]
+
+
+def test_allow_lists_name_fixture_lines() -> None:
+    keys = {_key(c) for c in DATA["cases"]}
+    assert set(DELIBERATE) <= keys and set(SPACE_DELIBERATE) <= keys
+
+
+def test_space_cases_leave_out_only_argparse_errors() -> None:
+    # Argparse-level errors (unknown, ambiguous or malformed flags, a missing --model-path) never reach the
+    # space: the study-file check refuses them first, and the model path may live in the target's command.
+    assert len(DATA["cases"]) - len(SPACE_CASES) == sum(1 for c in DATA["cases"] if c["exit_code"] == 2) == 7
+
+
+@pytest.mark.parametrize("case", SPACE_CASES)
+def test_space_deploys_and_records_what_sglang_runs(case: dict[str, Any], space: SearchSpace) -> None:
+    key = _key(case)
+    if key in DELIBERATE or key in SPACE_DELIBERATE:
+        pytest.skip(DELIBERATE.get(key) or SPACE_DELIBERATE[key])
+    judging = SearchSpace(dataclasses.replace(space.spec, hardware=_hardware(case)), TABLE)
+    config = ServerConfig.build(_flags(_argv(case)))
+    ours = judging.judge(config)
+    if case["verdict"] == "refused":
+        assert ours == case["error"], "spectune would deploy a configuration SGLang refuses"
+        return
+    assert not isinstance(ours, str), f"spectune refuses what SGLang accepts: {ours}"
+    real = case["effective"]
+    assert {f: ours[f] for f in FIELDS} == {f: real[f] for f in FIELDS}, "recorded values differ from SGLang's"

@@ -117,7 +117,7 @@ def test_wide_space_rejects_with_sglang_messages(spaces: dict[str, SearchSpace])
     assert "Flex Attention" in reasons
     assert "trtllm_mha backend only supports topk = 1" in reasons
     assert "page_size > 1 is only supported on" in reasons
-    assert "EAGLE is not supported in (decode) attention backend torch_native" in reasons
+    assert "got attention_backend='torch_native'" in reasons  # SGLang 0.5.23 runs EAGLE on it otherwise
     assert summary.valid > 0
 
 
@@ -196,3 +196,57 @@ def test_config_key_identifies_equal_deployments(tmp_path: Path) -> None:
     b = ServerConfig.build({"--model-path": "m", "--tp-size": 4}, {"X": "1"})
     c = ServerConfig.build({"--model-path": "m", "--tp-size": 2}, {"X": "1"})
     assert a.key() == b.key() != c.key()
+
+
+def test_two_spellings_of_one_server_are_one_configuration(tmp_path: Path) -> None:
+    # trtllm_mha forces 64-token pages below 16: page-size 1 and 64 run the same server.
+    path = tmp_path / "pages.toml"
+    path.write_text("""
+[study]
+name = "pages"
+[target]
+kind = "local"
+command = ["python3", "-m", "sglang.launch_server"]
+gpu = "H100"
+[server]
+model_architecture = "LlamaForCausalLM"
+[server.flags]
+model-path = "m"
+speculative-algorithm = "EAGLE3"
+speculative-draft-model-path = "d"
+speculative-num-steps = 3
+speculative-eagle-topk = 1
+speculative-num-draft-tokens = 4
+attention-backend = "trtllm_mha"
+[search]
+page-size = { choices = [1, 64] }
+[benchmark]
+phases = [{ concurrency = 1, requests = 2 }]
+""")
+    space = SearchSpace(load_study_file(path), TABLE)
+    summary = space.enumerate()
+    assert summary.valid == 2 and summary.distinct_valid == 1
+    proposal = space.decode({"page-size.idx": 0})
+    assert proposal.effective is not None and proposal.effective["page_size"] == 64
+    assert proposal.effective["attention_backend"] == "trtllm_mha"
+
+
+def test_unknown_gpu_refuses_a_hardware_gate_naming_the_keys(tmp_path: Path) -> None:
+    path = tmp_path / "gate.toml"
+    path.write_text("""
+[study]
+name = "gate"
+[target]
+kind = "local"
+command = ["python3", "-m", "sglang.launch_server"]
+[server.flags]
+model-path = "m"
+[search]
+attention-backend = { choices = ["cutedsl_mla", "flashinfer"] }
+[benchmark]
+phases = [{ concurrency = 1, requests = 2 }]
+""")
+    space = SearchSpace(load_study_file(path), TABLE)
+    refused = space.decode({"attention-backend": "cutedsl_mla"})
+    assert refused.rejected and "[target] gpu or [target] compute_capability" in (refused.reason or "")
+    assert not space.decode({"attention-backend": "flashinfer"}).rejected

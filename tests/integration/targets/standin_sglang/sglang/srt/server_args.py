@@ -1,0 +1,40 @@
+"""``prepare_server_args`` as SGLang 0.5.23 shapes it: argparse (exit 2), then resolve_once/check_server_args."""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+from tuner.sglang import rules
+from tuner.sglang.hardware import Hardware
+from tuner.sglang.parse import InvalidServerArgs, parse_server_args
+
+#: Marks that the stand-in ran (the test checks it ran where the resolver runs).
+MARKER_ENV = "STANDIN_SGLANG_MARKER"
+
+
+class ServerArgs(SimpleNamespace):
+    def resolve_once(self) -> None:
+        verdict = rules.judge(vars(self), Hardware("LlamaForCausalLM", (9, 0)))
+        if verdict.violation is not None:
+            kind, _, text = verdict.violation.message.partition(": ")
+            raise {"AssertionError": AssertionError, "TypeError": TypeError}.get(kind, ValueError)(text)
+        assert verdict.effective is not None
+        for key, value in verdict.effective.items():
+            setattr(self, key, value)
+
+    def check_server_args(self) -> None:
+        marker = os.environ.get(MARKER_ENV)
+        if marker:
+            with open(marker, "a", encoding="utf-8") as out:
+                out.write("resolved\n")
+
+
+def prepare_server_args(argv: list[str]) -> Any:
+    try:
+        return ServerArgs(**parse_server_args(argv, exit_on_error=False))
+    except InvalidServerArgs as exc:
+        print(f"sglang serve: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -1,0 +1,66 @@
+"""The local target asks the SGLang its command's interpreter imports (here a stand-in on PYTHONPATH) before it
+deploys: a refused configuration fails in seconds with SGLang's message, the effective values come back, the
+installed version is checked against the study's option table."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tuner.core.net import free_port
+from tuner.sglang.launch import ServerConfig
+from tuner.targets.base import DeployFailed
+from tuner.targets.local import LocalSettings, LocalTarget
+
+STANDIN = Path(__file__).parent / "standin_sglang"
+LLAMA = {"--model-path": "meta-llama/Llama-3.1-8B-Instruct", "--speculative-algorithm": "EAGLE3",
+         "--speculative-draft-model-path": "d"}
+
+
+@pytest.fixture
+def target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalTarget:
+    root = Path(__file__).parents[3]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(STANDIN), str(root), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("STANDIN_SGLANG_MARKER", str(tmp_path / "marker"))
+    return LocalTarget(LocalSettings(command=(sys.executable, "-m", "sglang.launch_server"),
+                                     log_dir=tmp_path / "logs", port=free_port(), stop_grace_s=5,
+                                     startup_timeout_s=60, help_timeout_s=60, study="resolver-tests"))
+
+
+def test_refused_configuration_fails_before_any_start_with_sglangs_message(target: LocalTarget,
+                                                                            tmp_path: Path) -> None:
+    target.preflight(["--model-path"])
+    try:
+        assert target.installed_sglang() == "0.5.23"
+        refused = ServerConfig.build({**LLAMA, "--attention-backend": "trtllm_mha", "--speculative-num-steps": 3,
+                                      "--speculative-eagle-topk": 4, "--speculative-num-draft-tokens": 8})
+        with pytest.raises(DeployFailed, match="trtllm_mha backend only supports topk = 1") as info:
+            target.deploy(refused)
+        assert info.value.failure_class == "invalid-flags"
+        assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").glob("*.log"))  # nothing started
+        assert not (tmp_path / "marker").exists()  # refused in resolve_once, before check_server_args
+    finally:
+        target.close()
+
+
+def test_accepted_configuration_records_sglangs_effective_values(target: LocalTarget) -> None:
+    target.preflight(["--model-path"])
+    try:
+        deployment = target.deploy(ServerConfig.build(LLAMA))
+        assert deployment.effective is not None
+        # The stand-in resolves as SGLang 0.5.23 does for a Llama: the auto-chosen (5, 4, 8) tree.
+        assert (deployment.effective["speculative_num_steps"], deployment.effective["speculative_eagle_topk"],
+                deployment.effective["speculative_num_draft_tokens"]) == (5, 4, 8)
+    finally:
+        target.restore()
+        target.close()
+
+
+def test_another_installed_version_refuses_the_study(target: LocalTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STANDIN_SGLANG_VERSION", "0.6.0")
+    with pytest.raises(DeployFailed, match=r"runs SGLang 0\.6\.0 .* SGLang 0\.5\.23's option table"):
+        target.preflight(["--model-path"])
+    target.close()
