@@ -26,6 +26,7 @@ from tuner.engine.record import (
     REUSED,
     Key,
     Outcome,
+    StudyKey,
     TrialRecord,
     encode_phases,
     measured_records,
@@ -43,6 +44,10 @@ SKIP_BOUND_FACTOR = 1.15
 #: Skipping needs this many fully measured feasible trials to know what "best seen" means.
 SKIP_MIN_TRIALS = 3
 LOG_TAIL_CHARS = 4000
+#: Samplers (the study's ``sampler`` user attribute) handed a skipped trial's value at no more than the median
+#: score instead of its optimistic bound. The bound lands just below the incumbent, so TPE counts hopeless points
+#: among its best; GP, which models the value surface, was measured both ways (docs/benchmarks.md).
+SKIPPED_AT_MEDIAN: frozenset[str] = frozenset({"tpe"})
 
 
 class Measurer(Protocol):
@@ -182,6 +187,9 @@ class TrialRunner:
             score = trial_score(self.scorer(trial.study), metrics, skip_bounds(attrs.get(Key.SKIP)))
             attrs[Key.SCORE] = score
             value = self._objective_values(metrics, score)
+            if attrs.get(Key.SKIP) and not self.pareto \
+                    and trial.study.user_attrs.get(StudyKey.SAMPLER) in SKIPPED_AT_MEDIAN:
+                value = min(score, self._median_score(trial.study))
             if not is_feasible(constraints):
                 value = self._placeholder(trial.study) if not self.pareto else value
         else:
@@ -209,6 +217,10 @@ class TrialRunner:
         because GP models the value of infeasible trials too (TPE ignores it)."""
         if self.pareto:
             return (0.0, 0.0)
+        return self._median_score(study)
+
+    @staticmethod
+    def _median_score(study: optuna.Study) -> float:
         scores = [r.score for r in measured_records(study) if r.is_scored and r.score is not None]
         return statistics.median(scores) if scores else 1.0
 
