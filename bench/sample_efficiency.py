@@ -243,7 +243,8 @@ def main() -> None:
         spec = load_study_file(REPO / study_path)
         space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
         landscape = make_landscape(spec, factory, args.noise)
-        name = Path(factory_text.rpartition(":")[0]).stem if factory_text else f"{Path(study_path).stem} (sim)"
+        name = (Path(study_path).stem if args.studies or args.landscape
+                else Path(factory_text.rpartition(":")[0]).stem if factory_text else f"{Path(study_path).stem} (sim)")
         t0 = time.perf_counter()
         truth = cached_truth(space, landscape, study_path, factory_text, args.noise)
         if not truth:

@@ -16,6 +16,8 @@ from tuner.sglang.options import load_option_table
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 
+pytestmark = pytest.mark.designed_start
+
 SEED_SPACE = REPO / "bench" / "studies" / "qwen-seed-space.toml"
 
 
