@@ -8,6 +8,10 @@ user would deploy), divided by that optimum.
 
     .venv/bin/python bench/sample_efficiency.py --seeds 20            # prints a markdown table
 
+By default it runs five landscapes: the simulator on the seed space and on the Llama space, and the three
+held-out landscapes of bench/landscapes/ (their own physics) on the seed space. Medians come with bootstrap 90 %
+intervals over seeds (``scipy.stats.bootstrap``, percentile method).
+
 Any other landscape plugs in with ``--landscape MODULE:FACTORY`` (docs/benchmarks.md: the ``Landscape`` protocol
 and ``evaluate_search``, tuner/engine/landscape.py):
 
@@ -21,16 +25,19 @@ keep the best, next flag, repeat).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import importlib.util
-import statistics
+import json
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
+from scipy.stats import bootstrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -45,6 +52,11 @@ from tuner.study.spec import StudySpec
 REPO = Path(__file__).resolve().parent.parent
 CHECKPOINTS = (10, 20, 40)
 TARGET_RATIO = 0.98
+#: study[@MODULE:FACTORY] per landscape; without a factory, the simulator's ground truth.
+DEFAULT_CASES = ("bench/studies/qwen-seed-space.toml", "bench/studies/llama-8b-h100.toml",
+                 *(f"bench/studies/qwen-seed-space.toml@bench/landscapes/{name}.py:landscape"
+                   for name in ("memory_tight", "deep_tree", "ridge")))
+CACHE = REPO / ".spectune" / "bench-truth"
 
 
 def run_optuna(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: int, budget: int,
@@ -156,8 +168,59 @@ def true_score_table(space: SearchSpace, landscape: Landscape) -> dict[str, floa
     return scores
 
 
+def cached_truth(space: SearchSpace, landscape: Landscape, study_path: str, factory_text: str | None,
+                 noise: float) -> dict[str, float]:
+    """``true_score_table``, kept on disk per (study file, landscape module source): a held-out landscape's truth
+    measures all ~90,000 configurations, ~45 s each run on a shared CPU."""
+    sources = [(REPO / study_path).read_bytes()]
+    if factory_text:
+        module = factory_text.rpartition(":")[0]
+        path = Path(module) if module.endswith(".py") else None
+        sources += [path.read_bytes() if path and path.is_file() else module.encode(),
+                    factory_text.encode(), (path.parent / "_base.py").read_bytes()
+                    if path and (path.parent / "_base.py").is_file() else b""]
+    else:
+        sources.append(f"simulator:{noise}".encode())
+    digest = hashlib.sha256(b"\0".join(sources)).hexdigest()[:16]
+    cache = CACHE / f"{digest}.json"
+    if cache.is_file():
+        return {str(k): float(v) for k, v in json.loads(cache.read_text()).items()}
+    truth = true_score_table(space, landscape)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(truth))
+    return truth
+
+
+def median_interval(values: list[float], seed: int = 0) -> tuple[float, float, float]:
+    """Median and its bootstrap 90 % interval (percentile method: robust for the ties a median of ratios has)."""
+    data = np.asarray(values, dtype=float)
+    if len(data) < 2 or np.all(data == data[0]):
+        return float(np.median(data)), float(data[0]), float(data[0])
+    res = bootstrap((data,), np.median, confidence_level=0.9, method="percentile", n_resamples=2000,
+                    random_state=np.random.default_rng(seed))
+    return float(np.median(data)), float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
 def trials_to_reach(ratios: list[float], target: float) -> int | None:
     return next((i + 1 for i, r in enumerate(ratios) if r >= target), None)
+
+
+def cases_from(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """(study file, landscape factory or None) per landscape: ``--studies``/``--landscape`` as before, else
+    ``--cases``."""
+    if args.studies or args.landscape:
+        studies = (args.studies or "studies/simulated.toml,bench/studies/llama-8b-h100.toml").split(",")
+        return [(study, args.landscape) for study in studies]
+    out = []
+    for case in args.cases.split(","):
+        study, _, factory = case.partition("@")
+        out.append((study, factory or None))
+    return out
+
+
+def fmt(cell: tuple[float, float, float], digits: int = 3) -> str:
+    median, low, high = cell
+    return f"{median:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def main() -> None:
@@ -166,23 +229,27 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=40)
     parser.add_argument("--noise", type=float, default=0.02, help="relative measurement noise (σ)")
     parser.add_argument("--samplers", default="auto,tpe,gp,random,sweep")
-    parser.add_argument("--studies", default="studies/simulated.toml,bench/studies/llama-8b-h100.toml")
+    parser.add_argument("--cases", default=",".join(DEFAULT_CASES),
+                        help="comma-separated STUDY[@MODULE:FACTORY], one per landscape")
+    parser.add_argument("--studies", help="study files, all on --landscape (or the simulator)")
     parser.add_argument("--landscape", metavar="MODULE:FACTORY",
                         help="an external landscape: FACTORY(study_spec) returns a Landscape or a Measurer "
                              "(docs/benchmarks.md); default: the simulator's ground truth (+ --noise)")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    factory = load_landscape_factory(args.landscape) if args.landscape else None
     rows = []
-    for study_path in args.studies.split(","):
+    for study_path, factory_text in cases_from(args):
+        factory = load_landscape_factory(factory_text) if factory_text else None
         spec = load_study_file(REPO / study_path)
         space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
         landscape = make_landscape(spec, factory, args.noise)
+        name = (Path(study_path).stem if args.studies or args.landscape
+                else Path(factory_text.rpartition(":")[0]).stem if factory_text else f"{Path(study_path).stem} (sim)")
         t0 = time.perf_counter()
-        truth = true_score_table(space, landscape)
+        truth = cached_truth(space, landscape, study_path, factory_text, args.noise)
         if not truth:
             raise SystemExit(f"{study_path}: no configuration of the space can be the answer on this landscape")
-        print(f"# {study_path}: {len(truth)} feasible distinct configurations, optimum score "
+        print(f"# {name}: {len(truth)} feasible distinct configurations, optimum score "
               f"{max(truth.values()):.3f} (ground truth in {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
         for sampler in args.samplers.split(","):
             t0 = time.perf_counter()
@@ -192,23 +259,23 @@ def main() -> None:
                     curves.append(run_sweep(spec, space, landscape, seed, args.budget, truth))
                 else:
                     curves.append(run_optuna(spec, landscape, sampler, seed, args.budget, truth))
-            medians = {k: statistics.median(c[k - 1] for c in curves) for k in CHECKPOINTS if k <= args.budget}
+            cells = {k: median_interval([c[k - 1] for c in curves]) for k in CHECKPOINTS if k <= args.budget}
             reach = [trials_to_reach(c, TARGET_RATIO) for c in curves]
-            reached = [r for r in reach if r is not None]
             # Seeds that never got there count as "after the budget"; the median says so when they are most.
-            middle = statistics.median_low(r if r is not None else args.budget + 1 for r in reach)
-            median_reach = middle if middle <= args.budget else None
-            rows.append((Path(study_path).stem, sampler, medians, median_reach, len(reached), len(curves),
-                         time.perf_counter() - t0))
-            print(f"  {sampler}: {medians} reach≥{TARGET_RATIO}: {median_reach} ({len(reached)}/{len(curves)})",
-                  file=sys.stderr)
-    print(f"| study | sampler | {' | '.join(f'@{k}' for k in CHECKPOINTS)} | median trials to ≥{TARGET_RATIO} "
-          "| seeds reaching it | wall s |")
+            reach_cell = median_interval([float(r if r is not None else args.budget + 1) for r in reach])
+            n_reached = sum(r is not None for r in reach)
+            rows.append((name, sampler, cells, reach_cell, n_reached, len(curves), time.perf_counter() - t0))
+            print(f"  {sampler}: " + " ".join(f"@{k} {fmt(v)}" for k, v in cells.items())
+                  + f" reach≥{TARGET_RATIO}: {fmt(reach_cell, 0)} ({n_reached}/{len(curves)})", file=sys.stderr)
+    over = f">{args.budget}"
+    print(f"| landscape | sampler | {' | '.join(f'@{k} [90 % CI]' for k in CHECKPOINTS)} "
+          f"| trials to ≥{TARGET_RATIO} [90 % CI] | seeds reaching it | wall s |")
     print("|---|---|" + "---|" * (len(CHECKPOINTS) + 3))
-    for study, sampler, medians, median, n_reached, n, wall in rows:
-        cells = " | ".join(f"{medians[k]:.3f}" if k in medians else "–" for k in CHECKPOINTS)
-        reach_text = f"{median:g}" if median is not None else f">{args.budget}"
-        print(f"| {study} | {sampler} | {cells} | {reach_text} | {n_reached}/{n} | {wall:.0f} |")
+    for name, sampler, cells, reach_cell, n_reached, n, wall in rows:
+        text = " | ".join(fmt(cells[k]) if k in cells else "–" for k in CHECKPOINTS)
+        reach_text = " ".join(over if v > args.budget else f"{v:g}" for v in reach_cell)
+        median, low, high = reach_text.split(" ")
+        print(f"| {name} | {sampler} | {text} | {median} [{low}, {high}] | {n_reached}/{n} | {wall:.0f} |")
 
 
 if __name__ == "__main__":

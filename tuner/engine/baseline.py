@@ -1,10 +1,18 @@
 """The baseline runs first: the server's current configuration, measured once per study, defines a score of 1.0.
+Then a designed start: a few generic draft-tree shapes around it, instead of the sampler's random start-up points.
 
 Here, below the commands, so that `spectune tune`, the bench's landscapes (tuner/engine/landscape.py) and the
 tests all start a study the same way.
+
+Why a designed start (docs/benchmarks.md, "What was tried"): in this product's spaces the score is decided mostly
+by the draft tree (steps × topk × draft tokens), and random start-up points spend their trials on memory and
+scheduling flags, many of which fail to start. A medium, a deep-wide and a deep-narrow tree, each with the
+baseline's other flags, show the model the tree's main directions in three trials.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import optuna
 
@@ -13,9 +21,17 @@ from tuner.engine.record import Key, StudyKey
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 
+#: Tree shapes as positions in each tree dimension's range (0 = its first value, 1 = its last): (steps, topk,
+#: draft tokens within what the tree can verify, every other tuned flag — None: the baseline's value). The last
+#: is a deep-wide tree with memory headroom: big trees need CUDA-graph and KV memory that the baseline's
+#: memory flags may not leave (the memory-tight landscape: every big tree at the baseline's flags fails).
+DESIGNED_SHAPES: tuple[tuple[float, float, float, float | None], ...] = (
+    (0.5, 0.5, 0.5, None), (1.0, 1.0, 0.5, None), (0.75, 0.5, 1.0, None), (1.0, 1.0, 0.5, 0.2))
+_TREE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
+
 
 def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec) -> None:
-    """Queue the baseline once per study (not once per resume or worker).
+    """Queue the baseline, then the designed start, once per study (not once per resume or worker).
 
     Enqueue first, mark after: a kill between the two leaves the baseline queued and the next start only
     marks it (the study has a trial then), while the reverse order would leave a study marked as having a
@@ -24,6 +40,37 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec) -
     if not spec.baseline or study.user_attrs.get(StudyKey.BASELINE_ENQUEUED):
         return
     if not study.get_trials(deepcopy=False):
-        study.enqueue_trial(space.encode(spec.baseline), user_attrs={Key.BASELINE: True})
+        baseline = space.encode(spec.baseline)
+        study.enqueue_trial(baseline, user_attrs={Key.BASELINE: True})
         fault_point("after_baseline_enqueue")
+        # (a kill here loses only the designed start: the sampler's own start-up points take its place)
+        for params in designed_start(space, baseline):
+            study.enqueue_trial(params)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
+
+
+def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[str, Any]]:
+    """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes, the baseline's values elsewhere; shapes
+    that decode to the baseline or to each other, or are rejected, are left out. Empty without a tuned tree."""
+    tree = {d.name: d for d in space.dimensions if d.name.split(".")[0] in _TREE}
+    if not tree:
+        return []
+    seen = {_key(space, baseline)}
+    out = []
+    for shape in DESIGNED_SHAPES:
+        params = dict(baseline)
+        for d in space.dimensions:
+            position = shape[_TREE.index(d.name.split(".")[0])] if d.name in tree else shape[3]
+            if position is not None:
+                values = d.encoded_values()
+                params[d.name] = values[round(position * (len(values) - 1))]
+        key = _key(space, params)
+        if key is not None and key not in seen:
+            seen.add(key)
+            out.append(params)
+    return out
+
+
+def _key(space: SearchSpace, params: dict[str, Any]) -> str | None:
+    config = space.decode(params).config
+    return config.key() if config is not None else None

@@ -1,11 +1,10 @@
 """Which Optuna sampler a study uses.
 
-``auto`` is the default, chosen from bench/sample_efficiency.py's figures (docs/benchmarks.md): for a small,
-mostly discrete space where one trial costs 10–15 minutes, GPSampler had the best median at 20 trials on the
-seed's landscape, and multivariate TPE was level with it at 40 and needed ≥ 4× fewer trials than random search
-to reach 98 % of the optimum. GPSampler needs PyTorch (several hundred MB), so it is an extra
-(``pip install 'spectune[gp]'``); ``auto`` uses it when torch is importable and falls back to TPE otherwise —
-the choice is stored on the study so a result says how it was found.
+``auto`` is the default, chosen from bench/sample_efficiency.py's figures over five landscapes (docs/benchmarks.md):
+multivariate TPE, after the designed start (tuner/engine/baseline.py) and with skipped trials handed to it at
+no more than the median (tuner/engine/trial.py). GPSampler won on one landscape and lost on others, so ``auto``
+no longer depends on PyTorch; ``gp`` stays available as an extra (``pip install 'spectune[gp]'``). The choice
+is stored on the study so a result says how it was found.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ N_STARTUP_TRIALS = 6
 
 def resolve_sampler_name(name: str) -> Literal["gp", "tpe", "random"]:
     if name == "auto":
-        return "gp" if gp_available() else "tpe"
+        return "tpe"
     if name == "gp" and not gp_available():
         raise SpectuneError("sampler 'gp' needs PyTorch and SciPy: pip install 'spectune[gp]' (or use 'tpe')")
     if name not in ("gp", "tpe", "random"):

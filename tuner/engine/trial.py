@@ -26,6 +26,7 @@ from tuner.engine.record import (
     REUSED,
     Key,
     Outcome,
+    StudyKey,
     TrialRecord,
     encode_phases,
     measured_records,
@@ -43,6 +44,10 @@ SKIP_BOUND_FACTOR = 1.15
 #: Skipping needs this many fully measured feasible trials to know what "best seen" means.
 SKIP_MIN_TRIALS = 3
 LOG_TAIL_CHARS = 4000
+#: Samplers (the study's ``sampler`` user attribute) handed a skipped trial's value at no more than the median
+#: score instead of its optimistic bound. The bound lands just below the incumbent, so TPE counts hopeless points
+#: among its best; GP, which models the value surface, was measured both ways (docs/benchmarks.md).
+SKIPPED_AT_MEDIAN: frozenset[str] = frozenset({"tpe"})
 
 
 class Measurer(Protocol):
@@ -196,6 +201,9 @@ class TrialRunner:
             interval = None if attrs.get(Key.SKIPPED_PHASES) else scorer.interval(metrics)
             attrs[Key.SCORE_CI] = interval.to_list() if interval else None
             value = self._objective_values(metrics, score)
+            if attrs.get(Key.SKIP) and not self.pareto \
+                    and trial.study.user_attrs.get(StudyKey.SAMPLER) in SKIPPED_AT_MEDIAN:
+                value = min(score, self._median_score(trial.study))
             if not is_feasible(constraints):
                 value = self._placeholder(trial.study) if not self.pareto else value
         else:
@@ -223,6 +231,10 @@ class TrialRunner:
         because GP models the value of infeasible trials too (TPE ignores it)."""
         if self.pareto:
             return (0.0, 0.0)
+        return self._median_score(study)
+
+    @staticmethod
+    def _median_score(study: optuna.Study) -> float:
         scores = [r.score for r in measured_records(study) if r.is_scored and r.score is not None]
         return statistics.median(scores) if scores else 1.0
 

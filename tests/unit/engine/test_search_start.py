@@ -1,0 +1,62 @@
+"""The designed start (tuner/engine/baseline.py), the value TPE is handed for a skipped trial
+(tuner/engine/trial.py) and ``auto`` = TPE (tuner/engine/samplers.py)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from bench.landscapes.memory_tight import landscape as memory_tight
+from tests.helpers import REPO
+from tuner.engine.baseline import DESIGNED_SHAPES, designed_start
+from tuner.engine.landscape import evaluate_search
+from tuner.engine.record import Key, TrialRecord
+from tuner.engine.samplers import resolve_sampler_name
+from tuner.sglang.options import load_option_table
+from tuner.study.file import load_study_file
+from tuner.study.space import SearchSpace
+
+pytestmark = pytest.mark.designed_start
+
+SEED_SPACE = REPO / "bench" / "studies" / "qwen-seed-space.toml"
+
+
+@pytest.fixture(autouse=True)
+def _quiet_optuna() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def test_the_designed_start_runs_right_after_the_baseline_with_distinct_trees() -> None:
+    spec = load_study_file(SEED_SPACE)
+    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    designed = designed_start(space, space.encode(spec.baseline))
+    assert len(designed) == len(DESIGNED_SHAPES)
+    configs = [space.decode(p).config for p in designed]
+    assert all(c is not None for c in configs) and len({c.key() for c in configs if c}) == len(configs)
+    result = evaluate_search(spec, memory_tight(spec), n_trials=len(designed) + 1, seed=0, sampler="tpe")
+    trials = result.trials
+    assert trials[0].user_attrs.get(Key.BASELINE)
+    assert [t.params for t in trials[1:len(designed) + 1]] == designed
+
+
+def test_on_the_memory_tight_landscape_the_headroom_shape_starts_and_beats_the_baseline() -> None:
+    # Every big tree at the baseline's memory flags fails there; the headroom shape is what finds the region.
+    spec = load_study_file(SEED_SPACE)
+    result = evaluate_search(spec, memory_tight(spec), n_trials=len(DESIGNED_SHAPES) + 1, seed=3, sampler="tpe")
+    records = [TrialRecord.from_trial(t) for t in result.trials]
+    assert records[-1].is_candidate and (records[-1].score or 0.0) > 1.3
+    assert result.best is not None and result.best.number == records[-1].number
+
+
+def test_tpe_gets_a_skipped_trial_at_no_more_than_the_median_while_its_stored_score_keeps_the_bound() -> None:
+    spec = load_study_file(SEED_SPACE)
+    result = evaluate_search(spec, memory_tight(spec), n_trials=16, seed=0, sampler="tpe")
+    skipped = [t for t in result.trials if t.user_attrs.get(Key.SKIP)]
+    assert skipped
+    for t in skipped:
+        assert t.values is not None and t.values[0] <= t.user_attrs[Key.SCORE]
+    assert any(t.values is not None and t.values[0] < t.user_attrs[Key.SCORE] for t in skipped)
+
+
+def test_auto_is_tpe_with_or_without_torch() -> None:
+    assert resolve_sampler_name("auto") == "tpe"
