@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import tomli_w
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -67,7 +68,11 @@ def _digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Derandomized: the same cases on every run (a CI run must not fail by the luck of the draw); each case validates
+# a whole study (seconds for the large example's space), so the count is what fits the suite's time budget.
+@pytest.mark.timeout(900)
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutations())
 def test_a_hostile_value_is_one_line_exit_2(tmp_path: Path, mutation: tuple[Path, tuple[Any, ...], Any]) -> None:
     example, path, value = mutation

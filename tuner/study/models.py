@@ -48,7 +48,8 @@ class StudySection(FileModel):
         "An Optuna RDB URL: sqlite:///path (relative to the study file) or postgresql+psycopg://user@host/db "
         "(several workers, docs/scaling.md). Default: a SQLite file beside the study file, named after it."),
         json_schema_extra={"pattern": r"^(sqlite|postgresql|postgresql\+psycopg)://"})
-    n_trials: PositiveInt = Field(20, description="How many trials that use the server to run.")
+    # A bound so an overflowing value is a one-line error, not a study that never ends (a trial costs minutes).
+    n_trials: PositiveInt = Field(20, le=100_000, description="How many trials that use the server to run.")
     timeout: PositiveDuration | None = Field(None, description=(
         "Stop starting new trials after this long (e.g. \"8h\"); default: no limit."))
     sampler: SamplerName = Field("auto", description=(
