@@ -7,7 +7,10 @@ instead of deploying over the other worker's server.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
+
+from sqlalchemy.exc import DBAPIError
 
 from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import Deployment, Target
@@ -29,7 +32,10 @@ class LeasedTarget(Target):
         return self.inner.deploy(config)
 
     def restore(self) -> None:
-        self.keeper.confirm()
+        # The database down (the study is ending with exit 4): no other worker can lease the host without it, so
+        # what this worker started is still its own to stop — a storage failure must not leave the server running.
+        with contextlib.suppress(DBAPIError):
+            self.keeper.confirm()
         self.inner.restore()
 
     def log_tail(self, lines: int = 50) -> str:
