@@ -42,7 +42,7 @@ def make_study(tmp_path: Path, name: str, *, n_trials: int = 3, storage: str | N
     if storage is not None:
         text = text.replace('seed = 7', f'seed = 7\nstorage = "{storage}"\nheartbeat_interval = 1\n'
                                        'heartbeat_grace = 3')
-    text = text.replace("time_scale = 50.0", "time_scale = 400.0")
+    text = re.sub(r"^time_scale = [0-9.]+", "time_scale = 400.0", text, flags=re.M)
     if port is not None:
         text = text.replace("port = 0 ", f"port = {port} ")
     text = re.sub(r'^deploy = .*$', 'deploy = "original"', text, flags=re.M)
