@@ -46,7 +46,9 @@ def in_pty(*args: str, cwd: Path) -> tuple[int, str]:
 
 def test_live_view_shows_flags_then_resume_keeps_best_and_the_answer_has_context(tmp_path: Path) -> None:
     study = make_study(tmp_path, f"operator-{RUN}", n_trials=3)
-    code, out = in_pty("tune", str(study), cwd=tmp_path)
+    # Without the confirmation stage, whose confirmed score would replace the study's own in the answer
+    # (tests/e2e/test_tune_confirm.py covers it): here the live best and its resume are what is checked.
+    code, out = in_pty("tune", str(study), "--confirm", "0", cwd=tmp_path)
     assert code == 0, out
     # The flags of each trial survive (Rich markup used to eat the brackets).
     assert re.search(r"#0 measured .*\[num-steps=3 eagle-topk=1", out), out
@@ -62,7 +64,7 @@ def test_live_view_shows_flags_then_resume_keeps_best_and_the_answer_has_context
     stored_best = re.search(r"best: trial \d+, score ([\d.]+)", out)
     assert stored_best
     # Resume for one more trial: the live best starts at the stored best, never at "–".
-    code, again = in_pty("tune", str(study), "--n-trials", "4", cwd=tmp_path)
+    code, again = in_pty("tune", str(study), "--n-trials", "4", "--confirm", "0", cwd=tmp_path)
     assert code == 0, again
     assert "best –" not in again and f"best {stored_best.group(1)}" in again, again
     assert "ETA " in again
