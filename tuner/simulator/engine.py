@@ -59,6 +59,9 @@ _GOLDEN = 0.6180339887498949
 #: both stay near a tenth of a core; what it costs is the tokens a window's end finds held back (about half a
 #: chunk per running request: ~1 % of a C=64 window at 10×).
 EVENT_BUDGET_PER_S = 1000.0
+#: Chunks a request is streamed in at least, however much coalescing would merge (a short request at a high
+#: time scale would otherwise be its first and last chunk only).
+MIN_CHUNKS = 8
 
 
 @dataclass(eq=False)
@@ -294,8 +297,12 @@ class Engine:
                 self.counters.accepted_tokens += n
                 self.counters.verify_forwards += 1
             r.since_chunk += 1
-            stream = (r.since_chunk >= self.stream_interval
-                      and self.simulated_ms - r.chunk_at_ms >= self._gap_ms_per_request * len(self._running))
+            # Coalescing never leaves a request with fewer than about MIN_CHUNKS chunks: with only its first and
+            # last, a short request at a high time scale is over within a millisecond and both chunks may reach the
+            # client in one read, leaving its decode speed undefined.
+            due = (self.simulated_ms - r.chunk_at_ms >= self._gap_ms_per_request * len(self._running)
+                   or r.pending + n >= max(1, r.handle.output_length // MIN_CHUNKS))
+            stream = r.since_chunk >= self.stream_interval and due
             self._emit(r, n, stream=stream)
         if self.iterations % self.decode_log_interval == 0:
             self._log_interval()
