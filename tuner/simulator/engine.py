@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tuner.simulator import model, text
-from tuner.simulator.clock import Clock
+from tuner.simulator.clock import Clock, VirtualClock
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.profile import Profile
 from tuner.simulator.requests import Chunk, Counters, GenerationFailed, GenerationRequest, RequestHandle, SpecStats
@@ -62,6 +62,9 @@ EVENT_BUDGET_PER_S = 1000.0
 #: Chunks a request is streamed in at least, however much coalescing would merge (a short request at a high
 #: time scale would otherwise be its first and last chunk only).
 MIN_CHUNKS = 8
+#: From this time scale on, the engine pauses this long (real time) after streaming first chunks.
+FIRST_CHUNK_PAUSE_FROM_SCALE = 50.0
+FIRST_CHUNK_PAUSE_S = 0.002
 
 
 @dataclass(eq=False)
@@ -95,6 +98,7 @@ class Engine:
         interval = decode_log_interval or config.args.get("decode_log_interval") or 40
         self.decode_log_interval = int(interval)
         self.stream_interval = max(1, int(config.args.get("stream_interval") or 1))
+        self._first_chunk_pause_s = FIRST_CHUNK_PAUSE_S if time_scale >= FIRST_CHUNK_PAUSE_FROM_SCALE else 0.0
         # An explicit --stream-interval is taken as asked (a client that wants one chunk per iteration gets it);
         # only the default lets the engine coalesce.
         explicit = any(a == "--stream-interval" or a.startswith("--stream-interval=") for a in config.argv)
@@ -232,6 +236,11 @@ class Engine:
                 for r in admitted:
                     if not r.cancelled:
                         self._emit(r, 1, stream=True)
+                if self._first_chunk_pause_s and not isinstance(self.clock, VirtualClock):
+                    # Let the first chunks leave alone: at a very high time scale a whole short request fits in
+                    # one timer tick, its chunks would reach the client in one read and its decode speed would
+                    # be undefined. The pause is lag the clock then catches up (docs/simulator.md).
+                    await asyncio.sleep(self._first_chunk_pause_s)
             self._drop_cancelled()
             if not self._running:
                 continue
