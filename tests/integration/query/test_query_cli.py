@@ -227,7 +227,8 @@ def test_deploy_of_a_trial_without_configuration_exits_2(stored_study: Path) -> 
 
 def test_original_configuration_is_what_trial_0_ran(stored_study: Path) -> None:
     from tuner.query.stored import original_config
+    from tuner.sglang.launch import ServerConfig
 
     stored = open_stored_study(stored_study)
-    assert original_config(stored.spec).flag_dict == stored.study.trials[0].user_attrs["config"]["flags"] or \
-        original_config(stored.spec).key() == stored.study.trials[0].user_attrs["config_key"]
+    ran = ServerConfig.from_json(stored.study.trials[0].user_attrs["config"])
+    assert original_config(stored.spec).flag_dict == ran.flag_dict
