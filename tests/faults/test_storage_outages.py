@@ -30,6 +30,11 @@ N = 3
 SHORT = {"SPECTUNE_STORAGE_BACKOFF": "0.5,0.5,0.5"}
 
 
+# Minutes of real outages and back-offs: run with `pytest -m storage_outage tests/faults` (docs/study.md); the
+# default test command leaves them out to keep the suite's time budget.
+pytestmark = pytest.mark.storage_outage
+
+
 @pytest.mark.parametrize("fault", ["after_ask@2:term", "after_ask@2:kill"])
 def test_postgres_interrupt_inside_ask_does_not_hang_the_resume(tmp_path: Path, pg_url: str, fault: str) -> None:
     study = make_study(tmp_path, f"fault-pg-ask-{fault[-4:]}", n_trials=N, storage=pg_url)
