@@ -22,6 +22,7 @@ from tests.helpers import STUDIES, spectune_command
 from tuner.engine.opening import open_existing_study
 from tuner.engine.record import Key
 from tuner.study.file import load_study_file
+from tuner.targets.local import marked_processes
 
 N_TRIALS = 4
 KILL_TEST_TRIALS = 6
@@ -58,18 +59,8 @@ def load(study: Path) -> optuna.Study:
 
 
 def servers_of(name: str) -> list[int]:
-    """Live processes started for study ``name`` (targets mark them with SPECTUNE_STUDY)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"SPECTUNE_STUDY={name}".encode() in environ:
-            pids.append(int(entry.name))
-    return pids
+    """Live processes started for study ``name`` (the targets' own marker scan)."""
+    return marked_processes(name)
 
 
 def wait_gone(name: str, timeout: float = 15.0) -> list[int]:

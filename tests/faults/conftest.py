@@ -23,6 +23,7 @@ from tests.postgres import postgres_server
 from tuner.engine.opening import open_existing_study
 from tuner.engine.record import Key
 from tuner.study.file import load_study_file
+from tuner.targets.local import marked_processes
 
 RUN = os.getpid()
 DEADLINE_S = 420  # a loaded CI machine; a hang shows as this deadline passing
@@ -82,19 +83,8 @@ def assert_one_line(err: str, *, contains: str) -> None:
 
 
 def servers_of(name: str) -> list[int]:
-    """Live processes started for study ``name`` (targets mark them with SPECTUNE_STUDY)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if f"SPECTUNE_STUDY={name}".encode() in environ and state != "Z":
-            pids.append(int(entry.name))
-    return pids
+    """Live processes started for study ``name`` (the targets' own marker scan)."""
+    return marked_processes(name)
 
 
 def wait_gone(name: str, timeout: float = 30.0) -> list[int]:

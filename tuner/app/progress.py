@@ -31,7 +31,6 @@ class LiveView:
     def __init__(self, console: Console, total: int, already: int = 0, *, extra: int = 0,
                  best: float | None = None, durations: Iterable[float] = ()) -> None:
         self.console = console
-        self.started = time.monotonic()
         self.done = already
         self.total = total
         self.extra = extra

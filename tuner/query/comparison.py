@@ -18,8 +18,12 @@ LATENCIES = (("ttft_p50_ms", "TTFT p50"), ("ttft_p99_ms", "TTFT p99"), ("itl_mea
 
 
 def half_width(metrics: Mapping[str, Any], name: str) -> float | None:
-    """The 95 % half-width of ``metrics[name]`` in its own unit, when the phase stored one. Today only the
-    throughput has one (``ci_half_width``, relative, from batch means); per-figure intervals slot in here."""
+    """The 95 % half-width of ``metrics[name]`` in its own unit: from the stored ``<name>_ci`` interval (every
+    phase's primary metric has one), else — a study stored before those — the throughput's relative
+    ``ci_half_width``."""
+    interval = metrics.get(f"{name}_ci")
+    if isinstance(interval, list | tuple) and len(interval) == 2:
+        return (float(interval[1]) - float(interval[0])) / 2
     relative = metrics.get("ci_half_width")
     value = metrics.get(name)
     if name == "aggregate_tok_s" and isinstance(relative, int | float) and isinstance(value, int | float):

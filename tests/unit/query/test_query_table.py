@@ -50,3 +50,14 @@ def test_json_rows_carry_flags_speeds_and_failure(stored_study: Path) -> None:
     ok = next(r.to_json() for r in table if r.status == "ok")
     assert ok["c1_tok_s"] > 0 and ok["c64_tok_s"] > 0 and ok["accept_length"] > 1
     assert set(ok["flags"]) >= {"--speculative-num-steps", "--mem-fraction-static"}
+
+
+def test_the_comparison_shows_each_phase_metrics_stored_interval() -> None:
+    from tuner.query.comparison import half_width
+
+    metrics = {"per_request_tok_s_mean": 120.0, "per_request_tok_s_mean_ci": [110.0, 130.0],
+               "aggregate_tok_s": 900.0, "ci_half_width": 0.05}
+    assert half_width(metrics, "per_request_tok_s_mean") == 10.0
+    # A study stored before per-figure intervals: the throughput's relative half-width.
+    assert half_width(metrics, "aggregate_tok_s") == 45.0
+    assert half_width(metrics, "ttft_p50_ms") is None
