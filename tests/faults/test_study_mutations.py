@@ -57,8 +57,9 @@ TOLERANT = {"model-path", "speculative-draft-model-path", "served-model-name", "
 def mutations(draw: st.DrawFn) -> tuple[Path, tuple[Any, ...], Any]:
     example = draw(st.sampled_from(EXAMPLES))
     doc = tomllib.loads(example.read_text())
-    choices = [(p, v) for p, v in leaves(doc) if not isinstance(v, bool) and p and p[-1] not in TOLERANT
-               and isinstance(v, (int, float, str))]
+    # A key is tolerant for every item under it too (each word of a ``command`` list is free text).
+    choices = [(p, v) for p, v in leaves(doc) if not isinstance(v, bool) and p and not TOLERANT.intersection(
+               k for k in p if isinstance(k, str)) and isinstance(v, (int, float, str))]
     path, value = draw(st.sampled_from(choices))
     pool = HOSTILE_NUMBERS if isinstance(value, (int, float)) else HOSTILE_STRINGS
     return example, path, draw(st.sampled_from(pool))

@@ -206,7 +206,10 @@ class Connection:
                     out += channel.recv(65536)
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
-                if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                # The exit status can arrive before the last of the output (sshd forwards the pipes and the
+                # exit separately): done only once the far end also sent EOF and nothing is left to read.
+                finished = channel.exit_status_ready() and (channel.eof_received or channel.closed)
+                if finished and not channel.recv_ready() and not channel.recv_stderr_ready():
                     break
                 if time.monotonic() > deadline:
                     raise TargetUnavailable(f"`{command}` on {self.settings.where} did not finish within "
