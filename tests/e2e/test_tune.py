@@ -101,7 +101,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     kills = 0
     for _ in range(3):
         before = set(servers_of(name))  # a killed tuner's server is still up: resume must deal with it
-        proc = tune(study)
+        proc = tune(study, "--confirm", "0")  # the kills land in trials; confirmation has its own tests
         # Random moments *into a trial* (a new server of the study is up), whatever this machine's speed.
         deadline = time.monotonic() + 60
         while not set(servers_of(name)) - before and proc.poll() is None and time.monotonic() < deadline:
@@ -112,7 +112,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
         kills += 1
-    final = tune(study)
+    final = tune(study, "--confirm", "0")
     _, err = final.communicate(timeout=300)
     assert final.returncode == 0, err
     assert kills >= 2

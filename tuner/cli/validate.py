@@ -37,9 +37,14 @@ def command(study: str) -> None:
         table.add_row(d.flag, d.name, escape(d.describe()))
     console.print(table)
     s = report.summary
-    how = "all points decoded" if s.complete else f"{s.examined:,} random points decoded"
-    console.print(f"Size: {s.total_points:,} parameter points → {s.distinct_valid:,} distinct valid "
-                  f"configurations ({s.valid:,} valid points, {s.examined - s.valid:,} rejected; {how})")
+    if s.complete:
+        console.print(f"Size: {s.total_points:,} parameter points → {s.distinct_valid:,} distinct valid "
+                      f"configurations ({s.valid:,} valid points, {s.examined - s.valid:,} rejected; all points "
+                      f"decoded)")
+    else:
+        console.print(f"Size: {s.total_points:,} parameter points; a random {s.examined:,} of them decoded: "
+                      f"{s.valid:,} valid, {s.examined - s.valid:,} rejected, at least {s.distinct_valid:,} "
+                      f"distinct valid configurations")
     for reason, n in s.top_rejections(5):
         console.print(f"  rejected {n:,}×: {escape(reason)}")
     phases = ", ".join(f"C={p.concurrency}" for p in spec.benchmark.phases)

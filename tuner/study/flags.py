@@ -269,7 +269,7 @@ def check_space_is_feasible(problems: Problems, spec: StudySpec, table: OptionTa
     from tuner.study.space import SearchSpace
 
     space = SearchSpace(spec, table)
-    summary = space.enumerate(limit=50_000)
+    summary = space.enumerate(limit=50_000, until_valid=True)
     if summary.complete and summary.valid == 0:
         reasons = "; ".join(f"{reason} ({n}×)" for reason, n in summary.top_rejections(3))
         problems.add("search", f"no valid configuration in the search space: {reasons}")

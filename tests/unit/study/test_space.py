@@ -99,7 +99,8 @@ def assert_obeys_rules(space: SearchSpace, config: ServerConfig) -> None:
 def test_every_emitted_configuration_obeys_sglang_rules(spaces: dict[str, SearchSpace], name: str) -> None:
     space = spaces[name]
 
-    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    # Each example parses the whole command line with the option table (~0.1 s): 150 per space.
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(point(space))
     def check(params: dict[str, Any]) -> None:
         proposal = space.decode(params)
@@ -123,8 +124,8 @@ def test_wide_space_rejects_with_sglang_messages(spaces: dict[str, SearchSpace])
 
 def test_speculation_off_drops_every_speculative_flag(spaces: dict[str, SearchSpace]) -> None:
     space = spaces["wide"]
-    params = next(p for p in space.points() if p["speculative-algorithm"] == "off"
-                  and p["attention-backend"] == "fa3")
+    # Any point with speculation off (scanning the product for one took minutes on this space).
+    params = dict(next(space.points()), **{"speculative-algorithm": "off", "attention-backend": "fa3"})
     proposal = space.decode(params)
     assert proposal.config is not None
     assert not any(f.startswith("--speculative-") for f in proposal.config.flag_dict)
