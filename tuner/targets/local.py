@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -30,7 +30,14 @@ from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailab
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, wait_ready
-from tuner.targets.resolver import RESOLVER_SCRIPT, SGLangResolver, check_version, server_args_of
+from tuner.targets.resolver import (
+    RESOLVER_ENV,
+    RESOLVER_SCRIPT,
+    ProcessPipe,
+    SGLangResolver,
+    check_version,
+    server_args_of,
+)
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
 log = logging.getLogger(__name__)
@@ -101,19 +108,26 @@ class LocalTarget(Target):
         python, _ = server_args_of(self.settings.command)
         if python is None or self._resolver is not None:
             return
-        self._resolver = SGLangResolver.start([python, "-c", RESOLVER_SCRIPT], where="this machine",
-                                              env=self._env(()))
+        env = {**self._env(()), **RESOLVER_ENV}
+        self._resolver = SGLangResolver.start(lambda: ProcessPipe.spawn([python, "-c", RESOLVER_SCRIPT], env),
+                                              where="this machine")
         if self._resolver is not None:
             check_version(self._resolver, self.table.version)
 
     def installed_sglang(self) -> str | None:
         return self._resolver.version if self._resolver is not None else None
 
+    def resolve(self, config: ServerConfig) -> dict[str, Any] | None:
+        if self._resolver is None:
+            return None
+        answer = self._resolver.check(self._server_argv(self.launch(config)))
+        return answer.effective if answer is not None else None
+
     # ----- deploy -------------------------------------------------------------------------------------
     def deploy(self, config: ServerConfig) -> Deployment:
         launch = self.launch(config)
-        # SGLang's own verdict first: a configuration it refuses fails here in seconds, before any restart.
-        effective = self._resolver.check(self._server_argv(launch)).effective if self._resolver else None
+        # SGLang's own verdict first (cached): a configuration it refuses fails here in seconds, before any restart.
+        effective = self.resolve(config)
         self._handle_leftover()
         self._stop()
         self._check_port_free()

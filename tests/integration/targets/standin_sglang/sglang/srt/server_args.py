@@ -29,7 +29,8 @@ class ServerArgs(SimpleNamespace):
         marker = os.environ.get(MARKER_ENV)
         if marker:
             with open(marker, "a", encoding="utf-8") as out:
-                out.write("resolved\n")
+                # What the resolver's environment showed SGLang: no GPU (it must never touch a running server's).
+                out.write(f"resolved CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}\n")
 
 
 def prepare_server_args(argv: list[str]) -> Any:
