@@ -118,8 +118,9 @@ class SystemdSshTarget(Target):
         self._resolver_tried = True
         python = self._interpreter()
         if python is None:
-            log.warning("%s: no Python interpreter in [target] command %s, so SGLang cannot be asked (set [target] "
-                        "python); spectune's own rules judge the configurations", self.where, list(self.settings.command))
+            log.warning("%s: no Python interpreter in [target] command %s, so SGLang cannot be asked (set "
+                        "[target] python); spectune's own rules judge the configurations", self.where,
+                        list(self.settings.command))
             return
         self._resolver = SGLangResolver.start(lambda: self._spawn_resolver(python), where=self.settings.ssh.host)
         if self._resolver is not None:

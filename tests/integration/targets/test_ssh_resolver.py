@@ -70,7 +70,7 @@ def test_the_hosts_sglang_judges_in_one_process_without_a_gpu(sshd: SshServer, t
                 effective["speculative_num_draft_tokens"]) == (5, 4, 8)
         assert target.resolve(ServerConfig.build({**LLAMA, "--page-size": 16}))["page_size"] == 16  # type: ignore[index]
         assert target.resolve(ServerConfig.build(LLAMA)) == effective  # cached
-        with pytest.raises(DeployFailed, match="SGLang 0.5.23 on 127.0.0.1 refuses .*topk = 1") as info:
+        with pytest.raises(DeployFailed, match=r"SGLang 0\.5\.23 on 127\.0\.0\.1 refuses .*topk = 1") as info:
             target.deploy(ServerConfig.build(REFUSED))
         assert info.value.failure_class == "invalid-flags"
         assert not dropin(sshd, unit).exists()  # refused before anything on the host changed

@@ -16,7 +16,7 @@ from tuner.sglang import rules
 from tuner.sglang.launch import ServerConfig, launch_command
 from tuner.sglang.options import load_option_table
 from tuner.study.file import load_study_file
-from tuner.study.space import SearchSpace, effective_key
+from tuner.study.space import SearchSpace
 
 TABLE = load_option_table("0.5.23")
 STRICT_PARSER = TABLE.build_parser(allow_abbrev=False)
@@ -196,40 +196,6 @@ def test_config_key_identifies_equal_deployments(tmp_path: Path) -> None:
     b = ServerConfig.build({"--model-path": "m", "--tp-size": 4}, {"X": "1"})
     c = ServerConfig.build({"--model-path": "m", "--tp-size": 2}, {"X": "1"})
     assert a.key() == b.key() != c.key()
-
-
-def test_two_spellings_of_one_server_are_one_configuration(tmp_path: Path) -> None:
-    """SGLang forces page size 64 for flashmla: page size 1 and 64 are the same server, so the same key (the
-    trial runner reuses the first one's result instead of deploying it again)."""
-    path = tmp_path / "s.toml"
-    path.write_text('''
-[study]
-name = "t"
-[target]
-kind = "local"
-command = ["python3", "-m", "sglang.launch_server"]
-gpu = "H100"
-[server]
-model_architecture = "LlamaForCausalLM"
-[server.flags]
-model-path = "m"
-[search]
-page-size = { choices = [1, 64] }
-[benchmark]
-phases = [{ concurrency = 1, requests = 2 }]
-[objective]
-weights = { c1 = 1.0 }
-''')
-    space = SearchSpace(load_study_file(path), TABLE)
-    keys = []
-    for page in (1, 64, 16):
-        config = ServerConfig.build({"--model-path": "m", "--attention-backend": "flashmla", "--page-size": page})
-        verdict = space.judge(config)
-        assert isinstance(verdict, dict) and verdict["page_size"] == 64
-        keys.append(effective_key(config, verdict))
-    assert keys[0] == keys[1] == keys[2]
-    other = ServerConfig.build({"--model-path": "m", "--attention-backend": "fa3", "--page-size": 64})
-    assert effective_key(other, space.judge(other)) != keys[0]  # type: ignore[arg-type]
 
 
 def test_two_spellings_of_one_server_are_one_configuration(tmp_path: Path) -> None:
