@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.core.errors import UsageError
-from tuner.engine.record import Outcome
+from tuner.engine.record import Outcome, StudyKey
 from tuner.engine.storage import redact
 from tuner.query.answers import ranking_for, require_trials, weights_text
 from tuner.query.comparison import comparison_table
@@ -88,6 +88,7 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         ("references", ", ".join(f"C={c}: {v:.1f} tok/s" for c, v in sorted(ranking.references.items()))
          + " (score 1.0)"),
         ("constraints", "; ".join(c.text for c in spec.objective.constraints) or "none"),
+        ("SGLang", _sglang_text(stored)),
         ("best", best_text(ranking, best)),
         ("generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),  # noqa: UP017 - explicit
     )
@@ -106,6 +107,15 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
     page.write_text(render(content), encoding="utf-8")
     notes = tuple(f"warning: {w}" for w in stored.warnings)
     return ReportResult(page, files, notes)
+
+
+def _sglang_text(stored: StoredStudy) -> str:
+    """Which SGLang judged the configurations: the target's own (its version, found at preflight) or the rules."""
+    installed = stored.study.user_attrs.get(StudyKey.SGLANG_VERSION)
+    if installed:
+        return f"{installed}, installed on the target: it judged each configuration before it was deployed"
+    return (f"{stored.spec.study.sglang_version}'s option table; SGLang was not asked (not importable on the "
+            "target): spectune's rules judged the configurations")
 
 
 def _best_command(spec: StudySpec, best: TrialView) -> str:
