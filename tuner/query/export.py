@@ -4,7 +4,8 @@ The command is built the way the study's target builds it (``Target.launch``) fo
 targets, so what you paste is exactly what spectune deployed; a simulated study prints the SGLang command the
 simulated server stands in for. The drop-in is rendered by the same code that writes spectune's own drop-in
 (``tuner.targets.unit_file``), quoting included. Where SGLang runs other values than the command gives (a forced
-page size, an auto-chosen draft tree), comment lines above it say so; the JSON has them as ``sglang_changes``.
+page size, an auto-chosen draft tree), ``best`` says so on stderr, the drop-in in comment lines, the JSON as
+``effective`` and ``sglang_changes``.
 """
 
 from __future__ import annotations
@@ -34,14 +35,15 @@ def launch_for(spec: StudySpec, config: ServerConfig) -> LaunchCommand:
 
 
 def export(spec: StudySpec, ranking: Ranking, trial: TrialView, fmt: Format) -> str:
-    """The winner as ``fmt``. The command is the one that was proposed and deployed (what SGLang was given);
-    where SGLang runs other values, comment lines above it say which and why (pasting them changes nothing)."""
+    """The winner as ``fmt``. The command is the one that was proposed and deployed (what SGLang was given), and
+    nothing else: it is piped and parsed (``best`` says on stderr where SGLang runs other values). A drop-in
+    carries those as comment lines above its text, so the note stays with the file on the host."""
     assert trial.config is not None
     launch = launch_for(spec, trial.config)
-    notes = "".join(f"{line}\n" for line in comment_lines(changes(trial.config, trial.record.effective)))
     if fmt == "command":
-        return notes + launch.shell(multiline=True)
+        return launch.shell(multiline=True)
     if fmt == "dropin":
+        notes = "".join(f"{line}\n" for line in comment_lines(changes(trial.config, trial.record.effective)))
         return notes + render_dropin(launch, spec.study.name)
     return json.dumps(as_json(spec, ranking, trial, launch), indent=2) + "\n"
 

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from tuner.engine.record import Key
 from tuner.engine.storage import make_storage
-from tuner.query.answers import ranking_for, trials
+from tuner.query.answers import best, ranking_for, trials
 from tuner.query.detail import as_dict
 from tuner.query.detail import render as render_detail
 from tuner.query.effective import Change, changes
@@ -77,9 +77,10 @@ def test_every_answer_shows_what_sglang_runs(stored_study: Path, tmp_path: Path)
     ranking = ranking_for(stored)
     winner = ranking.best
     assert winner is not None and winner.number == number
-    command = export(stored.spec, ranking, winner, "command")
-    assert command.startswith("# SGLang runs this with: page-size 64 (SGLang forces it for flashmla)\n")
-    assert "--page-size 1" in command  # the command is what was proposed and deployed
+    answer = best(stored_study, None, (), "command")
+    assert answer.output.startswith("python3 -m sglang.launch_server")  # stdout: the command, as deployed
+    assert "--page-size 1" in answer.output
+    assert f"SGLang runs trial {number} with: page-size 64 (SGLang forces it for flashmla)" in answer.notes
     dropin = export(stored.spec, ranking, winner, "dropin")
     assert dropin.startswith("# SGLang runs this with: page-size 64 (SGLang forces it for flashmla)\n")
     data = json.loads(export(stored.spec, ranking, winner, "json"))
