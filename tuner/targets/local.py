@@ -8,8 +8,10 @@ server left by an interrupted run can be recognised as ours (and stopped) by the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,6 +38,7 @@ from tuner.targets.resolver import (
     ProcessPipe,
     SGLangResolver,
     check_version,
+    interpreter_of_script,
     server_args_of,
 )
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
@@ -106,6 +109,11 @@ class LocalTarget(Target):
     def _start_resolver(self) -> None:
         """Ask this machine's SGLang (the command's interpreter) from now on, when it can be imported."""
         python, _ = server_args_of(self.settings.command)
+        first = self.settings.command[0]
+        if python is None and first.rsplit("/", 1)[-1] == "sglang":  # a console script: the Python of its #!
+            with contextlib.suppress(OSError):
+                script = shutil.which(first)
+                python = interpreter_of_script(Path(script).read_text(errors="replace")[:512]) if script else None
         if python is None or self._resolver is not None:
             return
         env = {**self._env(()), **RESOLVER_ENV}

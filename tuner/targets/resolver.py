@@ -254,24 +254,27 @@ class SGLangResolver:
             return self._cache[key]
 
     def _ask(self, request: str) -> dict[str, Any] | None:
+        if self._pipe is None:
+            return None  # gone earlier (and said so then)
         for attempt in (1, 2):
-            if self._pipe is None:
-                return None
+            pipe = self._pipe
             try:
-                self._pipe.send(request)
-                data = _json_line(self._pipe.receive(ANSWER_TIMEOUT_S))
+                pipe.send(request)
+                data = _json_line(pipe.receive(ANSWER_TIMEOUT_S))
             except OSError:
                 data = None
             if data is not None and "verdict" in data:
                 return data
-            self._pipe.close()
+            pipe.close()
             self._pipe = None
             if attempt == 1:  # a dropped SSH connection or a crashed process: one fresh start
-                pipe, first = _started(self._spawn)
-                if pipe is not None and first is not None and first.get("version") == self.version:
-                    self._pipe = pipe
-                elif pipe is not None:
-                    pipe.close()
+                fresh, first = _started(self._spawn)
+                if fresh is not None and first is not None and first.get("version") == self.version:
+                    self._pipe = fresh
+                    continue
+                if fresh is not None:
+                    fresh.close()
+            break
         log.warning("the SGLang resolver on %s stopped answering; spectune's own rules judge from now on", self.where)
         return None
 
@@ -338,6 +341,7 @@ def server_args_of(command: Sequence[str]) -> tuple[str | None, list[str]]:
 
 def interpreter_of_script(first_line: str) -> str | None:
     """The Python a console script (``.../bin/sglang``) runs, from its ``#!`` line; None when it names none."""
+    first_line = first_line.split("\n", 1)[0]
     if not first_line.startswith("#!"):
         return None
     words = first_line[2:].split()
