@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 #: driver's tool, no CUDA context — and is handed to SGLang the way bench/sglang_fidelity/generate.py fakes it
 #: (torch.cuda probes plus SGLang's own ``override_platform``).
 RESOLVER_SCRIPT = r"""
-import contextlib, io, json, logging, os, subprocess, sys
+import contextlib, importlib.util, io, json, logging, os, subprocess, sys
 
 def say(data):
     print(json.dumps(data, default=str), flush=True)
@@ -57,7 +57,6 @@ GPUS = gpus()
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 try:
     import sglang
-    from sglang.srt.server_args import prepare_server_args
 except Exception as exc:
     say({"unavailable": f"{type(exc).__name__}: {exc}"})
     raise SystemExit(0)
@@ -76,7 +75,8 @@ def present(gpus):
         is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
         is_sm90=(major, minor) == (9, 0), is_sm100=major == 10, is_sm100_or_sm110=major in (10, 11),
         is_sm110=major == 11, is_sm120=major == 12, is_blackwell=major in (10, 11, 12),
-        is_hopper_with_cuda_12_3=major == 9, has_amx=False, has_flashinfer=True,
+        is_hopper_with_cuda_12_3=major == 9, has_amx=False,
+        has_flashinfer=importlib.util.find_spec("flashinfer") is not None,
         device_sm=major * 10 + minor, device_capability=(major, minor),
     ).install()
 
@@ -87,6 +87,11 @@ if GPUS:
         say({"unavailable": f"cannot show SGLang {getattr(sglang, '__version__', '?')} the GPU without touching "
                             f"it: {type(exc).__name__}: {exc}"})
         raise SystemExit(0)
+try:  # after the GPU is presented: SGLang caches what it probes at import
+    from sglang.srt.server_args import prepare_server_args
+except Exception as exc:
+    say({"unavailable": f"{type(exc).__name__}: {exc}"})
+    raise SystemExit(0)
 logging.disable(logging.CRITICAL)
 say({"version": getattr(sglang, "__version__", None), "gpu": GPUS[0][0] if GPUS else None})
 

@@ -76,7 +76,7 @@ def test_the_hosts_sglang_judges_in_one_process_without_a_gpu(sshd: SshServer, t
         assert not dropin(sshd, unit).exists()  # refused before anything on the host changed
         assert imports(tmp_path) == 1  # one resolver process for every question
         marks = (tmp_path / "marker").read_text().splitlines()
-        assert len(marks) == 2 and set(marks) == {"resolved CUDA_VISIBLE_DEVICES=''"}
+        assert len(marks) == 2 and set(marks) == {"resolved CUDA_VISIBLE_DEVICES='' gpu=None"}
 
         assert sshd.drop_connections() >= 1  # the resolver's channel dies with the connection ...
         again = target.resolve(ServerConfig.build({**LLAMA, "--page-size": 32}))
