@@ -62,6 +62,10 @@ class TargetMeasurer:
             facts["effective"] = d.effective
         return facts
 
+    def resolve(self, config: ServerConfig) -> Mapping[str, Any] | None:
+        """The target's own SGLang on ``config`` (cached there), before any deployment; see ``Target.resolve``."""
+        return self.target.resolve(config)
+
     def log_location(self) -> str | None:
         """Where the server started last writes its log (local and simulated targets keep one file per start)."""
         location = getattr(self.target, "log_location", None)

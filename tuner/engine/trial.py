@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -35,7 +35,7 @@ from tuner.engine.record import (
 )
 from tuner.engine.score import fix_references, study_scorer, trial_score
 from tuner.sglang.launch import ServerConfig
-from tuner.study.space import Proposal, SearchSpace
+from tuner.study.space import Proposal, SearchSpace, effective_key
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed
 
@@ -51,13 +51,21 @@ SKIPPED_AT_MEDIAN: frozenset[str] = frozenset({"tpe"})
 
 
 class Measurer(Protocol):
-    """Deploys a configuration and measures one benchmark phase at a time."""
+    """Deploys a configuration and measures one benchmark phase at a time. A measurer may also ``resolve`` a
+    configuration without deploying it (``Resolving``): the target's own SGLang then decides its identity."""
 
     def deploy(self, config: ServerConfig) -> Mapping[str, Any]:
         """Start ``config`` and return facts to store (``DEPLOY_FACTS`` and ``timings``). Raises ``DeployFailed``."""
 
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         """Run phase ``phase_index`` of the study's benchmark on the deployed server; its metrics as a dict."""
+
+
+@runtime_checkable
+class Resolving(Protocol):
+    def resolve(self, config: ServerConfig) -> Mapping[str, Any] | None:
+        """The effective values the target's SGLang runs for ``config`` (None: it cannot be asked); raises
+        ``DeployFailed`` when it refuses the command line."""
 
 
 def _log_of(exc: DeployFailed) -> dict[str, Any]:
@@ -111,9 +119,17 @@ class TrialRunner:
                                 extra={Key.REASON: proposal.reason})
         config = proposal.config
         attrs[Key.CONFIG] = config.to_json()
-        # What SGLang will run, and the key of those values: another spelling of one server is a duplicate.
-        attrs[Key.EFFECTIVE] = proposal.effective
-        attrs[Key.CONFIG_KEY] = proposal.key or config.key()
+        # What SGLang will run, and the key of those values: another spelling of one server is a duplicate. The
+        # target's own SGLang, where it can be asked, has the last word (a refusal is a rejection: no restart).
+        try:
+            resolved = self.measurer.resolve(config) if isinstance(self.measurer, Resolving) else None
+        except DeployFailed as exc:
+            self._proposed()
+            return self._finish(trial, attrs, Outcome.REJECTED, {VALID_KEY: 1.0}, metrics=None,
+                                extra={Key.REASON: str(exc).removeprefix("invalid-flags: ")})
+        attrs[Key.EFFECTIVE] = dict(resolved) if resolved is not None else proposal.effective
+        attrs[Key.CONFIG_KEY] = (effective_key(config, dict(resolved)) if resolved is not None
+                                 else proposal.key or config.key())
         # Store the key *before* looking for others with it: of two workers proposing one configuration at the
         # same moment, at least one then sees the other's key (each write commits before its own read), so the
         # configuration is never measured twice even without the loop's ask lock.

@@ -14,6 +14,7 @@ from pathlib import Path
 from objectives.confidence import Interval
 from tuner.engine.confirm import RULE
 from tuner.engine.record import Outcome
+from tuner.query.effective import changes
 from tuner.query.export import Format, export
 from tuner.query.load import StoredStudy, StudyNotFound, open_stored_study
 from tuner.query.options import parse_constraints, parse_weights
@@ -76,6 +77,9 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
              *explanation(ranking, winner, len(measured))]
     if ranking.constraints:
         notes.append("extra constraints: " + "; ".join(c.text for c in ranking.constraints))
+    # The command stays as deployed (what SGLang was given); what SGLang runs differently is said beside it.
+    notes += [f"SGLang runs trial {winner.number} with: {c.text()}"
+              for c in changes(winner.config, winner.record.effective)]
     return Answer(export(stored.spec, ranking, winner, fmt), tuple(notes))
 
 

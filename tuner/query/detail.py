@@ -14,6 +14,7 @@ from typing import Any
 
 from objectives.scoring import primary_metric
 from tuner.query.answers import Answer, ranking_for, require_trials, weights_text
+from tuner.query.effective import Change, changes
 from tuner.query.load import StudyNotFound, open_stored_study
 from tuner.query.numbers import truncate, with_interval
 from tuner.query.ranking import TrialView
@@ -55,6 +56,8 @@ def as_dict(view: TrialView, *, is_best: bool, weights: str) -> dict[str, Any]:
         "flags_requested": dict(r.params_decoded), "repairs": list(r.repairs),
         "flags_effective": dict(config.flags) if config is not None else None,
         "env": dict(config.env) if config is not None else None,
+        "effective": dict(r.effective) if r.effective else None,
+        "sglang_changes": [c.to_json() for c in changes(config, r.effective)],
         "launch": r.launch, "timings": dict(r.timings), "duration_s": r.duration_s,
         "phases": {f"c{c}": dict(m) for c, m in sorted(r.metrics.items())},
         "skipped_phases": list(r.skipped_phases), "constraints": dict(r.constraints),
@@ -76,6 +79,9 @@ def render(d: Mapping[str, Any]) -> str:
     lines += [f"  repaired: {r}" for r in d["repairs"]]
     if d["flags_effective"] is not None:
         lines += _flags("flags effective (deployed)", d["flags_effective"])
+    if d["sglang_changes"]:
+        lines.append("SGLang runs it with:")
+        lines += [f"  {Change(**c).text()}" for c in d["sglang_changes"]]
     if d["duplicate_of"] is not None:
         lines.append(f"  not deployed: the same configuration as trial {d['duplicate_of']} (its result reused)")
     if d["launch"]:

@@ -3,7 +3,9 @@
 The command is built the way the study's target builds it (``Target.launch``) for local and systemd-ssh
 targets, so what you paste is exactly what spectune deployed; a simulated study prints the SGLang command the
 simulated server stands in for. The drop-in is rendered by the same code that writes spectune's own drop-in
-(``tuner.targets.unit_file``), quoting included.
+(``tuner.targets.unit_file``), quoting included. Where SGLang runs other values than the command gives (a forced
+page size, an auto-chosen draft tree), ``best`` says so on stderr, the drop-in in comment lines, the JSON as
+``effective`` and ``sglang_changes``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from tuner.query.effective import changes, comment_lines
 from tuner.query.ranking import Ranking, TrialView
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import load_option_table
@@ -32,12 +35,16 @@ def launch_for(spec: StudySpec, config: ServerConfig) -> LaunchCommand:
 
 
 def export(spec: StudySpec, ranking: Ranking, trial: TrialView, fmt: Format) -> str:
+    """The winner as ``fmt``. The command is the one that was proposed and deployed (what SGLang was given), and
+    nothing else: it is piped and parsed (``best`` says on stderr where SGLang runs other values). A drop-in
+    carries those as comment lines above its text, so the note stays with the file on the host."""
     assert trial.config is not None
     launch = launch_for(spec, trial.config)
     if fmt == "command":
         return launch.shell(multiline=True)
     if fmt == "dropin":
-        return render_dropin(launch, spec.study.name)
+        notes = "".join(f"{line}\n" for line in comment_lines(changes(trial.config, trial.record.effective)))
+        return notes + render_dropin(launch, spec.study.name)
     return json.dumps(as_json(spec, ranking, trial, launch), indent=2) + "\n"
 
 
@@ -54,6 +61,8 @@ def as_json(spec: StudySpec, ranking: Ranking, trial: TrialView, launch: LaunchC
         "constraints": [c.text for c in spec.objective.constraints] + [c.text for c in ranking.constraints],
         "flags": {k: v for k, v in trial.config.flags},
         "env": {k: v for k, v in trial.config.env},
+        "effective": dict(trial.record.effective) if trial.record.effective else None,
+        "sglang_changes": [c.to_json() for c in changes(trial.config, trial.record.effective)],
         "argv": launch.argv,
         "command": launch.shell(),
         "metrics": {f"c{c}": dict(m) for c, m in sorted(trial.metrics.items())},

@@ -12,6 +12,7 @@ from typing import Any
 from objectives.confidence import Interval
 from objectives.scoring import phase_interval, phase_value, primary_metric
 from tuner.core.errors import UsageError
+from tuner.query.effective import Change, changes, shared, summary
 from tuner.query.numbers import truncate
 from tuner.query.ranking import Ranking, TrialView
 from tuner.sglang.launch import FlagValue
@@ -41,6 +42,9 @@ class TrialRow:
     score_interval: Interval | None = None
     confirmed: Confirmed | None = None  # the confirmation stage's figures, when this trial was confirmed
     message: str | None = None  # the stored failure message or rejection reason, in full
+    #: Where SGLang runs other values than the command line gives (tuner/query/effective.py).
+    changes: tuple[Change, ...] = ()
+    effective: dict[str, Any] | None = None  # every value SGLang runs, as stored on the trial
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "status": self.status, "flags": dict(self.flags),
@@ -48,7 +52,8 @@ class TrialRow:
                 **{f"c{c}_tok_s_ci": _pair(i) for c, i in self.speed_intervals}, "accept_length": self.accept_length,
                 "score": self.score, "score_ci": _pair(self.score_interval), "feasible": self.feasible,
                 "failure": self.failure, "message": self.message,
-                "confirmed": self.confirmed.to_json() if self.confirmed else None}
+                "confirmed": self.confirmed.to_json() if self.confirmed else None, "effective": self.effective,
+                "sglang_changes": [c.to_json() for c in self.changes]}
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,9 @@ def _row(t: TrialView, ranking: Ranking, tuned_flags: Sequence[str]) -> TrialRow
                     speeds=tuple((c, t.value(c)) for c in ranking.concurrencies), accept_length=t.accept_length(),
                     score=t.score, feasible=t.feasible, failure=t.failure,
                     speed_intervals=tuple((c, phase_interval(t.metrics, c)) for c in ranking.concurrencies),
-                    score_interval=t.interval, confirmed=confirmed, message=t.record.failure or t.record.reason)
+                    score_interval=t.interval, confirmed=confirmed, message=t.record.failure or t.record.reason,
+                    changes=changes(t.config, t.record.effective),
+                    effective=dict(t.record.effective) if t.record.effective else None)
 
 
 def sort_keys(tuned_flags: Sequence[str], concurrencies: Sequence[int]) -> list[str]:
@@ -159,7 +166,9 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     from rich.table import Table
     from rich.text import Text
 
-    out = Table(show_lines=False, header_style="bold")
+    common = shared(r.changes if r.effective else None for r in table)
+    out = Table(show_lines=False, header_style="bold",
+                caption=f"every trial: SGLang runs {'; '.join(c.text() for c in common)}" if common else None)
     out.add_column("#", justify="right")
     out.add_column("status")
     flags = [f for f, _ in table[0].flags] if table else []
@@ -172,10 +181,14 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     confirmed = any(r.confirmed for r in table)
     if confirmed:
         out.add_column("confirmed ±95%", justify="right")
+    changed = any(set(r.changes) - set(common) for r in table)
+    if changed:  # only when SGLang runs some trial differently from its command line (beyond what all share)
+        out.add_column("SGLang runs")
     out.add_column("failure")
     for r in table:
         mark = "★" if r.number == best else ""
         extra = [r.confirmed.text() if r.confirmed else ""] if confirmed else []
+        extra += [summary(tuple(c for c in r.changes if c not in common))] if changed else []
         cells = [f"{mark}{r.number}", r.status, *(_flag_text(v) for _, v in r.flags),
                  *(speed_text(r, c, v) for c, v in r.speeds), fmt(r.accept_length, 2),
                  fmt(r.score, 3) + pm(r.score_interval, 3), *extra, failure_text(r)]

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from tuner.core.errors import UsageError
-from tuner.engine.record import Outcome
+from tuner.engine.record import Outcome, StudyKey
 from tuner.engine.storage import redact
 from tuner.query.answers import ranking_for, require_trials, weights_text
 from tuner.query.comparison import comparison_table
+from tuner.query.effective import changes, comment_lines
 from tuner.query.export import launch_for
 from tuner.query.load import StoredStudy, open_stored_study
 from tuner.query.ranking import Ranking, TrialView
@@ -22,6 +23,7 @@ from tuner.query.table import TrialRow, fmt, pm, rows, sort_rows
 from tuner.report import figures
 from tuner.report.page import PageContent, Plot, render
 from tuner.report.steps import steps_table
+from tuner.study.spec import StudySpec
 from tuner.targets.unit_file import render_dropin
 
 PAGE = "index.html"
@@ -86,6 +88,7 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         ("references", ", ".join(f"C={c}: {v:.1f} tok/s" for c, v in sorted(ranking.references.items()))
          + " (score 1.0)"),
         ("constraints", "; ".join(c.text for c in spec.objective.constraints) or "none"),
+        ("SGLang", _sglang_text(stored)),
         ("best", best_text(ranking, best)),
         ("generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),  # noqa: UP017 - explicit
     )
@@ -96,7 +99,7 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
 
     content = PageContent(
         title=f"spectune report: {spec.study.name}", summary=summary, warnings=stored.warnings,
-        best_command=launch_for(spec, best.config).shell(multiline=True) if best and best.config else None,
+        best_command=_best_command(spec, best) if best and best.config else None,
         plots=tuple(plots), steps=steps_table(ranking, ranking.concurrencies), top=tuple(top),
         best_number=best.number if best else None, concurrencies=ranking.concurrencies,
         plotly_js=plotly.offline.get_plotlyjs(), files=tuple(f.name for f in files))
@@ -104,6 +107,22 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
     page.write_text(render(content), encoding="utf-8")
     notes = tuple(f"warning: {w}" for w in stored.warnings)
     return ReportResult(page, files, notes)
+
+
+def _sglang_text(stored: StoredStudy) -> str:
+    """Which SGLang judged the configurations: the target's own (its version, found at preflight) or the rules."""
+    installed = stored.study.user_attrs.get(StudyKey.SGLANG_VERSION)
+    if installed:
+        return f"{installed}, installed on the target: it judged each configuration before it was deployed"
+    return (f"{stored.spec.study.sglang_version}'s option table; SGLang was not asked (not importable on the "
+            "target): spectune's rules judged the configurations")
+
+
+def _best_command(spec: StudySpec, best: TrialView) -> str:
+    """The deployed command, with what SGLang runs differently above it as shell comments."""
+    assert best.config is not None
+    notes = comment_lines(changes(best.config, best.record.effective))
+    return "\n".join([*notes, launch_for(spec, best.config).shell(multiline=True)])
 
 
 def best_text(ranking: Ranking, best: TrialView | None) -> str:
@@ -117,6 +136,9 @@ def best_text(ranking: Ranking, best: TrialView | None) -> str:
     if verdict is not None:
         text += (f"; confirmed {fmt(best.confirmed_score, 3)}{pm(best.confirmed_interval, 3)} over "
                  f"{best.confirmed_runs} fresh run(s); {verdict.explain()}")
+    found = changes(best.config, best.record.effective)
+    if found:
+        text += "; SGLang runs it with " + "; ".join(c.text() for c in found)
     return text
 
 
@@ -141,7 +163,8 @@ def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
     launch = launch_for(spec, best.config)
     lines += [f"Best: trial {best.number}, score {best.score:.3f} under weights {weights_text(ranking)} "
               f"(1.0 = the baseline), of {sum(1 for t in ranking.trials if t.outcome is Outcome.MEASURED)} "
-              "measured trials.", "", "## Launch command", "", "```sh", launch.shell(multiline=True), "```", "",
+              "measured trials.", "", "## Launch command", "", "```sh",
+              *comment_lines(changes(best.config, best.record.effective)), launch.shell(multiline=True), "```", "",
               "## systemd drop-in", "", "```ini", render_dropin(launch, spec.study.name).rstrip(), "```", "",
               "## Against the baseline", ""]
     table = comparison_table(baseline, best.record)
@@ -168,14 +191,15 @@ def trials_csv(table: list[TrialRow], ranking: Ranking) -> str:
     flags = [f for f, _ in table[0].flags] if table else []
     writer.writerow(["number", "status", *flags, *(f"c{c}_tok_s" for c in ranking.concurrencies),
                      *(f"c{c}_{m}" for c in ranking.concurrencies for m in metrics),
-                     "accept_length", "score", "feasible", "failure", "message"])
+                     "accept_length", "score", "feasible", "failure", "message", "sglang_runs"])
     views = {t.number: t for t in ranking.trials}
     for r in table:
         phase = views[r.number].metrics
         writer.writerow([r.number, r.status, *("" if v is None else v for _, v in r.flags),
                          *("" if v is None else f"{v:.3f}" for _, v in r.speeds),
                          *(_cell(phase.get(c, {}).get(m)) for c in ranking.concurrencies for m in metrics),
-                         _cell(r.accept_length), _cell(r.score), r.feasible, r.failure or "", r.message or ""])
+                         _cell(r.accept_length), _cell(r.score), r.feasible, r.failure or "", r.message or "",
+                         "; ".join(c.text() for c in r.changes)])
     return buffer.getvalue()
 
 

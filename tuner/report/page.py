@@ -7,6 +7,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuner.query.effective import shared, summary
 from tuner.query.table import TrialRow, failure_text, fmt, phase_label, pm, short_flag, speed_text
 from tuner.report.steps import StepsTable
 
@@ -97,10 +98,14 @@ def _top_html(content: PageContent) -> str:
         return ""
     flags = [f for f, _ in content.top[0].flags]
     confirmed = any(r.confirmed for r in content.top)
+    # A column only when SGLang runs some trial differently from its command line; what every trial shares is
+    # said once below the table.
+    common = shared(r.changes if r.effective else None for r in content.top)
+    changed = any(set(r.changes) - set(common) for r in content.top)
     head = ("<tr><th>#</th><th class=\"l\">status</th>" + "".join(f"<th>{e(short_flag(f))}</th>" for f in flags)
             + "".join(f"<th>{e(phase_label(c))}</th>" for c in content.concurrencies)
             + "<th>accept</th><th>score ±95%</th>" + ("<th>confirmed ±95%</th>" if confirmed else "")
-            + "<th class=\"l\">failure</th></tr>")
+            + ("<th class=\"l\">SGLang runs</th>" if changed else "") + "<th class=\"l\">failure</th></tr>")
     body = []
     for r in content.top:
         css = "best" if r.number == content.best_number else "" if r.feasible else "infeasible"
@@ -108,10 +113,15 @@ def _top_html(content: PageContent) -> str:
         cells = "".join(f"<td>{e(fmt(v) if not isinstance(v, float) else f'{v:g}')}</td>" for _, v in r.flags)
         speeds = "".join(f"<td>{speed_text(r, c, v)}</td>" for c, v in r.speeds)
         again = f"<td>{e(r.confirmed.text() if r.confirmed else '')}</td>" if confirmed else ""
+        if changed:
+            own = tuple(c for c in r.changes if c not in common)
+            again += f"<td class=\"l\" title=\"{e('; '.join(c.text() for c in own))}\">{e(summary(own))}</td>"
         body.append(f"<tr class=\"{css}\"><td>{r.number}</td><td class=\"l\">{e(r.status)}</td>{cells}{speeds}"
                     f"<td>{fmt(r.accept_length, 2)}</td><td>{fmt(r.score, 3)}{pm(r.score_interval, 3)}</td>{again}"
                     f"<td class=\"l\" title=\"{e(r.message or '')}\">{e(failure)}</td></tr>")
-    return "<h2 id=\"trials\">Trials</h2><table class=\"trials\">" + head + "".join(body) + "</table>"
+    note = (f"<p class=\"muted\">Every trial: SGLang runs {e('; '.join(c.text() for c in common))}.</p>"
+            if common else "")
+    return "<h2 id=\"trials\">Trials</h2><table class=\"trials\">" + head + "".join(body) + "</table>" + note
 
 
 def plot_keys(plots: Sequence[Plot]) -> list[str]:

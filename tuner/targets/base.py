@@ -96,6 +96,12 @@ class Target(ABC):
         """The SGLang version the preflight found installed on the target (None: not asked or not importable)."""
         return None
 
+    def resolve(self, config: ServerConfig) -> dict[str, Any] | None:
+        """What the target's own SGLang will run for ``config`` — its effective values (tuner/targets/resolver.py)
+        — without starting anything; None when SGLang cannot be asked there (spectune's rules then judge).
+        Raises ``DeployFailed("invalid-flags")`` with SGLang's own error when it refuses the command line."""
+        return None
+
     def detect_leftover(self) -> str | None:
         """What an interrupted earlier run of spectune left running or written on this target (a drop-in of
         ours, a server process of ours), described in one line — or None. ``restore`` removes it; ``deploy``

@@ -8,8 +8,10 @@ server left by an interrupted run can be recognised as ours (and stopped) by the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -30,7 +32,15 @@ from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailab
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, wait_ready
-from tuner.targets.resolver import RESOLVER_SCRIPT, SGLangResolver, check_version, server_args_of
+from tuner.targets.resolver import (
+    RESOLVER_ENV,
+    RESOLVER_SCRIPT,
+    ProcessPipe,
+    SGLangResolver,
+    check_version,
+    interpreter_of_script,
+    server_args_of,
+)
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
 log = logging.getLogger(__name__)
@@ -99,21 +109,33 @@ class LocalTarget(Target):
     def _start_resolver(self) -> None:
         """Ask this machine's SGLang (the command's interpreter) from now on, when it can be imported."""
         python, _ = server_args_of(self.settings.command)
+        first = self.settings.command[0]
+        if python is None and first.rsplit("/", 1)[-1] == "sglang":  # a console script: the Python of its #!
+            with contextlib.suppress(OSError):
+                script = shutil.which(first)
+                python = interpreter_of_script(Path(script).read_text(errors="replace")[:512]) if script else None
         if python is None or self._resolver is not None:
             return
-        self._resolver = SGLangResolver.start([python, "-c", RESOLVER_SCRIPT], where="this machine",
-                                              env=self._env(()))
+        env = {**self._env(()), **RESOLVER_ENV}
+        self._resolver = SGLangResolver.start(lambda: ProcessPipe.spawn([python, "-c", RESOLVER_SCRIPT], env),
+                                              where="this machine")
         if self._resolver is not None:
             check_version(self._resolver, self.table.version)
 
     def installed_sglang(self) -> str | None:
         return self._resolver.version if self._resolver is not None else None
 
+    def resolve(self, config: ServerConfig) -> dict[str, Any] | None:
+        if self._resolver is None:
+            return None
+        answer = self._resolver.check(self._server_argv(self.launch(config)))
+        return answer.effective if answer is not None else None
+
     # ----- deploy -------------------------------------------------------------------------------------
     def deploy(self, config: ServerConfig) -> Deployment:
         launch = self.launch(config)
-        # SGLang's own verdict first: a configuration it refuses fails here in seconds, before any restart.
-        effective = self._resolver.check(self._server_argv(launch)).effective if self._resolver else None
+        # SGLang's own verdict first (cached): a configuration it refuses fails here in seconds, before any restart.
+        effective = self.resolve(config)
         self._handle_leftover()
         self._stop()
         self._check_port_free()

@@ -235,3 +235,66 @@ class Connection:
         script = 'mkdir -p -- "$1" && cat > "$2" && chmod "$4" -- "$2" && mv -f -- "$2" "$3"'
         self.run(["sh", "-c", script, "sh", directory, tmp, path, mode], stdin=data, sudo=sudo,
                  timeout_s=timeout_s)
+
+    def start(self, argv: Sequence[str], *, env: dict[str, str] | None = None) -> RemoteProcess:
+        """Start ``argv`` remotely (never through sudo) and keep it running: its stdin and stdout become a line
+        pipe (``RemoteProcess``). Re-opens a dropped connection once, like ``run``."""
+        words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else list(argv)
+        command = self.command_line(words, sudo=False)
+        for attempt in (1, 2):
+            self.open()
+            assert self._client is not None
+            try:
+                transport = self._client.get_transport()
+                if transport is None:
+                    raise paramiko.SSHException("no transport")
+                channel = transport.open_session(timeout=self.settings.connect_timeout_s)
+                channel.exec_command(command)
+                return RemoteProcess(channel)
+            except (OSError, paramiko.SSHException, EOFError) as exc:
+                self.close()
+                if attempt == 2:
+                    raise TargetUnavailable(f"lost the SSH connection to {self.settings.where} twice "
+                                            f"starting `{argv[0]}`: {exc}") from None
+        raise AssertionError("unreachable")
+
+
+class RemoteProcess:
+    """A command running on the far side of an SSH channel, spoken to in lines (``tuner.targets.resolver.Pipe``).
+    What it writes to stderr is read and dropped, so a chatty import can never fill the channel's window."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self._channel = channel
+        self._buffer = bytearray()
+
+    def send(self, line: str) -> None:
+        try:
+            self._channel.sendall((line + "\n").encode())
+        except (paramiko.SSHException, EOFError) as exc:
+            raise OSError(str(exc)) from None
+
+    def receive(self, timeout_s: float) -> str | None:
+        deadline = time.monotonic() + timeout_s
+        channel = self._channel
+        while b"\n" not in self._buffer:
+            while channel.recv_stderr_ready():
+                channel.recv_stderr(65536)
+            if channel.recv_ready():
+                chunk = channel.recv(65536)
+                if not chunk:
+                    return None
+                self._buffer += chunk
+                continue
+            if channel.eof_received or channel.closed:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            select.select([channel], [], [], min(remaining, 0.5))
+        line, _, rest = self._buffer.partition(b"\n")
+        self._buffer = bytearray(rest)
+        return line.decode(errors="replace")
+
+    def close(self) -> None:
+        # Closing the channel closes the remote stdin: the resolver's read loop ends and it exits.
+        self._channel.close()

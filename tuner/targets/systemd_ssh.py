@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -26,6 +26,15 @@ from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailab
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, probe, wait_ready
+from tuner.targets.resolver import (
+    RESOLVER_ENV,
+    RESOLVER_SCRIPT,
+    Pipe,
+    SGLangResolver,
+    check_version,
+    interpreter_of_script,
+    server_args_of,
+)
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings
 from tuner.targets.ssh import Connection, RemoteCommandFailed, Result, SSHSettings
 from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
@@ -50,6 +59,8 @@ class SystemdSettings:
     help_timeout_s: float = 120.0
     status_interval_s: float = 1.0
     study: str = "spectune"
+    #: The Python whose SGLang the preflight asks (default: the one ``command`` runs).
+    python: str | None = None
 
     @property
     def dropin_path(self) -> str:
@@ -73,6 +84,8 @@ class SystemdSshTarget(Target):
         self._checked = False
         self._was_active: bool | None = None
         self._last_status = 0.0
+        self._resolver: SGLangResolver | None = None
+        self._resolver_tried = False
 
     @property
     def where(self) -> str:
@@ -95,10 +108,58 @@ class SystemdSshTarget(Target):
             raise TargetUnavailable(f"`{result.command}` on {self.settings.ssh.host} exited {result.exit_status}: "
                                     f"{text.strip()[-800:]}")
         check_flags(flags, text, where=self.settings.ssh.host)
+        self._start_resolver()
+
+    def _start_resolver(self) -> None:
+        """Ask the host's SGLang (the unit's interpreter) from now on — one process over this SSH connection for
+        the whole study — when it can be imported there; else spectune's rules judge (one logged line)."""
+        if self._resolver_tried:
+            return
+        self._resolver_tried = True
+        python = self._interpreter()
+        if python is None:
+            log.warning("%s: no Python interpreter in [target] command %s, so SGLang cannot be asked (set "
+                        "[target] python); spectune's own rules judge the configurations", self.where,
+                        list(self.settings.command))
+            return
+        self._resolver = SGLangResolver.start(lambda: self._spawn_resolver(python), where=self.settings.ssh.host)
+        if self._resolver is not None:
+            check_version(self._resolver, self.table.version)
+
+    def _interpreter(self) -> str | None:
+        """``[target] python``, else the interpreter of the command the drop-in's ExecStart runs
+        (``python -m sglang.launch_server``, or the ``#!`` line of an absolute ``.../bin/sglang``)."""
+        if self.settings.python:
+            return self.settings.python
+        python, _ = server_args_of(self.settings.command)
+        first = self.settings.command[0]
+        if python is None and first.startswith("/") and first.rsplit("/", 1)[-1] == "sglang":
+            head = self.conn.run(["head", "-n", "1", "--", first], check=False, sudo=False)
+            python = interpreter_of_script(head.stdout) if head.ok else None
+        return python
+
+    def _spawn_resolver(self, python: str) -> Pipe | None:
+        try:
+            return self.conn.start([python, "-c", RESOLVER_SCRIPT], env=RESOLVER_ENV)
+        except TargetUnavailable as exc:
+            log.warning("%s: cannot start the SGLang resolver: %s", self.where, exc)
+            return None
+
+    def installed_sglang(self) -> str | None:
+        return self._resolver.version if self._resolver is not None else None
+
+    def resolve(self, config: ServerConfig) -> dict[str, Any] | None:
+        if self._resolver is None:
+            return None
+        _, fixed = server_args_of(self.settings.command)
+        answer = self._resolver.check([*fixed, *self.launch(config).args])
+        return answer.effective if answer is not None else None
 
     # ----- deploy -------------------------------------------------------------------------------------
     def deploy(self, config: ServerConfig) -> Deployment:
         launch = self.launch(config)
+        # SGLang's own verdict first (cached): a configuration it refuses fails here, before the unit restarts.
+        effective = self.resolve(config)
         try:
             dropin = render_dropin(launch, self.settings.study)
         except ValueError as exc:  # an environment variable name systemd cannot take
@@ -123,7 +184,8 @@ class SystemdSshTarget(Target):
         except NotReady as exc:
             raise self._failure(exc) from None
         return Deployment(config=config, launch=launch, base_url=s.base_url, deploy_s=deploy_s,
-                          ready_s=ready.elapsed_s, log_location=f"journalctl -u {s.unit} --since @{self._since}")
+                          ready_s=ready.elapsed_s, log_location=f"journalctl -u {s.unit} --since @{self._since}",
+                          effective=effective)
 
     def _failure(self, exc: NotReady) -> DeployFailed:
         tail = self.log_tail(200)
@@ -212,6 +274,9 @@ class SystemdSshTarget(Target):
         return result.stdout
 
     def close(self) -> None:
+        if self._resolver is not None:
+            self._resolver.close()
+            self._resolver = None
         self.conn.close()
 
 
@@ -248,6 +313,9 @@ class SystemdSshTargetSettings(TargetSettings):
     sudo: bool = Field(SSHSettings.sudo, description="Run systemctl and file writes through sudo.")
     connect_timeout: PositiveDuration = Field(SSHSettings.connect_timeout_s,
                                               description="How long one SSH connection attempt may take.")
+    python: str | None = Field(None, min_length=1, description=(
+        "The Python on the host whose SGLang judges each configuration before it is deployed (docs/targets.md); "
+        "default: the interpreter of command."))
 
     outlives_spectune = True
 
@@ -308,4 +376,4 @@ class SystemdSshTargetSettings(TargetSettings):
         return SystemdSshTarget(SystemdSettings(
             ssh=ssh, unit=self.unit, command=self.command, server_port=self.server_port,
             server_host=self.server_host, listen_host=self.listen_host, systemd_dir=self.systemd_dir,
-            startup_timeout_s=self.startup_timeout, study=placement.study), table)
+            startup_timeout_s=self.startup_timeout, study=placement.study, python=self.python), table)

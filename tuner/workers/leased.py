@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
@@ -46,6 +47,9 @@ class LeasedTarget(Target):
 
     def installed_sglang(self) -> str | None:
         return self.inner.installed_sglang()
+
+    def resolve(self, config: ServerConfig) -> dict[str, Any] | None:
+        return self.inner.resolve(config)  # changes nothing on the host: no lease needed
 
     def close(self) -> None:
         self.inner.close()

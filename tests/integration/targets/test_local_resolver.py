@@ -16,6 +16,7 @@ from tuner.targets.base import DeployFailed
 from tuner.targets.local import LocalSettings, LocalTarget
 
 STANDIN = Path(__file__).parent / "standin_sglang"
+STANDIN_TORCH = Path(__file__).parent / "standin_torch"
 LLAMA = {"--model-path": "meta-llama/Llama-3.1-8B-Instruct", "--speculative-algorithm": "EAGLE3",
          "--speculative-draft-model-path": "d"}
 
@@ -64,3 +65,24 @@ def test_another_installed_version_refuses_the_study(target: LocalTarget, monkey
     with pytest.raises(DeployFailed, match=r"runs SGLang 0\.6\.0 .* SGLang 0\.5\.23's option table"):
         target.preflight(["--model-path"])
     target.close()
+
+
+def test_the_gpu_comes_from_nvidia_smi_and_no_device_is_visible(target: LocalTarget, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """What SGLang's checks read about the GPU comes from nvidia-smi (no CUDA context); torch sees no device."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA B200, 10.0, 183359'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(STANDIN_TORCH), os.environ["PYTHONPATH"]]))
+    target.preflight(["--model-path"])
+    try:
+        assert target._resolver is not None and target._resolver.gpu == "NVIDIA B200"
+        effective = target.resolve(ServerConfig.build({"--model-path": "meta-llama/Llama-3.1-8B-Instruct"}))
+        # A Blackwell's defaults, not the H100's fa3 with 1-token pages:
+        assert effective is not None and (effective["attention_backend"], effective["page_size"]) == ("trtllm_mha", 64)
+        assert (tmp_path / "marker").read_text() == "resolved CUDA_VISIBLE_DEVICES='' gpu=(10, 0)\n"
+    finally:
+        target.close()

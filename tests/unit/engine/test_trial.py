@@ -138,3 +138,37 @@ def test_hopeless_trial_skips_c64(setup) -> None:
     assert skip["optimistic_score"] < skip["incumbent_score"]
     assert skip["bounds"]["64"] == pytest.approx(2000.0 * 1.15)
     assert best_record(study).number == 1
+
+
+class ResolvingMeasurer(FakeMeasurer):
+    """With the target's own SGLang to ask: it runs steps 4 as steps 3 (the same server as the baseline) and
+    refuses steps 2."""
+
+    def resolve(self, config: ServerConfig) -> Mapping[str, Any] | None:
+        steps = config.get("--speculative-num-steps")
+        if steps == 2:
+            raise DeployFailed("invalid-flags", "SGLang 0.5.23 on gpu-1 refuses this configuration (exit 1): "
+                               "ValueError: no")
+        return {"speculative_algorithm": "EAGLE3", "speculative_num_steps": min(steps, 3),
+                "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "page_size": 1}
+
+
+def test_the_targets_sglang_decides_identity_and_refusals(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(STUDY)
+    spec = load_study_file(path)
+    space = SearchSpace(spec, load_option_table())
+    measurer = ResolvingMeasurer()
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
+    enqueue_baseline(study, space, spec)
+    runner = TrialRunner(spec, space, measurer)
+    study.optimize(runner, n_trials=1)
+    run_steps(study, runner, 4, 2)
+    assert measurer.deployed == [3]  # steps 4 is the baseline's server; steps 2 never deployed
+    same, refused = study.trials[1], study.trials[2]
+    assert same.user_attrs["outcome"] == "duplicate" and same.user_attrs["duplicate_of"] == 0
+    assert same.user_attrs["config_key"] == study.trials[0].user_attrs["config_key"]
+    assert same.user_attrs["effective"]["speculative_num_steps"] == 3
+    assert refused.user_attrs["outcome"] == "rejected" and refused.constraints[VALID_KEY] == 1.0
+    assert refused.user_attrs["reason"].startswith("SGLang 0.5.23 on gpu-1 refuses")
+    assert len(measured_records(study)) == 1

@@ -7,6 +7,7 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
+from sglang.srt.runtime_context import PRESENTED
 from tuner.sglang import rules
 from tuner.sglang.hardware import Hardware
 from tuner.sglang.parse import InvalidServerArgs, parse_server_args
@@ -17,7 +18,8 @@ MARKER_ENV = "STANDIN_SGLANG_MARKER"
 
 class ServerArgs(SimpleNamespace):
     def resolve_once(self) -> None:
-        verdict = rules.judge(vars(self), Hardware("LlamaForCausalLM", (9, 0)))
+        # The GPU the resolver presented (read from nvidia-smi), else an H100's.
+        verdict = rules.judge(vars(self), Hardware("LlamaForCausalLM", PRESENTED.get("device_capability", (9, 0))))
         if verdict.violation is not None:
             kind, _, text = verdict.violation.message.partition(": ")
             raise {"AssertionError": AssertionError, "TypeError": TypeError}.get(kind, ValueError)(text)
@@ -29,7 +31,9 @@ class ServerArgs(SimpleNamespace):
         marker = os.environ.get(MARKER_ENV)
         if marker:
             with open(marker, "a", encoding="utf-8") as out:
-                out.write("resolved\n")
+                # What the resolver's environment showed SGLang: no GPU (it must never touch a running server's).
+                out.write(f"resolved CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r} "
+                          f"gpu={PRESENTED.get('device_capability')}\n")
 
 
 def prepare_server_args(argv: list[str]) -> Any:
