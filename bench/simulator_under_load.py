@@ -123,8 +123,8 @@ def main() -> None:
     spec = load_study_file(args.study)
     table = load_option_table(spec.study.sglang_version)
     argv = ServerConfig.build({**spec.server_flags, **spec.baseline}).argv(table)
-    profile_name = spec.target.settings.get("profile")
-    scale = args.time_scale or float(spec.target.settings.get("time_scale", 1.0))
+    profile_name = getattr(spec.target.settings, "profile", None)
+    scale = args.time_scale or float(getattr(spec.target.settings, "time_scale", 1.0))
     bench, workload = spec.benchmark, spec.benchmark.workload
     source = load_source(workload)
     prof = load_profile(profile_name) if profile_name else ground_truth.default_profile()

@@ -8,6 +8,7 @@ None when its metric is undefined (e.g. no successful request).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,21 @@ class Summary:
 
 def _ok(records: Sequence[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.ok]
+
+
+def on_server_schedule(records: Sequence[RequestRecord]) -> tuple[list[RequestRecord], float] | None:
+    """The records on the server's own schedule (``RequestRecord.server_*``: a simulator stamps its events),
+    with the window from the first arrival to the last chunk; None unless every record finished and was stamped.
+
+    At time scale X every real millisecond the host spends — sending C requests, reading late chunks — is X
+    simulated ones, so a busy machine's figures from arrival times measure the host. The schedule's figures
+    are the model's, whatever the load (docs/simulator.md "Time scale and host load")."""
+    if not records or any(not r.ok or r.server_start_s is None or not r.server_chunk_s for r in records):
+        return None
+    first = min(r.server_start_s for r in records if r.server_start_s is not None)
+    out = [dataclasses.replace(r, start_s=(r.server_start_s or 0.0) - first, chunk_times_s=r.server_chunk_s,
+                               end_s=r.server_chunk_s[-1]) for r in records]
+    return out, max(r.start_s + r.end_s for r in out)
 
 
 def tokens_in_window(records: Sequence[RequestRecord], window_s: float) -> int:

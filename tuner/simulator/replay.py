@@ -76,40 +76,25 @@ async def _phase(engine: Engine, clock: VirtualClock, workload: WorkloadSpec, sp
 
     t0 = clock.now()
     records: list[RequestRecord] = []
-    live: dict[int, tuple[float, list[float], list[int]]] = {}
-    done = asyncio.Event()
-    target = spec.requests or 1
+    quota = spec.requests or 1
+    sent = 0
 
     async def worker() -> None:
-        nonlocal next_index
-        while not done.is_set():
+        nonlocal next_index, sent
+        while sent < quota:
+            sent += 1
             i = next_index
             next_index += 1
             start = clock.now()
             times: list[float] = []
             tokens: list[int] = []
-            live[i] = (start, times, tokens)
-            handle = engine.submit(make(i))
-            try:
-                async for chunk in handle.chunks():
-                    times.append(clock.now() - start)
-                    tokens.append(chunk.new_tokens)
-            except asyncio.CancelledError:
-                engine.cancel(handle)
-                raise
-            del live[i]
+            async for chunk in engine.submit(make(i)).chunks():
+                times.append(clock.now() - start)
+                tokens.append(chunk.new_tokens)
             records.append(_record(i, start - t0, clock.now() - start, times, tokens))
-            if len(records) >= target:
-                done.set()
 
-    tasks = [asyncio.ensure_future(worker()) for _ in range(spec.concurrency)]
-    await done.wait()
-    t1 = clock.now()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    for i, (start, times, tokens) in live.items():
-        records.append(_record(i, start - t0, t1 - start, times, tokens, cancelled=True))
+    await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+    t1 = max(t0 + r.start_s + r.end_s for r in records)
     window = t1 - t0
     speeds = metrics.per_request_tok_s(records)
     while not engine.idle:  # the cancelled requests leave at the next iteration
