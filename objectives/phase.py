@@ -33,6 +33,7 @@ from objectives.accept_length import AcceptLength, AcceptLengthProbe
 from objectives.api import ApiFormat
 from objectives.client import Timeouts, Trace, send
 from objectives.confidence import MeanSample, aggregate_sample, relative_half_width
+from objectives.overload import Overload, judge, read_account
 from objectives.records import ErrorKind, RequestRecord
 from objectives.results import PhaseResult, StopReason
 from objectives.spec import PhaseSpec
@@ -95,6 +96,7 @@ class PhaseRunner:
         self.ci_half_width: float | None = None
         self.timebase: Literal["client", "server"] = "client"
         self.client_aggregate: float | None = None  # by arrival times, when the figures are the server's
+        self.overload = Overload(None, None, None)  # a simulator's account of its schedule (objectives.overload)
 
     async def run(self) -> PhaseResult:
         started = perf_counter()
@@ -104,7 +106,10 @@ class PhaseRunner:
         if perf_counter() < deadline:
             await self._open_connections(deadline)
             await probe.begin()
+            before = await read_account(self.session, self.base_url)
             await self._measure(deadline)
+            after = await read_account(self.session, self.base_url) if before is not None else None
+            self.overload = judge(before, after, self.timebase)
         else:
             self.stopped_by = "deadline"
             self.t0 = self.t1 = perf_counter()
@@ -341,6 +346,9 @@ class PhaseRunner:
             samples={"per_request_tok_s_mean": speed_sample.to_dict(), "aggregate_tok_s": aggregate.to_dict()},
             timebase=self.timebase,
             client_aggregate_tok_s=self.client_aggregate,
+            failure=self.overload.failure,
+            failure_message=self.overload.message,
+            simulator_dropped_share=self.overload.dropped_share,
             records=tuple(records),
         )
 

@@ -84,6 +84,10 @@ class PhaseResult:
     # objectives.metrics.on_server_schedule), and client_aggregate_tok_s is what arrival times said.
     timebase: Literal["client", "server"] = "client"
     client_aggregate_tok_s: float | None = None
+    # A phase failure (objectives.overload): its figures are kept for inspection but are not a measurement.
+    failure: str | None = None  # "simulator-overloaded"
+    failure_message: str | None = None
+    simulator_dropped_share: float | None = None  # schedule given up / busy time over the measured part
 
     records: tuple[RequestRecord, ...] = field(default=(), repr=False, compare=False)
 

@@ -213,7 +213,8 @@ class OpenAIRenderer:
             return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": None}
         return {"index": 0, "text": content, "logprobs": None, "finish_reason": finish, "matched_stop": None}
 
-    def role_chunk(self, continuous: bool, first: Chunk | None = None, arrival_s: float | None = None) -> dict[str, Any]:
+    def role_chunk(self, continuous: bool, first: Chunk | None = None,
+                   arrival_s: float | None = None) -> dict[str, Any]:
         """Chat only: the first chunk, with the assistant role and no content (sent with the ``first`` one)."""
         out = self._envelope([self._choice("", None, role=True)], usage(self.prompt_tokens, 0) if continuous else None)
         if first is not None:
