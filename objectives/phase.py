@@ -40,6 +40,8 @@ from objectives.spec import PhaseSpec
 from objectives.usage import UsageProblem, chunk_tokens, token_limit
 
 _TICK_S = 0.25  # progress updates and the CI check; cheap next to any request
+_TOUCH_TIMEOUT_S = 2.0  # opening the measured part's connections (PhaseRunner._open_connections)
+_TOUCH_BYTES = 1 << 16
 _CI_MIN_REQUESTS = 10  # fewer finished requests say too little about the spread, whatever the CI claims
 
 
@@ -145,13 +147,16 @@ class PhaseRunner:
 
         Otherwise its first wave waits for C − warmup TCP handshakes: ~70 ms for 57 of them on a busy 2-core
         machine, 0.7 s of simulated time at 10x (a simulator's first prefill then splits in two). Connection
-        setup is not what a phase measures; any answer (or none) will do."""
-        timeout = aiohttp.ClientTimeout(total=max(0.1, min(self.timeouts.connect_s + 5, deadline - perf_counter())))
+        setup is not what a phase measures; any answer (or none) will do, and a slow or endless one is cut
+        short (the connection is then simply not kept)."""
+        if self.spec.concurrency <= max(1, self.spec.warmup):
+            return  # the warmup left as many open (or one request connects once)
+        timeout = aiohttp.ClientTimeout(total=max(0.1, min(_TOUCH_TIMEOUT_S, deadline - perf_counter())))
 
         async def touch() -> None:
             try:
                 async with self.session.get(self.base_url + "/v1/models", timeout=timeout) as response:
-                    await response.read()
+                    await response.content.read(_TOUCH_BYTES)
             except (aiohttp.ClientError, TimeoutError, OSError):
                 pass
 
