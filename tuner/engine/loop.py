@@ -69,8 +69,9 @@ class Limits:
 def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage_url: str, *,
                gate: Gate | None = None, poll_s: float = 1.0, say: Callable[[str], None] | None = None,
                sleep: Callable[[float], None] = time.sleep) -> str:
-    """Run trials until ``n_trials`` | ``timeout`` | ``exhausted`` | ``phase-failures`` (the value returned). ``gate`` must be released
-    by ``runner`` once a trial's configuration is stored (pass ``gate.release`` as ``TrialEvents.on_proposed``)."""
+    """Run trials until ``n_trials`` | ``timeout`` | ``exhausted`` | ``phase-failures`` (the value returned).
+    ``gate`` must be released by ``runner`` once a trial's configuration is stored (pass ``gate.release`` as
+    ``TrialEvents.on_proposed``)."""
     gate = gate or NoGate()
     free_in_a_row = 0
     failed_in_a_row = 0
