@@ -5,8 +5,9 @@ The closed loop is the load generator's (``objectives.phase``): ``warmup`` reque
 min(C, warmup), then C clients each sending its next request as soon as the previous one ended, exactly N
 requests in all; the window runs from the first send to the last completion (the phase drains, as
 bench_serving's does). Records are built as the client builds them and the figures come from
-``objectives.metrics``, so this is the same computation on the schedule instead of on socket arrival times. The server's own warmup request
-comes first, as in the live process, so that requests are numbered (and their acceptance seeded) alike.
+``objectives.metrics``, so this is the same computation on the schedule instead of on socket arrival times.
+The server's own warmup request comes first, as in the live process, so that requests are numbered (and
+their acceptance seeded) alike.
 
 Phases end at their ``requests`` (a duration-only phase is not replayed: it would end after one request).
 
