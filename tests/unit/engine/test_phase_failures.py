@@ -16,8 +16,9 @@ from optuna.trial import TrialState
 from objectives.overload import SIMULATOR_OVERLOADED
 from tests.unit.engine.test_trial import STUDY, FakeMeasurer
 from tuner.engine.baseline import enqueue_baseline
+from tuner.engine.confirm import confirm_top
 from tuner.engine.loop import MAX_PHASE_FAILURES, Limits, run_trials
-from tuner.engine.record import Key, Outcome, TrialRecord, measured_records
+from tuner.engine.record import Key, Outcome, StudyKey, TrialRecord, measured_records
 from tuner.engine.trial import PHASE_ATTEMPTS, TrialRunner
 from tuner.query.ranking import TrialView
 from tuner.sglang.options import load_option_table
@@ -97,3 +98,14 @@ def test_a_run_of_phase_failures_stops_the_study(tmp_path: Path) -> None:
     states = [t.state for t in study.trials if t.state != TrialState.WAITING]
     assert states == [TrialState.FAIL] * MAX_PHASE_FAILURES
     assert not measured_records(study)
+
+
+def test_an_overloaded_confirmation_run_is_a_failed_run_not_a_figure(tmp_path: Path) -> None:
+    measurer = Overloaded(failures=0)
+    study, runner = make(tmp_path, measurer)
+    study.optimize(runner, n_trials=1)  # the baseline, measured
+    measurer.failures, measurer.attempts = 1, 0  # the first fresh run's C=64 is overloaded, the second is not
+    confirm_top(study, runner.spec, runner, measurer, top=1, repeats=2)
+    entry = study.user_attrs[StudyKey.CONFIRMATION]["trials"]["0"]
+    assert entry["failed"] == 1 and len(entry["runs"]) == 1
+    assert "failure" not in entry["runs"][0]["64"]
