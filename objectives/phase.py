@@ -111,7 +111,7 @@ class PhaseRunner:
             before = await read_account(self.session, self.base_url)
             await self._measure(deadline)
             after = await read_account(self.session, self.base_url) if before is not None else None
-            self.overload = judge(before, after, self.timebase)
+            self.overload = judge(before, after, self.timebase, measured=any(r.ok for r in self.records))
         else:
             self.stopped_by = "deadline"
             self.t0 = self.t1 = perf_counter()
