@@ -7,7 +7,10 @@ For the study file's baseline (default: studies/simulated.toml) and its benchmar
 * schedule: the same benchmark replayed on the engine with a virtual clock (``tuner.simulator.replay``): what
   the load generator computes when every chunk arrives at its scheduled time;
 * idle / loaded: the real load generator against a fresh simulator process, first as the machine is, then
-  with ``--hogs`` busy processes beside it (``stress-ng --cpu N`` when installed, else Python busy loops);
+  with ``--hogs`` busy processes beside it (``stress-ng --cpu N`` when installed, else Python busy loops).
+  The simulator stamps its events with its schedule, so the load generator's figures are on that schedule
+  (``PhaseResult.timebase == "server"``); what the arrival times alone said is shown beside them ("by
+  arrival"), as is each phase's verdict (``simulator-overloaded`` when the schedule given up passed the limit);
 
 then the ratios, and the simulator's own account of each live run (schedule time it gave up, largest lag).
 
@@ -48,6 +51,9 @@ ROOT = Path(__file__).resolve().parent.parent
 class Live:
     c1: float  # C=1 per-request tok/s (simulated time)
     c64: float  # last phase's aggregate tok/s
+    c64_arrival: float  # the same from the client's arrival times (what it read before the schedule stamps)
+    timebase: str
+    failures: tuple[str, ...]  # phases that failed (simulator-overloaded)
     dropped_share: float  # schedule time given up / busy time, over the run
     max_lag_s: float
     mean_lag_s: float  # how late chunks left the simulator on average (caught-up lag included)
@@ -105,7 +111,9 @@ def live_run(argv: list[str], profile: str | None, scale: float, bench: Benchmar
     busy = after["busy_s"] - before["busy_s"]
     dropped = after["dropped_s"] - before["dropped_s"]
     phases = after["phases"] - before["phases"]
+    failures = tuple(f"{p.label} {p.failure}" for p in result.phases if p.failure)
     return Live(first.per_request_tok_s_mean or 0.0, last.aggregate_tok_s or 0.0,
+                last.client_aggregate_tok_s or last.aggregate_tok_s or 0.0, last.timebase, failures,
                 dropped / busy if busy else 0.0, after["max_lag_s"],
                 (after["lag_sum_s"] - before["lag_sum_s"]) / phases if phases else 0.0, wall)
 
@@ -123,8 +131,8 @@ def main() -> None:
     spec = load_study_file(args.study)
     table = load_option_table(spec.study.sglang_version)
     argv = ServerConfig.build({**spec.server_flags, **spec.baseline}).argv(table)
-    profile_name = spec.target.settings.get("profile")
-    scale = args.time_scale or float(spec.target.settings.get("time_scale", 1.0))
+    profile_name = getattr(spec.target.settings, "profile", None)
+    scale = args.time_scale or float(getattr(spec.target.settings, "time_scale", 1.0))
     bench, workload = spec.benchmark, spec.benchmark.workload
     source = load_source(workload)
     prof = load_profile(profile_name) if profile_name else ground_truth.default_profile()
@@ -167,9 +175,10 @@ def main() -> None:
                  if args.repeat > 1 else ""))
     for name, items in runs.items():
         for r in items:
-            print(f"  {name}: schedule given up {r.dropped_share:.1%} of busy time, largest lag "
+            print(f"  {name}: C=64 {r.c64:.1f} on the {r.timebase}'s clock, {r.c64_arrival:.1f} by arrival; "
+                  f"schedule given up {r.dropped_share:.1%} of busy time, largest lag "
                   f"{r.max_lag_s * 1000:.0f} ms, mean lag {r.mean_lag_s * 1000:.1f} ms, "
-                  f"benchmark wall {r.wall_s:.1f} s")
+                  f"benchmark wall {r.wall_s:.1f} s; failed: {', '.join(r.failures) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ from objectives.usage import ABSOLUTE_MAX_TOKENS, UsageProblem, chunk_tokens, co
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _DONE = b"[DONE]"
 _ERROR_BODY_BYTES = 500
+#: The simulator's schedule stamp on each token-bearing event: [request arrival, chunk] on its timeline
+#: (tuner/simulator/protocol.py ``SCHEDULE_KEY``; a plain JSON key, so this package needs no simulator code).
+SCHEDULE_KEY = "simulator_schedule"
 
 
 class _StreamProblem(Exception):
@@ -53,6 +56,7 @@ class Trace:
     times: list[float] = field(default_factory=list)  # absolute perf_counter of each token-bearing event
     cumulative: list[int | None] = field(default_factory=list)
     chars: list[int] = field(default_factory=list)
+    schedule: list[object] = field(default_factory=list)  # each event's SCHEDULE_KEY (None from a real server)
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     status: int | None = None
@@ -73,6 +77,10 @@ class Trace:
             if kind is None and not cancelled:
                 chunks, kind, message = None, ErrorKind.BAD_USAGE, prompt_problem
         start = self.start
+        server = None
+        stamped = _server_times(self.schedule) if chunks else None
+        if stamped is not None:  # the same chunks as ``chunks``, at their scheduled times
+            server = stamped[0], chunk_tokens(stamped[1], self.cumulative, self.chars, self.limit).times
         return RequestRecord(
             index=self.index,
             start_s=start - t0,
@@ -87,7 +95,28 @@ class Trace:
             error_kind=kind,
             error_message=message,
             cancelled=cancelled,
+            server_start_s=server[0] if server else None,
+            server_chunk_s=server[1] if server else (),
         )
+
+
+def _server_times(stamps: list[object]) -> tuple[float, list[float]] | None:
+    """(arrival, each event's time since it) on the server's schedule; None unless every token-bearing event
+    carried a sensible stamp (one arrival, times not before it and never going back)."""
+    if not stamps:
+        return None
+    arrival: float | None = None
+    times: list[float] = []
+    for stamp in stamps:
+        if not (isinstance(stamp, list) and len(stamp) == 2 and all(type(v) in (int, float) for v in stamp)):
+            return None
+        a, t = float(stamp[0]), float(stamp[1])
+        if arrival is None:
+            arrival = a
+        if a != arrival or t < a or (times and t < times[-1]):
+            return None
+        times.append(t - a)
+    return (arrival, times) if arrival is not None else None
 
 
 async def send(session: aiohttp.ClientSession, url: str, body: bytes, api: ApiFormat, trace: Trace,
@@ -133,7 +162,7 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: Ap
         decoder = SSEDecoder()
         loads = json.loads
         extract = api.extract
-        times, cumulative, chars = trace.times, trace.cumulative, trace.chars
+        times, cumulative, chars, schedule = trace.times, trace.cumulative, trace.chars, trace.schedule
         limit = trace.limit
         events = 0
 
@@ -166,6 +195,7 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: Ap
                     times.append(now)
                     cumulative.append(completion)
                     chars.append(n)
+                    schedule.append(obj.get(SCHEDULE_KEY))
                 if finish is not None:
                     trace.finish_reason = finish
                 if prompt is not None:

@@ -8,6 +8,7 @@ None when its metric is undefined (e.g. no successful request).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,28 @@ class Summary:
 
 def _ok(records: Sequence[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.ok]
+
+
+def on_server_schedule(records: Sequence[RequestRecord]) -> tuple[list[RequestRecord], float] | None:
+    """The records on the server's own schedule (``RequestRecord.server_*``: a simulator stamps its events),
+    with the window from the first arrival to the last completion; None unless some request succeeded, every
+    successful one was stamped and none was cancelled (a drained ``n``-phase).
+
+    At time scale X every real millisecond the host spends — sending C requests, reading late chunks — is X
+    simulated ones, so a busy machine's figures from arrival times measure the host. The schedule's figures
+    are the model's, whatever the load (docs/metrics.md, "Whose clock"). A failed request has no schedule of
+    its own: it keeps its client times, moved onto the schedule by the successful requests' median offset
+    (it only counts in ``achieved_concurrency`` and the window's end)."""
+    ok = [r for r in records if r.ok]
+    if not ok or any(r.cancelled for r in records) or any(r.server_start_s is None or not r.server_chunk_s
+                                                          for r in ok):
+        return None
+    first = min(r.server_start_s for r in ok if r.server_start_s is not None)
+    shift = float(np.median([(r.server_start_s or 0.0) - first - r.start_s for r in ok]))
+    out = [dataclasses.replace(r, start_s=(r.server_start_s or 0.0) - first, chunk_times_s=r.server_chunk_s,
+                               end_s=r.server_chunk_s[-1]) if r.ok
+           else dataclasses.replace(r, start_s=max(0.0, r.start_s + shift)) for r in records]
+    return out, max(r.start_s + r.end_s for r in out)
 
 
 def tokens_in_window(records: Sequence[RequestRecord], window_s: float) -> int:

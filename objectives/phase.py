@@ -33,12 +33,15 @@ from objectives.accept_length import AcceptLength, AcceptLengthProbe
 from objectives.api import ApiFormat
 from objectives.client import Timeouts, Trace, send
 from objectives.confidence import MeanSample, aggregate_sample, relative_half_width
+from objectives.overload import Overload, judge, read_account
 from objectives.records import ErrorKind, RequestRecord
 from objectives.results import PhaseResult, StopReason
 from objectives.spec import PhaseSpec
 from objectives.usage import UsageProblem, chunk_tokens, token_limit
 
 _TICK_S = 0.25  # progress updates and the CI check; cheap next to any request
+_TOUCH_TIMEOUT_S = 2.0  # opening the measured part's connections (PhaseRunner._open_connections)
+_TOUCH_BYTES = 1 << 16
 _CI_MIN_REQUESTS = 10  # fewer finished requests say too little about the spread, whatever the CI claims
 
 
@@ -93,6 +96,9 @@ class PhaseRunner:
         self.consecutive_failures = 0
         self.finished_tokens = 0
         self.ci_half_width: float | None = None
+        self.timebase: Literal["client", "server"] = "client"
+        self.client_aggregate: float | None = None  # by arrival times, when the figures are the server's
+        self.overload = Overload(None, None, None)  # a simulator's account of its schedule (objectives.overload)
 
     async def run(self) -> PhaseResult:
         started = perf_counter()
@@ -100,8 +106,12 @@ class PhaseRunner:
         warmup_failed = await self._warmup(deadline)
         probe = AcceptLengthProbe(self.session, self.base_url)
         if perf_counter() < deadline:
+            await self._open_connections(deadline)
             await probe.begin()
+            before = await read_account(self.session, self.base_url)
             await self._measure(deadline)
+            after = await read_account(self.session, self.base_url) if before is not None else None
+            self.overload = judge(before, after, self.timebase, measured=any(r.ok for r in self.records))
         else:
             self.stopped_by = "deadline"
             self.t0 = self.t1 = perf_counter()
@@ -131,6 +141,26 @@ class PhaseRunner:
         _, pending = await asyncio.wait(workers, timeout=max(0.0, deadline - perf_counter()))
         await _cancel(pending)
         return sum(1 for r in results if r.error_kind is not None) + len(queue) + len(pending)
+
+    async def _open_connections(self, deadline: float) -> None:
+        """Leave C keep-alive connections open for the measured part's first sends (C cheap GETs at once).
+
+        Otherwise its first wave waits for C − warmup TCP handshakes: ~70 ms for 57 of them on a busy 2-core
+        machine, 0.7 s of simulated time at 10x (a simulator's first prefill then splits in two). Connection
+        setup is not what a phase measures; any answer (or none) will do, and a slow or endless one is cut
+        short (the connection is then simply not kept)."""
+        if self.spec.concurrency <= max(1, self.spec.warmup):
+            return  # the warmup left as many open (or one request connects once)
+        timeout = aiohttp.ClientTimeout(total=max(0.1, min(_TOUCH_TIMEOUT_S, deadline - perf_counter())))
+
+        async def touch() -> None:
+            try:
+                async with self.session.get(self.base_url + "/v1/models", timeout=timeout) as response:
+                    await response.content.read(_TOUCH_BYTES)
+            except (aiohttp.ClientError, TimeoutError, OSError):
+                pass
+
+        await asyncio.gather(*(touch() for _ in range(self.spec.concurrency)))
 
     # ----- measured part ------------------------------------------------------------------------------
     async def _measure(self, deadline: float) -> None:
@@ -167,6 +197,11 @@ class PhaseRunner:
             self.window = max(r.start_s + r.end_s for r in self.records)
             self.t0 += first
             self.t1 = self.t0 + self.window
+            scheduled = metrics.on_server_schedule(self.records)
+            if scheduled is not None:  # a simulator: its schedule, not the host's delays (metrics.py)
+                self.client_aggregate = metrics.aggregate_tok_s(self.records, self.window)
+                self.records, self.window = scheduled
+                self.timebase = "server"
             return
         # A request that ended after t1 was still running at the end of the window: like one cancelled
         # there, its tokens count up to t1 but it is not a finished request of this phase.
@@ -314,6 +349,11 @@ class PhaseRunner:
             per_request_tok_s_mean_ci=(speed_ci.low, speed_ci.high) if speed_ci else None,
             aggregate_tok_s_ci=(aggregate_ci.low, aggregate_ci.high) if aggregate_ci else None,
             samples={"per_request_tok_s_mean": speed_sample.to_dict(), "aggregate_tok_s": aggregate.to_dict()},
+            timebase=self.timebase,
+            client_aggregate_tok_s=self.client_aggregate,
+            failure=self.overload.failure,
+            failure_message=self.overload.message,
+            simulator_dropped_share=self.overload.dropped_share,
             records=tuple(records),
         )
 

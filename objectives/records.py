@@ -58,6 +58,10 @@ class RequestRecord:
     error_kind: ErrorKind | None = None
     error_message: str | None = None
     cancelled: bool = False
+    # The server's own schedule, when it stamps its events (the simulator: objectives/client.py SCHEDULE_KEY):
+    # the request's arrival on its timeline (seconds) and each kept chunk's time since then, else None / ().
+    server_start_s: float | None = None
+    server_chunk_s: tuple[float, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -80,6 +80,14 @@ class PhaseResult:
     per_request_tok_s_mean_ci: tuple[float, float] | None = None
     aggregate_tok_s_ci: tuple[float, float] | None = None
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # "server": the figures are on the server's own schedule (a simulator stamps its events; see
+    # objectives.metrics.on_server_schedule), and client_aggregate_tok_s is what arrival times said.
+    timebase: Literal["client", "server"] = "client"
+    client_aggregate_tok_s: float | None = None
+    # A phase failure (objectives.overload): its figures are kept for inspection but are not a measurement.
+    failure: str | None = None  # "simulator-overloaded"
+    failure_message: str | None = None
+    simulator_dropped_share: float | None = None  # schedule given up / busy time over the measured part
 
     records: tuple[RequestRecord, ...] = field(default=(), repr=False, compare=False)
 
@@ -109,6 +117,8 @@ class PhaseResult:
             interval = getattr(self, name)
             if interval is not None:
                 changes[name] = (interval[0] / scale, interval[1] / scale)
+        if self.client_aggregate_tok_s is not None:
+            changes["client_aggregate_tok_s"] = self.client_aggregate_tok_s / scale
         changes["samples"] = {name: scaled_sample(stored, scale) for name, stored in self.samples.items()}
         return dataclasses.replace(self, **changes)
 

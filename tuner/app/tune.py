@@ -58,7 +58,7 @@ from tuner.workers.leases import LeaseLost
 class TuneOutcome:
     study_name: str
     measured: int
-    stopped_by: str  # n_trials | timeout | exhausted
+    stopped_by: str  # n_trials | timeout | exhausted | phase-failures
     best: TrialRecord | None
     best_command: str | None
     verdict: Verdict | None = None  # the confirmation stage's winner rule (None: not run)

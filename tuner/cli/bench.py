@@ -18,7 +18,8 @@ DEFAULT_MAX_ERROR_RATE = 0.10
 
 
 class BenchmarkFailed(SpectuneError):
-    """A phase had no successful request, or more failed requests than ``--max-error-rate`` allows: its
+    """A phase had no successful request, more failed requests than ``--max-error-rate`` allows, or failed as a
+    whole (``simulator-overloaded``, objectives/overload.py): its
     figures describe a broken server, and a script must not take them for a measurement."""
 
     exit_code = EXIT_FAILED
@@ -29,7 +30,9 @@ def failure(result: BenchmarkResult, max_error_rate: float) -> str | None:
     reasons = []
     for phase in result.phases:
         errors = ", ".join(f"{kind} {n}" for kind, n in phase.errors.items()) or "none"
-        if phase.completed == 0:
+        if phase.failure is not None:
+            reasons.append(f"{phase.label}: {phase.failure}: {phase.failure_message}")
+        elif phase.completed == 0:
             reasons.append(f"{phase.label}: no successful request (errors: {errors})")
         elif phase.error_rate is not None and phase.error_rate > max_error_rate:
             reasons.append(f"{phase.label}: error rate {phase.error_rate:.1%} is above --max-error-rate "
@@ -76,8 +79,9 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     Exit status:
       0    every phase measured a serving server
       2    a usage error (bad option, unreadable prompt file)
-      3    a phase had no successful request, or an error rate above --max-error-rate; the results are
-           still printed, and one line on stderr says which phase and why
+      3    a phase had no successful request, an error rate above --max-error-rate, or the simulator
+           could not keep its schedule (simulator-overloaded); the results are still printed, and one
+           line on stderr says which phase and why
       130  interrupted
 
     Figures from the simulator at a time scale other than 1 are labelled SCALED when the server says its

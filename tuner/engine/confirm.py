@@ -155,4 +155,6 @@ def _fresh_run(record: TrialRecord, spec: StudySpec, measurer: Measurer) -> dict
         measurer.deploy(record.config)
     except DeployFailed:
         return None
-    return {p.concurrency: dict(measurer.measure(i)) for i, p in enumerate(spec.benchmark.phases)}
+    metrics = {p.concurrency: dict(measurer.measure(i)) for i, p in enumerate(spec.benchmark.phases)}
+    # A phase that failed as a whole (simulator-overloaded) measured the host: a failed run, not a figure.
+    return None if any(m.get("failure") for m in metrics.values()) else metrics

@@ -29,13 +29,16 @@ from tuner.engine.explore import queue_unexplored_neighbour
 from tuner.engine.record import Outcome, StudyKey, TrialRecord, measured_records, records
 from tuner.engine.resilient import asked_trials, storage_failure
 from tuner.engine.score import stored_references
-from tuner.engine.storage import has_retry, retry_attrs, with_storage_retries
-from tuner.engine.trial import ConfigTaken, TrialRunner
+from tuner.engine.storage import has_retry, requeue_unretried, retry_attrs, with_storage_retries
+from tuner.engine.trial import ConfigTaken, PhaseFailed, TrialRunner
 
 log = logging.getLogger(__name__)
 
 #: Proposals in a row that cost nothing (duplicates, rejections) before we call the space exhausted.
 MAX_FREE_PROPOSALS = 60
+#: Trials in a row whose phase failed as a whole (e.g. simulator-overloaded) before the study stops
+#: ("phase-failures"): the host, not the configurations, is the problem then, and the tuner says so.
+MAX_PHASE_FAILURES = 3
 
 
 class Gate(Protocol):
@@ -66,10 +69,12 @@ class Limits:
 def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage_url: str, *,
                gate: Gate | None = None, poll_s: float = 1.0, say: Callable[[str], None] | None = None,
                sleep: Callable[[float], None] = time.sleep) -> str:
-    """Run trials until ``n_trials`` | ``timeout`` | ``exhausted`` (the value returned). ``gate`` must be released
-    by ``runner`` once a trial's configuration is stored (pass ``gate.release`` as ``TrialEvents.on_proposed``)."""
+    """Run trials until ``n_trials`` | ``timeout`` | ``exhausted`` | ``phase-failures`` (the value returned).
+    ``gate`` must be released by ``runner`` once a trial's configuration is stored (pass ``gate.release`` as
+    ``TrialEvents.on_proposed``)."""
     gate = gate or NoGate()
     free_in_a_row = 0
+    failed_in_a_row = 0
     waiting = False
     while True:
         interrupts.check()
@@ -80,7 +85,10 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
             try:
                 decision = _decide(study, limits, free)
                 if decision == "run":
-                    study.optimize(runner, n_trials=1, catch=(ConfigTaken,))
+                    study.optimize(runner, n_trials=1, catch=(ConfigTaken, PhaseFailed))
+                    if _phase_failed(study, runner):
+                        requeue_unretried(study)  # measured again later (at most MAX_RETRIES times)
+                        return "phase-failed"
                     _explore_after_a_repeat(study, runner)
                 return decision
             finally:
@@ -112,9 +120,21 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
             sleep(poll_s)
             continue
         waiting = False
+        if decision == "phase-failed":
+            failed_in_a_row += 1
+            if failed_in_a_row >= MAX_PHASE_FAILURES:
+                return "phase-failures"
+            continue
+        failed_in_a_row = 0
         if decision != "run":
             return decision
         free_in_a_row = 0 if len(measured_records(study)) > before else free_in_a_row + 1
+
+
+def _phase_failed(study: optuna.Study, runner: TrialRunner) -> bool:
+    if runner.current is None:
+        return False
+    return TrialRecord.from_trial(study.get_trials(deepcopy=False)[runner.current]).outcome is Outcome.PHASE_FAILED
 
 
 def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:

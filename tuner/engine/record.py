@@ -38,7 +38,7 @@ from tuner.sglang.launch import ServerConfig
 
 
 class Outcome(enum.StrEnum):
-    """What happened to a trial. The first five are stored (``Key.OUTCOME``); the others are never stored but
+    """What happened to a trial. The first six are stored (``Key.OUTCOME``); the others are never stored but
     derived from the Optuna state of a trial without a stored outcome."""
 
     MEASURED = "measured"
@@ -46,13 +46,16 @@ class Outcome(enum.StrEnum):
     REJECTED = "rejected"
     DUPLICATE = "duplicate"
     TAKEN = "taken"  # FAIL: another worker was measuring the same configuration
+    #: FAIL: a phase failed as a whole (``failure_class``, e.g. simulator-overloaded) on every attempt; its
+    #: figures are stored for inspection, the sampler is told nothing, and the point is queued again
+    PHASE_FAILED = "phase-failed"
     INTERRUPTED = "interrupted"  # FAIL otherwise: an interrupt, a lost lease or a worker failed as stale
     RUNNING = "running"  # RUNNING: being measured now
     QUEUED = "queued"  # WAITING: enqueued, not started yet
 
 
 STORED_OUTCOMES: Final = frozenset({Outcome.MEASURED, Outcome.DEPLOY_FAILED, Outcome.REJECTED,
-                                    Outcome.DUPLICATE, Outcome.TAKEN})
+                                    Outcome.DUPLICATE, Outcome.TAKEN, Outcome.PHASE_FAILED})
 
 
 class Key:
@@ -282,7 +285,7 @@ def _outcome(state: TrialState, stored: Any) -> Outcome | None:
     if state == TrialState.COMPLETE:
         return known
     if state == TrialState.FAIL:
-        return Outcome.TAKEN if known is Outcome.TAKEN else Outcome.INTERRUPTED
+        return known if known in (Outcome.TAKEN, Outcome.PHASE_FAILED) else Outcome.INTERRUPTED
     if state == TrialState.RUNNING:
         return Outcome.RUNNING
     if state == TrialState.WAITING:

@@ -74,6 +74,20 @@ def _log_of(exc: DeployFailed) -> dict[str, Any]:
     return {Key.LOG: log} if log else {}
 
 
+#: Attempts at a phase that failed as a whole (``failure`` in its metrics: objectives/overload.py) on one
+#: deployment before the trial gives up: a busy host is often busy for seconds, not minutes.
+PHASE_ATTEMPTS = 2
+
+
+class PhaseFailed(Exception):
+    """A phase failed on every attempt (e.g. ``simulator-overloaded``). The trial ends FAIL — the sampler learns
+    nothing from a figure that measured the host — with its attempts stored, and the loop queues it again."""
+
+    def __init__(self, failure_class: str, message: str) -> None:
+        super().__init__(f"{failure_class}: {message}")
+        self.failure_class = failure_class
+
+
 class ConfigTaken(Exception):
     """Another worker is measuring this configuration right now. The trial ends FAIL (samplers ignore FAIL; the
     other worker's RUNNING trial already tells them the point is pending) and counts as free."""
@@ -170,11 +184,35 @@ class TrialRunner:
                 attrs[Key.SKIP] = bound
                 break
             self._stage(trial, f"C={phase.concurrency}")
-            metrics[phase.concurrency] = dict(self.measurer.measure(index))
+            metrics[phase.concurrency] = result = self._measure_phase(trial, index)
+            if result.get("failure"):
+                timings["benchmark_s"] = time.monotonic() - bench_started
+                self._phase_failed(trial, attrs, timings, metrics, phase.concurrency, result)
         timings["benchmark_s"] = time.monotonic() - bench_started
         attrs[Key.TIMINGS] = timings
         attrs[Key.SKIPPED_PHASES] = skipped
         return self._finish(trial, attrs, Outcome.MEASURED, {}, metrics=metrics, counts=True)
+
+    def _measure_phase(self, trial: optuna.Trial, index: int) -> dict[str, Any]:
+        """Phase ``index``, again on the same server when it failed as a whole (up to ``PHASE_ATTEMPTS``)."""
+        result: dict[str, Any] = {}
+        for attempt in range(1, PHASE_ATTEMPTS + 1):
+            if attempt > 1:
+                self._stage(trial, f"C={self.spec.benchmark.phases[index].concurrency} again ({result['failure']})")
+            result = dict(self.measurer.measure(index))
+            if not result.get("failure"):
+                break
+        return result
+
+    def _phase_failed(self, trial: optuna.Trial, attrs: dict[str, Any], timings: dict[str, Any],
+                      metrics: Mapping[int, Mapping[str, Any]], concurrency: int, result: Mapping[str, Any]) -> None:
+        failure_class = str(result["failure"])
+        message = f"C={concurrency} failed {PHASE_ATTEMPTS} times: {result.get('failure_message') or failure_class}"
+        attrs.update({Key.TIMINGS: timings, Key.PHASES: encode_phases(metrics), Key.OUTCOME: Outcome.PHASE_FAILED,
+                      Key.COUNTS: False, Key.FAILURE_CLASS: failure_class, Key.FAILURE: message})
+        write(trial, attrs)
+        self._done(trial, TrialState.FAIL, attrs, {})
+        raise PhaseFailed(failure_class, message)
 
     def _reuse(self, trial: optuna.Trial, attrs: dict[str, Any], previous: FrozenTrial) -> float | tuple[float, float]:
         """A configuration already measured is not deployed again: copy its result (free, not counted)."""

@@ -90,6 +90,8 @@ class TrialView:
         """A short word for tables: what happened to this trial."""
         if self.state != "COMPLETE":
             # taken: another worker was measuring this configuration at the time (docs/scaling.md)
+            if self.outcome is Outcome.PHASE_FAILED:
+                return f"failed: {self.record.failure_class}"
             return "taken" if self.outcome is Outcome.TAKEN else self.state.lower()
         if self.outcome is Outcome.DUPLICATE:
             duplicate_of = self.record.duplicate_of
@@ -104,6 +106,8 @@ class TrialView:
     def failure(self) -> str | None:
         """Why this trial cannot be the answer (its class for reports), or None."""
         if self.state == "FAIL":
+            if self.outcome is Outcome.PHASE_FAILED:
+                return self.record.failure_class or "phase failed"
             return None if self.outcome is Outcome.TAKEN else "interrupted"
         if self.state != "COMPLETE":
             return None

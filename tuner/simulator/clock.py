@@ -13,6 +13,12 @@ the model's. ``dropped_s`` against ``busy_s`` is what /get_server_info reports f
 such a phase (``simulator-overloaded``); a bounded catch-up also keeps a request admitted while the clock is
 late from seeing a schedule that is mostly in its past, which would measure it faster than the model.
 
+The timeline (``timeline_s``): the schedule as a measuring side should see it, in real seconds at the model's
+pace — each phase's duration, plus the idle gaps between busy periods — so that given-up and caught-up lag
+never enter it. The engine stamps each chunk with the timeline at the end of the iteration that produced it and
+each request with the timeline at its arrival (``timeline_now``); a load generator that reads those stamps
+measures the model whatever the host's load did to the arrival times of the chunks.
+
 ``VirtualClock`` jumps to each deadline at once (after letting every other task react to what the previous
 phase produced): tests run the engine without any dependence on the host's speed or load.
 """
@@ -55,12 +61,25 @@ class Clock:
         self.tolerance_s = tolerance_s
         self.stats = ScheduleStats()
         self.deadline = 0.0
+        self.timeline_s = 0.0  # at ``deadline``: the end of the phase being slept through (or the last one)
+        self._phase_start_s = 0.0  # the timeline where that phase began
+        self._started = False
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
 
     def restart(self) -> None:
-        self.deadline = self.now()
+        """The engine woke from idle: the schedule starts again now; the idle gap counts in the timeline."""
+        now = self.now()
+        if self._started:
+            self.timeline_s += max(0.0, now - self.deadline)
+        self._started = True
+        self._phase_start_s = self.timeline_s
+        self.deadline = now
+
+    def timeline_now(self) -> float:
+        """The timeline at this moment: inside the phase being slept through, or its end when late."""
+        return max(self._phase_start_s, self.timeline_s - max(0.0, self.deadline - self.now()))
 
     def lag_s(self) -> float:
         """How far behind its schedule the engine is right now (0 when on time)."""
@@ -74,6 +93,8 @@ class Clock:
         stats.busy_s += duration
         stats.phases += 1
         target = self.deadline + duration
+        self._phase_start_s = self.timeline_s
+        self.timeline_s += duration
         now = self.now()
         lag = now - target
         dropped = 0.0

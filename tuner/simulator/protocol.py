@@ -213,14 +213,19 @@ class OpenAIRenderer:
             return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": None}
         return {"index": 0, "text": content, "logprobs": None, "finish_reason": finish, "matched_stop": None}
 
-    def role_chunk(self, continuous: bool) -> dict[str, Any]:
-        """Chat only: the first chunk, with the assistant role and no content."""
-        return self._envelope([self._choice("", None, role=True)],
-                              usage(self.prompt_tokens, 0) if continuous else None)
+    def role_chunk(self, continuous: bool, first: Chunk | None = None,
+                   arrival_s: float | None = None) -> dict[str, Any]:
+        """Chat only: the first chunk, with the assistant role and no content (sent with the ``first`` one)."""
+        out = self._envelope([self._choice("", None, role=True)], usage(self.prompt_tokens, 0) if continuous else None)
+        if first is not None:
+            out[SCHEDULE_KEY] = schedule_stamp(arrival_s, first)
+        return out
 
-    def chunk(self, chunk: Chunk, continuous: bool) -> dict[str, Any]:
-        return self._envelope([self._choice(chunk.text, chunk.finish_reason)],
-                              usage(self.prompt_tokens, chunk.completion_tokens) if continuous else None)
+    def chunk(self, chunk: Chunk, continuous: bool, arrival_s: float | None = None) -> dict[str, Any]:
+        out = self._envelope([self._choice(chunk.text, chunk.finish_reason)],
+                             usage(self.prompt_tokens, chunk.completion_tokens) if continuous else None)
+        out[SCHEDULE_KEY] = schedule_stamp(arrival_s, chunk)
+        return out
 
     def usage_chunk(self, completion_tokens: int) -> dict[str, Any]:
         return self._envelope([], usage(self.prompt_tokens, completion_tokens))
@@ -245,13 +250,25 @@ class OpenAIRenderer:
         return out
 
 
+#: Not SGLang's: the key of every token-bearing event the simulator sends, ``[arrival, at]`` — the request's
+#: arrival and the chunk's scheduled time on the engine's timeline (seconds, at the model's pace divided by the
+#: time scale; ``clock.Clock``). A load generator that finds it can measure the schedule instead of the host
+#: (objectives/phase.py); any other client ignores an unknown key.
+SCHEDULE_KEY = "simulator_schedule"
+
+
+def schedule_stamp(arrival_s: float | None, chunk: Chunk) -> list[float]:
+    return [round(arrival_s or 0.0, 6), round(chunk.at_s, 6)]
+
+
 def output_ids(words: str) -> list[int]:
     """Stable fake token ids for generated words (one per word)."""
     return [100 + text.stable_hash("id", w) % 150000 for w in words.split()]
 
 
 def native_event(rid: str, prompt_tokens: int, cumulative_text: str, ids: list[int], chunk: Chunk,
-                 draft_tokens: int, started: float, stats: SpecStats | None) -> dict[str, Any]:
+                 draft_tokens: int, started: float, stats: SpecStats | None,
+                 arrival_s: float | None = None) -> dict[str, Any]:
     """One /generate event: cumulative text and ids, meta_info with the request's counts so far."""
     finish: dict[str, Any] | None = None
     if chunk.finish_reason == "length":
@@ -271,7 +288,8 @@ def native_event(rid: str, prompt_tokens: int, cumulative_text: str, ids: list[i
     }
     if stats is not None:
         meta["spec_correct_drafts_histogram"] = list(stats.histogram)
-    return {"text": cumulative_text, "output_ids": ids, "meta_info": meta}
+    return {"text": cumulative_text, "output_ids": ids, "meta_info": meta,
+            SCHEDULE_KEY: schedule_stamp(arrival_s, chunk)}
 
 
 def _request_id(body: dict[str, Any]) -> str:

@@ -2,11 +2,12 @@
 measure if every chunk reached it at its scheduled time, whatever the host's speed or load.
 
 The closed loop is the load generator's (``objectives.phase``): ``warmup`` requests at concurrency
-min(C, warmup), then C clients each sending its next request as soon as the previous one ended; the window
-ends at the N-th finished request, and requests still running then count their tokens up to the window's
-end. Records are built as the client builds them and the figures come from ``objectives.metrics``, so this is
-the same computation on the schedule instead of on socket arrival times. The server's own warmup request
-comes first, as in the live process, so that requests are numbered (and their acceptance seeded) alike.
+min(C, warmup), then C clients each sending its next request as soon as the previous one ended, exactly N
+requests in all; the window runs from the first send to the last completion (the phase drains, as
+bench_serving's does). Records are built as the client builds them and the figures come from
+``objectives.metrics``, so this is the same computation on the schedule instead of on socket arrival times.
+The server's own warmup request comes first, as in the live process, so that requests are numbered (and
+their acceptance seeded) alike.
 
 Phases end at their ``requests`` (a duration-only phase is not replayed: it would end after one request).
 
@@ -46,13 +47,12 @@ class ReplayedPhase:
     records: tuple[RequestRecord, ...]
 
 
-def _record(index: int, start_s: float, end_s: float, times: list[float], tokens: list[int],
-            cancelled: bool = False) -> RequestRecord:
+def _record(index: int, start_s: float, end_s: float, times: list[float], tokens: list[int]) -> RequestRecord:
     """As ``objectives.client.Trace.record``: ``start_s`` since the window's start, the rest since the send."""
     return RequestRecord(index=index, start_s=start_s, end_s=end_s,
                          chunk_times_s=tuple(times), chunk_tokens=tuple(tokens), output_tokens=sum(tokens),
-                         prompt_tokens=None, finish_reason=None if cancelled else "length", tokens_exact=True,
-                         http_status=200, error_kind=None, error_message=None, cancelled=cancelled)
+                         prompt_tokens=None, finish_reason="length", tokens_exact=True,
+                         http_status=200, error_kind=None, error_message=None)
 
 
 async def _phase(engine: Engine, clock: VirtualClock, workload: WorkloadSpec, spec: PhaseSpec,
@@ -76,44 +76,27 @@ async def _phase(engine: Engine, clock: VirtualClock, workload: WorkloadSpec, sp
 
     t0 = clock.now()
     records: list[RequestRecord] = []
-    live: dict[int, tuple[float, list[float], list[int]]] = {}
-    done = asyncio.Event()
-    target = spec.requests or 1
+    quota = spec.requests or 1
+    sent = 0
 
     async def worker() -> None:
-        nonlocal next_index
-        while not done.is_set():
+        nonlocal next_index, sent
+        while sent < quota:
+            sent += 1
             i = next_index
             next_index += 1
             start = clock.now()
             times: list[float] = []
             tokens: list[int] = []
-            live[i] = (start, times, tokens)
-            handle = engine.submit(make(i))
-            try:
-                async for chunk in handle.chunks():
-                    times.append(clock.now() - start)
-                    tokens.append(chunk.new_tokens)
-            except asyncio.CancelledError:
-                engine.cancel(handle)
-                raise
-            del live[i]
+            async for chunk in engine.submit(make(i)).chunks():
+                times.append(clock.now() - start)
+                tokens.append(chunk.new_tokens)
             records.append(_record(i, start - t0, clock.now() - start, times, tokens))
-            if len(records) >= target:
-                done.set()
 
-    tasks = [asyncio.ensure_future(worker()) for _ in range(spec.concurrency)]
-    await done.wait()
-    t1 = clock.now()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    for i, (start, times, tokens) in live.items():
-        records.append(_record(i, start - t0, t1 - start, times, tokens, cancelled=True))
+    await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+    t1 = max(t0 + r.start_s + r.end_s for r in records)
     window = t1 - t0
     speeds = metrics.per_request_tok_s(records)
-    while not engine.idle:  # the cancelled requests leave at the next iteration
-        await asyncio.sleep(0)
     return ReplayedPhase(spec.concurrency, window, sum(speeds) / len(speeds) if speeds else None,
                          metrics.aggregate_tok_s(records, window), sum(1 for r in records if r.ok),
                          tuple(records))

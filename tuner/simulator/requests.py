@@ -34,6 +34,7 @@ class Chunk:
     finish_reason: str | None  # "stop" | "length" on the last chunk
     verify_ct: int  # cumulative verify forwards of this request
     correct_drafts: int  # cumulative accepted draft tokens
+    at_s: float = 0.0  # the schedule's timeline (clock.Clock.timeline_s) at the end of the iteration that made it
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class RequestHandle:
     created: float = field(default_factory=time.time)
     _queue: asyncio.Queue[Chunk | GenerationFailed] = field(default_factory=asyncio.Queue)
     stats: SpecStats | None = None  # set with the last chunk
+    arrival_s: float | None = None  # the schedule's timeline when the request arrived (set by the engine)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         """Chunks as the iterations produce them; raises ``GenerationFailed`` if the engine fails it."""

@@ -219,10 +219,10 @@ class SimulatorApp:
                 async for chunk in handle.chunks():
                     out = b""
                     if first and parsed.api == "chat":
-                        out += _sse(renderer.role_chunk(continuous))
+                        out += _sse(renderer.role_chunk(continuous, chunk, handle.arrival_s))
                     first = False
                     completion = chunk.completion_tokens
-                    await response.write(out + _sse(renderer.chunk(chunk, continuous)))
+                    await response.write(out + _sse(renderer.chunk(chunk, continuous, handle.arrival_s)))
             except GenerationFailed as exc:
                 await response.write(_sse({"error": protocol.error_body(str(exc), status=500,
                                                                         kind="InternalServerError")}) + _DONE)
@@ -283,7 +283,7 @@ class SimulatorApp:
                     text += chunk.text
                     ids += protocol.output_ids(chunk.text)
                     event = protocol.native_event(parsed.rid, handle.prompt_tokens, text, ids, chunk, draft, started,
-                                                  handle.stats)
+                                                  handle.stats, handle.arrival_s)
                     if response is not None:
                         await response.write(_sse(event))
             except GenerationFailed as exc:

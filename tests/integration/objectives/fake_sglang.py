@@ -43,6 +43,14 @@ class Script:
     metrics: bool = True  # serve /metrics with speculative counters
     accept_length: float = 3.0  # reported through /metrics and /server_info
     time_scale: float | None = None  # reported by /server_info when set, as a simulator could
+    #: Stamp every event as the simulator does ([arrival, chunk] on its schedule): request k (in arrival order)
+    #: arrives at schedule_gap_s·k and its i-th content chunk is at arrival + schedule_chunk_s·(i + 1).
+    schedule: bool = False
+    schedule_gap_s: float = 1.0
+    schedule_chunk_s: float = 0.1
+    #: Serve the simulator's schedule account in /server_info: each read adds 1 s busy, this share dropped.
+    dropped_share: float | None = None
+    account_reads: int = 0
     requests: int = 0  # answered so far (all routes that generate)
     bodies: list[dict] = field(default_factory=list)
     flushes: int = 0
@@ -84,6 +92,10 @@ class FakeServer:
         info: dict = {"internal_states": [{"avg_spec_accept_length": self.script.accept_length}]}
         if self.script.time_scale is not None:
             info["time_scale"] = self.script.time_scale
+        if self.script.dropped_share is not None:
+            self.script.account_reads += 1
+            busy = float(self.script.account_reads)
+            info["simulator"] = {"busy_s": busy, "dropped_s": busy * self.script.dropped_share}
         return web.json_response(info)
 
     async def flush_cache(self, request: web.Request) -> web.Response:
@@ -110,6 +122,7 @@ class FakeServer:
         body = await request.json()
         s.bodies.append(body)
         mode = s.modes[s.requests % len(s.modes)]
+        arrival = s.schedule_gap_s * s.requests
         s.requests += 1
         if mode is Mode.HTTP_500:
             return web.json_response({"object": "error", "message": "out of memory", "code": 500}, status=500)
@@ -119,7 +132,10 @@ class FakeServer:
         await response.prepare(request)
         await asyncio.sleep(s.first_token_delay_s)
         if api == "chat":
-            await response.write(_sse(self._openai_chunk(api, "", 0, None, mode, role=True)))
+            role = self._openai_chunk(api, "", 0, None, mode, role=True)
+            if s.schedule:
+                role["simulator_schedule"] = [arrival, arrival + s.schedule_chunk_s]
+            await response.write(_sse(role))
         total = 0
         for i in range(s.chunks):
             if i:
@@ -137,15 +153,16 @@ class FakeServer:
             reported = total - 5 if (mode is Mode.BAD_USAGE and i == 4) else total
             text = " tok" * n
             last = i == s.chunks - 1
+            stamp = {"simulator_schedule": [arrival, arrival + s.schedule_chunk_s * (i + 1)]} if s.schedule else {}
             if api == "generate":
                 meta = {"id": "x", "finish_reason": {"type": "length"} if last else None,
                         "prompt_tokens": 7, "completion_tokens": reported}
                 if mode is Mode.NO_USAGE:
                     meta.pop("completion_tokens")
-                await response.write(_sse({"text": text * (i + 1), "meta_info": meta}))
+                await response.write(_sse({"text": text * (i + 1), "meta_info": meta, **stamp}))
             else:
                 chunk = self._openai_chunk(api, text, reported, "length" if last else None, mode)
-                await response.write(_sse(chunk))
+                await response.write(_sse({**chunk, **stamp}))
         else:
             self.generated_tokens += total
             self.verify_calls += round((total - 1) / s.accept_length)

@@ -2,8 +2,8 @@
 
 * the schedule: the benchmark replayed on the engine with a virtual clock (``tuner.simulator.replay``: the
   load generator's closed loop and ``objectives.metrics`` on the scheduled chunk times) gives the two numbers
-  a tuning decision needs — C=1 per-request decode tok/s and C=64 aggregate tok/s — within 2 % of the
-  noiseless ground truth;
+  a tuning decision needs — C=1 per-request decode tok/s within 2 % and C=64 aggregate tok/s within 5 % of the
+  noiseless ground truth (the steady state; a drained phase of equal requests batches its waves' prefills);
 * the live path: the real load generator against the simulator process gets every token, the Prometheus
   accept length, and a server that kept its schedule or says by how much it did not.
 
@@ -114,7 +114,12 @@ def test_the_schedule_gives_the_ground_truth_c1_speed_and_c64_throughput(tmp_pat
     truth64 = ground_truth.expected_metrics(str(profile), SERVER_ARGS, WORKLOAD, 64, prompt_text=prompt_text(0))
     assert c1.completed == 8 and c64.completed >= 192
     assert c1.per_request_tok_s_mean == pytest.approx(truth1.per_request_tok_s, rel=0.02)
-    assert c64.aggregate_tok_s == pytest.approx(truth64.aggregate_tok_s, rel=0.02)
+    # The phase drains (first send to last completion, as bench_serving): these 64 equal requests run in waves
+    # that start together, so each wave is one batched prefill where the steady-state truth counts one prefill
+    # stall per other request — the replay reads 3.5 % above it here (0.7 % above with the old window that
+    # ended at the n-th completion and let the next wave's prefill stall the last requests).
+    assert c64.aggregate_tok_s == pytest.approx(truth64.aggregate_tok_s, rel=0.05)
+    assert c64.aggregate_tok_s >= truth64.aggregate_tok_s  # batched prefills only ever save time
 
 
 def test_the_live_load_generator_gets_every_token_and_the_accept_length(tmp_path: Path) -> None:
@@ -127,6 +132,8 @@ def test_the_live_load_generator_gets_every_token_and_the_accept_length(tmp_path
     c1, c64 = result.phase(1), result.phase(64)
     assert c1.failed == 0 and c64.failed == 0, (c1.errors, c64.errors)
     assert c1.completed == 8 and c64.completed >= 192
+    # The simulator stamps its events: the figures are on its schedule, not on this host's arrival times.
+    assert c1.timebase == c64.timebase == "server" and c64.client_aggregate_tok_s is not None
     finished = [r for r in (*c1.records, *c64.records) if r.ok]
     assert all(r.output_tokens == WORKLOAD.max_tokens for r in finished)
     # The windowed accept length from the Prometheus counters (counts, not times) agrees with the model.

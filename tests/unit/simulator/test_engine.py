@@ -18,6 +18,7 @@ from tuner.simulator.clock import Clock, ScheduleStats, VirtualClock
 from tuner.simulator.config import ServerConfig, resolve
 from tuner.simulator.engine import Chunk, Engine, GenerationFailed, GenerationRequest
 from tuner.simulator.profile import Profile, load_profile
+from tuner.simulator.requests import RequestHandle
 
 BASE = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3",
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
@@ -298,3 +299,79 @@ def test_clock_catches_up_a_short_stall_and_counts_a_long_one() -> None:
     assert given_up.late_events >= 1 and given_up.dropped_s >= 0.045
     assert given_up.busy_s == pytest.approx(given_up.simulated_s + given_up.dropped_s)
     assert span >= 0.05
+
+
+def test_the_timeline_is_the_schedule_plus_idle_gaps_never_the_lag() -> None:
+    """What a load generator reads from the stamps: given-up lag is not in it, idle time is."""
+
+    async def run() -> tuple[float, float, float, float]:
+        clock = Clock(time_scale=1.0, tolerance_s=0.001)
+        clock.restart()
+        await clock.advance(1.0)
+        time.sleep(0.05)  # descheduled: 50 ms of lag, nearly all given up
+        await clock.advance(1.0)
+        busy = clock.timeline_s
+        await asyncio.sleep(0.02)  # idle: the engine waits for requests
+        clock.restart()
+        return clock.stats.dropped_s, busy, clock.timeline_s, clock.timeline_now()
+
+    dropped, busy, restarted, now = asyncio.run(run())
+    assert dropped >= 0.045 and busy == pytest.approx(0.002)
+    assert restarted >= 0.022 and now == restarted
+
+
+def test_chunks_and_arrivals_are_stamped_with_the_timeline(profile: Profile) -> None:
+    config = configure(profile)
+
+    async def run() -> tuple[list[RequestHandle], list[list[tuple[float, Chunk]]]]:
+        clock = VirtualClock(10.0)
+        engine = Engine(profile, config, time_scale=10.0, seed=1, clock=clock)
+        engine.start()
+        requests = [GenerationRequest(PROMPT, 40, ignore_eos=True) for _ in range(3)]
+        handles = [engine.submit(r) for r in requests[:2]]  # a burst: they arrive at once
+        late: list[asyncio.Task[list[tuple[float, Chunk]]]] = []
+
+        async def read(handle: RequestHandle) -> list[tuple[float, Chunk]]:
+            out = []
+            async for chunk in handle.chunks():
+                out.append((clock.now(), chunk))
+                if not late:  # one more request while the engine is busy
+                    handles.append(engine.submit(requests[2]))
+                    late.append(asyncio.ensure_future(read(handles[2])))
+            return out
+
+        streams = list(await asyncio.gather(*(read(h) for h in handles[:2])))
+        streams.append(await late[0])
+        await engine.stop()
+        return handles, streams
+
+    handles, streams = asyncio.run(run())
+    first, second, late = handles
+    assert first.arrival_s == second.arrival_s == 0.0
+    assert late.arrival_s is not None and 0.0 < late.arrival_s <= streams[2][0][1].at_s
+    for stream in streams:  # each chunk carries the (virtual) time it was scheduled for
+        assert all(chunk.at_s == pytest.approx(now) for now, chunk in stream)
+
+
+def test_a_burst_of_arrivals_settles_before_the_schedule_starts(profile: Profile) -> None:
+    """Above time scale 1 an engine woken from idle waits for the burst (ARRIVAL_SETTLE_S without an arrival):
+    a request that comes while it waits arrives with the first and is prefilled with it."""
+    config = configure(profile)
+
+    async def run() -> list[tuple[float | None, float]]:
+        engine = Engine(profile, config, time_scale=10.0, seed=1)
+        engine.start()
+        await asyncio.sleep(0.01)  # the engine idles
+        one = engine.submit(GenerationRequest(PROMPT, 16, ignore_eos=True))
+        for _ in range(3):
+            await asyncio.sleep(0)  # the engine wakes and starts to wait for more
+        two = engine.submit(GenerationRequest(PROMPT, 16, ignore_eos=True))
+        firsts = []
+        for handle in (one, two):
+            chunk = await anext(handle.chunks())
+            firsts.append((handle.arrival_s, chunk.at_s))
+        await engine.stop()
+        return firsts
+
+    (arrival_1, first_1), (arrival_2, first_2) = asyncio.run(run())
+    assert arrival_1 == arrival_2 and first_1 == first_2
