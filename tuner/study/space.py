@@ -276,9 +276,9 @@ class SearchSpace:
         rng = np.random.default_rng(seed)
         values = [(d.name, d.encoded_values()) for d in self.dimensions]
         # One draw of all indices at once: per-point draws dominated the time of a large space's sample.
-        indices = rng.integers(0, [len(v) for _, v in values], size=(n, len(values))) if values else None
+        indices = rng.integers(0, [len(v) for _, v in values] or [1], size=(n, max(len(values), 1)))
         for row in range(n):
-            yield {name: vals[int(indices[row, i])] for i, (name, vals) in enumerate(values)} if values else {}
+            yield {name: vals[int(indices[row, i])] for i, (name, vals) in enumerate(values)}
 
     def enumerate(self, limit: int = 100_000, *, until_valid: bool = False) -> SpaceSummary:
         """Decode every point (or ``limit`` random ones if the space is larger) and count the outcomes.
