@@ -9,6 +9,7 @@ into the frozen values of ``tuner.study.spec`` / ``objectives.spec`` that the re
 from __future__ import annotations
 
 import math
+import os
 import re
 import typing
 from collections.abc import Iterator
@@ -46,8 +47,11 @@ class StudySection(FileModel):
     name: str = Field(description="The study's name in its storage; also names its log folder.")
     storage: str | None = Field(None, description=(
         "An Optuna RDB URL: sqlite:///path (relative to the study file) or postgresql+psycopg://user@host/db "
-        "(several workers, docs/scaling.md). Default: a SQLite file beside the study file, named after it."),
-        json_schema_extra={"pattern": r"^(sqlite|postgresql|postgresql\+psycopg)://"})
+        "(several workers, docs/scaling.md). ${NAME} is replaced by the environment variable NAME, so a "
+        "password need not live in the file: \"${SPECTUNE_STORAGE}\" (the whole URL) or "
+        "\"postgresql+psycopg://tuner:${DB_PASSWORD}@db/spectune\"; an unset variable is an error. "
+        "Default: a SQLite file beside the study file, named after it."),
+        json_schema_extra={"pattern": r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|(sqlite|postgresql|postgresql\+psycopg)://)"})
     # A bound so an overflowing value is a one-line error, not a study that never ends (a trial costs minutes).
     n_trials: PositiveInt = Field(20, le=100_000, description="How many trials that use the server to run.")
     timeout: PositiveDuration | None = Field(None, description=(
@@ -77,7 +81,11 @@ class StudySection(FileModel):
     @field_validator("storage")
     @classmethod
     def _storage(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else resolve_storage(value, base_dir(info))
+        if value is None:
+            return None
+        expanded = expand_env(value)
+        # What error messages quote: the URL as written, never a password a variable supplied.
+        return resolve_storage(expanded, base_dir(info), shown=value)
 
     @field_validator("sglang_version")
     @classmethod
@@ -119,11 +127,28 @@ def _whole_seconds(seconds: float) -> int:
     return max(1, math.ceil(seconds))
 
 
-def resolve_storage(storage: str, folder: Path) -> str:
-    """Relative SQLite paths are relative to the study file, not to wherever spectune was started."""
+#: ``${NAME}`` in a storage URL: the environment variable NAME (POSIX names; no default syntax, no nesting).
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(value: str) -> str:
+    """``value`` with each ``${NAME}`` replaced by the environment variable; one unset (or empty) is an error
+    naming it — a study must not fall back to another database because a secret was not exported."""
+    for name in ENV_REFERENCE.findall(value):
+        if not os.environ.get(name):
+            raise ValueError(f"environment variable {name} is not set (the URL reads ${{{name}}})")
+    return ENV_REFERENCE.sub(lambda m: os.environ[m.group(1)], value)
+
+
+def resolve_storage(storage: str, folder: Path, *, shown: str | None = None) -> str:
+    """Relative SQLite paths are relative to the study file, not to wherever spectune was started. ``shown``:
+    the URL as messages quote it (before ``${NAME}`` expansion)."""
     scheme, sep, rest = storage.partition("://")
     if not sep or not re.fullmatch(r"[a-z0-9+]+", scheme):
-        raise ValueError(f"not a database URL: {storage!r} (e.g. sqlite:///study.db, "
+        quoted = repr(storage if shown is None else shown)
+        if shown is not None and shown != storage:
+            quoted += " (after expanding its variables, not a URL)"
+        raise ValueError(f"not a database URL: {quoted} (e.g. sqlite:///study.db, "
                          "postgresql+psycopg://user@host/db)")
     if scheme not in STORAGE_SCHEMES:
         dialect = scheme.split("+")[0]

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -364,6 +364,14 @@ class LocalTargetSettings(TargetSettings):
 
     def launch_prefix(self) -> tuple[str, ...]:
         return self.command
+
+    @classmethod
+    def starter(cls, model: str | None) -> dict[str, Any]:
+        return {"command": ["python3", "-m", "sglang.launch_server"], "port": LocalSettings.port}
+
+    @classmethod
+    def starter_examples(cls) -> dict[str, Any]:
+        return {**super().starter_examples(), "log_dir": "logs"}
 
     def make_target(self, placement: Placement, table: OptionTable) -> LocalTarget:
         return LocalTarget(LocalSettings(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -88,6 +88,24 @@ class SimulatedTargetSettings(TargetSettings):
         if value not in shipped:
             raise ValueError(f"unknown simulator profile {value!r}" + did_you_mean(value, shipped))
         return value
+
+    @classmethod
+    def starter(cls, model: str | None) -> dict[str, Any]:
+        # The shipped profile of that model, if there is one; the simulator models its profile's server.
+        profile = next((name for name in shipped_profiles() if load_profile(name).model.path == model),
+                       DEFAULT_PROFILE)
+        # 10x: a trial in seconds, and still within a few per cent of the model on a small machine
+        # (docs/simulator.md, "Time scale and host load").
+        return {"profile": profile, "time_scale": 10.0, "port": SimulatedSettings.port}
+
+    @classmethod
+    def starter_model(cls) -> tuple[str, str | None]:
+        model = load_profile(DEFAULT_PROFILE).model
+        return model.path, model.draft_path
+
+    @classmethod
+    def starter_examples(cls) -> dict[str, Any]:
+        return {**super().starter_examples(), "log_dir": "logs", "hosts": ["sim-1", "sim-2"]}
 
     def listed_hosts(self) -> tuple[str, ...]:
         return self.hosts

@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -288,6 +288,18 @@ class SystemdSshTargetSettings(TargetSettings):
 
     def launch_prefix(self) -> tuple[str, ...]:
         return self.command
+
+    @classmethod
+    def starter(cls, model: str | None) -> dict[str, Any]:
+        return {"host": "gpu-host.example", "user": SSHSettings.user, "unit": "sglang.service",
+                "command": ["/opt/sglang/.venv/bin/python", "-m", "sglang.launch_server"],
+                "server_port": SystemdSettings.server_port}
+
+    @classmethod
+    def starter_examples(cls) -> dict[str, Any]:
+        return {**super().starter_examples(), "hosts": ["gpu-1.example", "gpu-2.example"],
+                "key_file": "~/.ssh/id_ed25519", "known_hosts": "~/.ssh/known_hosts",
+                "server_host": "10.0.0.5"}
 
     def restored_message(self) -> str:
         return f"removed spectune's drop-in and restarted {self.unit} with its own configuration"
