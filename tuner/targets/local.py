@@ -28,6 +28,7 @@ from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
+from tuner.targets.plan import DeployPlan, local_access, local_plan
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, wait_ready
 from tuner.targets.resolver import RESOLVER_SCRIPT, SGLangResolver, check_version, server_args_of
@@ -116,7 +117,7 @@ class LocalTarget(Target):
         effective = self._resolver.check(self._server_argv(launch)).effective if self._resolver else None
         self._handle_leftover()
         self._stop()
-        self._check_port_free()
+        self.check_port_free()
         started = time.monotonic()
         self._log_path = self._start(launch.argv, launch.env)
         deploy_s = time.monotonic() - started
@@ -175,7 +176,7 @@ class LocalTarget(Target):
             return None
         return ExitInfo(signal=-code) if code < 0 else ExitInfo(code=code)
 
-    def _check_port_free(self) -> None:
+    def check_port_free(self) -> None:
         host = self.settings.host or "0.0.0.0"
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -187,6 +188,12 @@ class LocalTarget(Target):
                 raise PortInUse(
                     f"port {self.settings.port} on {host} is already in use ({exc.strerror}); stop what listens "
                     f"there or choose another port in [target]") from None
+
+    def plan(self, config: ServerConfig) -> DeployPlan:
+        return local_plan(self, config)
+
+    def check_access(self) -> tuple[str, ...]:
+        return local_access(self)
 
     # ----- stop / restore -----------------------------------------------------------------------------
     def _stop(self) -> None:

@@ -9,7 +9,7 @@ every trial of a study talks to the same URL.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,11 +18,14 @@ from pydantic import Field, ValidationInfo, field_validator
 from tuner.core.fields import HostList, did_you_mean, resolve_path
 from tuner.core.net import free_port
 from tuner.sglang.hardware import Hardware
+from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
 from tuner.simulator.command import simulator_command
-from tuner.simulator.config import profile_hardware
+from tuner.simulator.config import profile_hardware, resolve
+from tuner.simulator.startup import plan_startup
 from tuner.simulator.profile import DEFAULT_PROFILE, load_profile, shipped_profiles
 from tuner.targets.local import LocalSettings, LocalTarget
+from tuner.targets.plan import DeployPlan
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
 #: The host name of a simulated target without a ``hosts`` list.
@@ -53,6 +56,20 @@ class SimulatedTarget(LocalTarget):
             help_timeout_s=60.0, study=settings.study,
         )
         super().__init__(local, table)
+
+    def plan(self, config: ServerConfig) -> DeployPlan:
+        plan = super().plan(config)
+        if self.sim_settings.port:
+            return plan
+        # The port is picked per target: tune picks its own, so the plan's number is an example.
+        note = f"port = 0: tune picks a free port on 127.0.0.1 when it starts (here {self.settings.port})"
+        return replace(plan, steps=(*plan.steps, note))
+
+    def expected_startup_s(self, config: ServerConfig) -> float:
+        """The simulator's own startup model for this command line (weights, KV cache, graph captures)."""
+        profile = load_profile(self.sim_settings.profile or DEFAULT_PROFILE)
+        steps = plan_startup(profile, resolve(profile, self.launch(config).args, exit_on_error=False)).steps
+        return sum(step.delay_s for step in steps) / self.time_scale
 
 
 class SimulatedTargetSettings(TargetSettings):

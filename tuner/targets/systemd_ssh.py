@@ -24,6 +24,7 @@ from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
+from tuner.targets.plan import DeployPlan, systemd_access, systemd_plan
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, probe, wait_ready
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings
@@ -151,6 +152,17 @@ class SystemdSshTarget(Target):
         status = int(props.get("ExecMainStatus") or 0)
         # ExecMainCode is the waitid() si_code: 1 exited, 2 killed, 3 dumped core.
         return ExitInfo(signal=status) if props.get("ExecMainCode") in ("2", "3") else ExitInfo(code=status)
+
+    def plan(self, config: ServerConfig) -> DeployPlan:
+        return systemd_plan(self, config)
+
+    def check_access(self) -> tuple[str, ...]:
+        return systemd_access(self)
+
+    def unit_state(self) -> dict[str, str]:
+        """Log in, check the drop-in path is ours to write (as before a first deploy), and ask systemd."""
+        self._first_use()
+        return self._show("LoadState", "ActiveState", "SubState")
 
     def _show(self, *names: str) -> dict[str, str]:
         result = self._systemctl("show", "-p", ",".join(names), self.settings.unit)
