@@ -100,7 +100,7 @@ def systemd_access(target: SystemdSshTarget) -> tuple[str, ...]:
     if props.get("LoadState") == "not-found":
         raise TargetUnavailable(f"{s.unit} is not a unit on {s.ssh.host} (systemctl: LoadState=not-found)")
     lines = [f"SSH login {s.ssh.where}: ok",
-             f"{s.unit}: {props.get('ActiveState', '?')} ({props.get('SubState', '?')})"]
+             f"{s.unit}: {props.get('ActiveState') or 'unknown'} ({props.get('SubState') or 'unknown'})"]
     leftover = target.detect_leftover()
     lines.append(f"{leftover}: the first deploy replaces it" if leftover else f"no drop-in at {s.dropin_path} yet")
     return tuple(lines)
