@@ -124,10 +124,10 @@ def study_file_text(request: InitRequest, output: Path) -> str:
 
 
 # ----- rendering -------------------------------------------------------------------------------------------
-def _section(name: str, model: type[BaseModel], values: Mapping[str, Any], *, examples: Mapping[str, Any] = (),
+def _section(name: str, model: type[BaseModel], values: Mapping[str, Any], *, examples: Mapping[str, Any] | None = None,
              skip: tuple[str, ...] = (), item: type[BaseModel] | None = None) -> list[str]:
     """``[name]`` with its description, then every key of ``model``: set (``values``) or commented out."""
-    examples = {**EXAMPLES, **dict(examples)}
+    examples = {**EXAMPLES, **(examples or {})}
     out = ["", *_comment(_doc(model) or StudyFile.model_fields[name].description or ""), f"[{name}]"]
     for key, field in model.model_fields.items():
         if key in skip:

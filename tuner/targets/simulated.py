@@ -22,8 +22,8 @@ from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
 from tuner.simulator.command import simulator_command
 from tuner.simulator.config import profile_hardware, resolve
-from tuner.simulator.startup import plan_startup
 from tuner.simulator.profile import DEFAULT_PROFILE, load_profile, shipped_profiles
+from tuner.simulator.startup import plan_startup
 from tuner.targets.local import LocalSettings, LocalTarget
 from tuner.targets.plan import DeployPlan
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
