@@ -157,3 +157,16 @@ def test_storage_from_a_variable_is_used_and_its_password_never_printed(
     bad = cli("validate", str(_with_storage(tmp_path, "${SPECTUNE_TEST_DB}")))
     assert bad.exit_code == 2 and "s3cret" not in bad.output + bad.stderr
     assert "study.storage: not a database URL: '${SPECTUNE_TEST_DB}'" in bad.stderr
+
+
+def test_init_for_the_simulator_writes_its_profiles_model_draft_and_gpus(tmp_path: Path) -> None:
+    default = tomllib.loads(init(tmp_path / "a.toml").read_text())
+    assert default["target"]["profile"] == "qwen3.5-122b-a10b-eagle3-4x-rtx-pro-6000"
+    assert default["server"]["flags"]["tp-size"] == 4  # the profile's GPUs: at TP 1 the 122B model runs out of memory
+    llama = tomllib.loads(init(tmp_path / "b.toml", "--model", "meta-llama/Llama-3.1-8B-Instruct").read_text())
+    assert llama["target"]["profile"] == "llama-3.1-8b-eagle3-1x-h100"
+    assert llama["server"]["flags"]["speculative-draft-model-path"] == "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B"
+    unknown = cli("init", "--model", "Qwen/Qwen3-8B", "-o", str(tmp_path / "c.toml"))
+    assert unknown.exit_code == 2 and unknown.stderr.startswith("error: --model: the simulator has no profile of "
+                                                                "Qwen/Qwen3-8B (profiles model: ")
+    assert not (tmp_path / "c.toml").exists()

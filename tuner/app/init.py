@@ -66,7 +66,7 @@ class InitRequest:
     draft: str | None = None
     algorithm: str = "EAGLE3"
     name: str | None = None
-    tp_size: int = 1
+    tp_size: int | None = None  # None: what the target kind says (the simulator: its profile's GPUs), else 1
 
 
 def write_study_file(request: InitRequest, output: Path, *, force: bool = False) -> Path:
@@ -86,17 +86,21 @@ def study_file_text(request: InitRequest, output: Path) -> str:
     if request.kind not in TARGET_KINDS:
         raise UsageError(f"unknown target kind {request.kind!r} (known: {', '.join(TARGET_KINDS)})")
     target = settings_model(request.kind)
-    model, draft = request.model, request.draft
+    try:
+        starter = target.starter(request.model)
+        kind_flags = target.starter_flags(request.model)
+    except ValueError as exc:
+        raise UsageError(f"--model: {exc}") from None
+    given = {"model-path": request.model, "tp-size": request.tp_size,
+             "speculative-draft-model-path": request.draft}
+    flags: dict[str, Any] = {"model-path": None, "tp-size": 1, "speculative-algorithm": request.algorithm,
+                             "speculative-draft-model-path": None, "enable-metrics": True}
+    flags.update(kind_flags)
+    flags.update({k: v for k, v in given.items() if v is not None})
+    model = flags["model-path"]
     if model is None:
-        default = target.starter_model()
-        if default is None:
-            raise UsageError(f"--model is required for target {request.kind} (e.g. --model Qwen/Qwen3-8B)")
-        model, draft = default[0], draft or default[1]
-    flags: dict[str, Any] = {"model-path": model, "tp-size": request.tp_size,
-                             "speculative-algorithm": request.algorithm}
-    if draft:
-        flags["speculative-draft-model-path"] = draft
-    flags["enable-metrics"] = True
+        raise UsageError(f"--model is required for target {request.kind} (e.g. --model Qwen/Qwen3-8B)")
+    flags = {k: v for k, v in flags.items() if v is not None}
 
     schema = _schema_path(output)
     out = [f"#:schema {schema}"] if schema else []
@@ -106,10 +110,14 @@ def study_file_text(request: InitRequest, output: Path) -> str:
            f"#   spectune validate --plan {output}    # what would run, and for how long",
            f"#   spectune tune {output}"]
     out += _section("study", StudySection, {"name": name, "n_trials": 30, "timeout": "8h", "sampler": "auto"})
-    out += _section("target", target, {"kind": request.kind, **target.starter(model)},
+    out += _section("target", target, {"kind": request.kind, **starter},
                     examples=target.starter_examples())
     out += _section("server", ServerSection, {}, skip=("flags", "env"))
-    out += _table("server.flags", ServerSection, "flags", flags)
+    missing_draft = "speculative-draft-model-path" not in flags
+    out += _table("server.flags", ServerSection, "flags", flags,
+                  note="Set the draft model unless the model has a built-in MTP head (SGLang then drafts with "
+                       "the model itself)." if missing_draft else "",
+                  example={"speculative-draft-model-path": "org/draft-model"} if missing_draft else None)
     out += _table("server.env", ServerSection, "env", {}, example={"CUDA_VISIBLE_DEVICES": "0"})
     out += _table("search", StudyFile, "search", SEARCH, note=_doc(SearchParam))
     out += _table("baseline", StudyFile, "baseline", BASELINE,

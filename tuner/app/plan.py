@@ -22,6 +22,7 @@ from objectives.spec import PhaseSpec
 from tuner.app.validate import ValidationReport
 from tuner.engine.confirm import DEFAULT_REPEATS, DEFAULT_TOP
 from tuner.engine.record import TrialRecord
+from tuner.study.hosts import spec_for_host
 from tuner.study.spec import StudySpec
 from tuner.study.target import make_target
 from tuner.targets.plan import DeployPlan
@@ -52,6 +53,8 @@ class StudyPlan:
     #: Median seconds of a measured trial, when the study has measured some (then it wins over the phases).
     measured_trial_s: float | None = None
     measured_count: int = 0
+    #: ``[target] hosts``: that many workers run trials at once (docs/scaling.md).
+    hosts: int = 1
 
     @property
     def trial_s(self) -> float:
@@ -61,7 +64,8 @@ class StudyPlan:
 
     @property
     def trials_s(self) -> float:
-        return self.n_trials * self.trial_s
+        """The trials' wall time: one worker per host runs them side by side."""
+        return math.ceil(self.n_trials / self.hosts) * self.trial_s
 
     @property
     def confirm_s(self) -> float:
@@ -71,7 +75,9 @@ class StudyPlan:
         """How many trials the timeout leaves room for (None: no timeout)."""
         if self.timeout_s is None:
             return None
-        return min(self.n_trials, math.floor(self.timeout_s / self.trial_s)) if self.trial_s > 0 else self.n_trials
+        if self.trial_s <= 0:
+            return self.n_trials
+        return min(self.n_trials, math.floor(self.timeout_s / self.trial_s) * self.hosts)
 
 
 def plan_study(report: ValidationReport, *, confirm: int = DEFAULT_TOP, repeats: int = DEFAULT_REPEATS) -> StudyPlan:
@@ -93,17 +99,22 @@ def plan_study(report: ValidationReport, *, confirm: int = DEFAULT_TOP, repeats:
     measured = _measured_trial_s(report.measured)
     confirm_runs = (min(confirm, spec.study.n_trials) + 1) * repeats if confirm else 0
     return StudyPlan(deploy, startup_s, basis, phases, spec.study.n_trials, confirm_runs, spec.study.timeout_s,
-                     measured, len(report.measured))
+                     measured, len(report.measured), max(1, len(spec.target.hosts)))
 
 
 def check_target(spec: StudySpec) -> tuple[str, ...]:
-    """Contact the study's target (SSH login and systemctl, or the command and port); raises
-    ``TargetUnavailable`` (exit 3) when it cannot be used."""
-    target = make_target(spec)
-    try:
-        return target.check_access()
-    finally:
-        target.close()
+    """Contact the study's target — every host of ``[target] hosts`` — as a study first would (SSH login and
+    systemctl, or the command and port); raises ``TargetUnavailable`` (exit 3) at the first that cannot be
+    used."""
+    lines: list[str] = []
+    for host in spec.target.hosts or (None,):
+        target = make_target(spec if host is None else spec_for_host(spec, host))
+        try:
+            found = target.check_access()
+        finally:
+            target.close()
+        lines += [f"{host}: {line}" for line in found] if len(spec.target.hosts) > 1 else found
+    return tuple(lines)
 
 
 def _phase(phase: PhaseSpec, spec: StudySpec, time_scale: float) -> PhaseEstimate:

@@ -16,12 +16,13 @@ from tuner.targets.registry import TARGET_KINDS
                               "simulator, which defaults to its profile's model.")
 @click.option("--draft", help="The draft model (speculative-draft-model-path), e.g. an EAGLE-3 head.")
 @click.option("--algorithm", default="EAGLE3", show_default=True, help="speculative-algorithm.")
-@click.option("--tp-size", type=click.IntRange(min=1), default=1, show_default=True, help="GPUs per server.")
+@click.option("--tp-size", type=click.IntRange(min=1), help="GPUs per server (default: 1; the simulator: its "
+                                                              "profile's).")
 @click.option("--name", help="The study's name (default: the file's name).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("study.toml"),
               show_default=True, help="Where to write the study file.")
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def command(kind: str, model: str | None, draft: str | None, algorithm: str, tp_size: int, name: str | None,
+def command(kind: str, model: str | None, draft: str | None, algorithm: str, tp_size: int | None, name: str | None,
             output: Path, force: bool) -> None:
     """Write a commented study file that validates as written.
 

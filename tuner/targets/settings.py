@@ -80,9 +80,10 @@ class TargetSettings(FileModel):
         return {}
 
     @classmethod
-    def starter_model(cls) -> tuple[str, str | None] | None:
-        """The model (and draft) ``spectune init`` writes when none is given; None: the user must name one."""
-        return None
+    def starter_flags(cls, model: str | None) -> dict[str, Any]:
+        """Server flags ``spectune init`` writes unless told otherwise (e.g. the simulator's model and draft);
+        without model-path here the user must name the model."""
+        return {}
 
     @classmethod
     def starter_examples(cls) -> dict[str, Any]:

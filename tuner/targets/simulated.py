@@ -65,6 +65,13 @@ class SimulatedTarget(LocalTarget):
         note = f"port = 0: tune picks a free port on 127.0.0.1 when it starts (here {self.settings.port})"
         return replace(plan, steps=(*plan.steps, note))
 
+    def check_access(self) -> tuple[str, ...]:
+        found = super().check_access()
+        if self.sim_settings.port:
+            return found
+        return tuple(line if not line.startswith("port ") else "port = 0: a free port is picked at start"
+                     for line in found)
+
     def expected_startup_s(self, config: ServerConfig) -> float:
         """The simulator's own startup model for this command line (weights, KV cache, graph captures)."""
         profile = load_profile(self.sim_settings.profile or DEFAULT_PROFILE)
@@ -109,16 +116,21 @@ class SimulatedTargetSettings(TargetSettings):
     @classmethod
     def starter(cls, model: str | None) -> dict[str, Any]:
         # The shipped profile of that model, if there is one; the simulator models its profile's server.
-        profile = next((name for name in shipped_profiles() if load_profile(name).model.path == model),
-                       DEFAULT_PROFILE)
+        models = {load_profile(name).model.path: name for name in sorted(shipped_profiles())}
+        if model is not None and model not in models:
+            # The simulator models its profile's server: a file naming another model would mislead.
+            raise ValueError(f"the simulator has no profile of {model} (profiles model: {', '.join(models)})")
+        profile = models.get(model or "", DEFAULT_PROFILE)
         # 10x: a trial in seconds, and still within a few per cent of the model on a small machine
         # (docs/simulator.md, "Time scale and host load").
         return {"profile": profile, "time_scale": 10.0, "port": SimulatedSettings.port}
 
     @classmethod
-    def starter_model(cls) -> tuple[str, str | None]:
-        model = load_profile(DEFAULT_PROFILE).model
-        return model.path, model.draft_path
+    def starter_flags(cls, model: str | None) -> dict[str, Any]:
+        profile = load_profile(str(cls.starter(model)["profile"]))
+        # The profile's GPU count: at TP 1 its model may not fit one GPU (an OOM, as for real).
+        return {"model-path": profile.model.path, "speculative-draft-model-path": profile.model.draft_path,
+                "tp-size": profile.hardware.num_gpus}
 
     @classmethod
     def starter_examples(cls) -> dict[str, Any]:
