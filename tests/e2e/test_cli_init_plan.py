@@ -170,3 +170,12 @@ def test_init_for_the_simulator_writes_its_profiles_model_draft_and_gpus(tmp_pat
     assert unknown.exit_code == 2 and unknown.stderr.startswith("error: --model: the simulator has no profile of "
                                                                 "Qwen/Qwen3-8B (profiles model: ")
     assert not (tmp_path / "c.toml").exists()
+
+
+def test_init_never_writes_a_file_that_would_not_validate(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text("mine\n")
+    result = cli("init", "--algorithm", "BOGUS", "--force", "-o", str(path))
+    assert result.exit_code == 2
+    assert f"error: {path} (as written by init): baseline: the baseline configuration is invalid" in result.stderr
+    assert path.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]

@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from tuner.core.durations import format_duration
-from tuner.core.errors import UsageError
+from tuner.core.errors import StudyFileError, UsageError
 from tuner.core.fields import duration_value
 from tuner.study.models import (
     BenchmarkSection,
@@ -35,6 +35,7 @@ from tuner.study.models import (
     StudyFile,
     StudySection,
 )
+from tuner.study.load import load_study_file
 from tuner.targets.registry import TARGET_KINDS, settings_model
 
 WIDTH = 110
@@ -76,7 +77,17 @@ def write_study_file(request: InitRequest, output: Path, *, force: bool = False)
     if not output.parent.is_dir():
         raise UsageError(f"{output}: directory {output.parent} does not exist")
     text = study_file_text(request, output)
-    output.write_text(text, encoding="utf-8")
+    # Checked as `spectune validate` checks it, beside its final place (relative paths resolve alike), before
+    # it replaces anything: a file init writes always validates.
+    draft = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    draft.write_text(text, encoding="utf-8")
+    try:
+        load_study_file(draft)
+    except StudyFileError as exc:
+        draft.unlink()
+        raise StudyFileError([line.replace(str(draft), f"{output} (as written by init)")
+                              for line in exc.problems]) from None
+    draft.replace(output)
     return output
 
 
@@ -106,7 +117,7 @@ def study_file_text(request: InitRequest, output: Path) -> str:
     out = [f"#:schema {schema}"] if schema else []
     out += [f"# A spectune study: {request.algorithm} speculative decoding of {model} on a {request.kind} target.",
            "# Written by `spectune init`; every key is explained above it (all keys: docs/study-file.md).",
-           "# Replace the placeholders (*.example hosts, paths), then:",
+           "# Check the values (placeholders such as gpu-host.example stand for what only you know), then:",
            f"#   spectune validate --plan {output}    # what would run, and for how long",
            f"#   spectune tune {output}"]
     out += _section("study", StudySection, {"name": name, "n_trials": 30, "timeout": "8h", "sampler": "auto"})
