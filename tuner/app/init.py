@@ -25,6 +25,7 @@ from pydantic_core import PydanticUndefined
 from tuner.core.durations import format_duration
 from tuner.core.errors import StudyFileError, UsageError
 from tuner.core.fields import duration_value
+from tuner.study.load import load_study_file
 from tuner.study.models import (
     BenchmarkSection,
     FinishSection,
@@ -35,7 +36,6 @@ from tuner.study.models import (
     StudyFile,
     StudySection,
 )
-from tuner.study.load import load_study_file
 from tuner.targets.registry import TARGET_KINDS, settings_model
 
 WIDTH = 110
