@@ -33,6 +33,9 @@ Seed = Annotated[int, Field(ge=0, lt=2**32)]
 PositiveInt = Annotated[int, Field(gt=0)]
 MetricMode = Literal["weighted", "pareto"]
 Preset = Literal["realistic", "seed"]
+#: The most requests or tokens one key may ask for: beyond the longest context of any served model, and more
+#: requests than a phase could send overnight.
+MAX_COUNT = 10_000_000
 
 
 def choices_of(literal: Any) -> tuple[str, ...]:
@@ -219,11 +222,12 @@ class PhaseSection(FileModel):
 
     # Bounded: each request in flight is a task and a connection; 10^8 of them exhaust memory, not the server.
     concurrency: int = Field(ge=1, le=65536, description="Requests kept in flight (also names the phase: c1, c64 ...).")
-    requests: PositiveInt | None = Field(None, description=(
+    # Counts are bounded like max_tokens: an overflowing value is a one-line error, not a phase that never ends.
+    requests: PositiveInt | None = Field(None, le=MAX_COUNT, description=(
         "Measured requests (default without duration: 8 at concurrency 1, else 4 × concurrency)."))
     duration: PositiveDuration | None = Field(None, description=(
         "Measure for this long instead of (or besides) a request count; the first reached ends the phase."))
-    warmup: int = Field(PhaseSpec.warmup, ge=0, description="Unmeasured requests sent first.")
+    warmup: int = Field(PhaseSpec.warmup, ge=0, le=MAX_COUNT, description="Unmeasured requests sent first.")
     ci_target: float | None = Field(None, gt=0, lt=1, description=(
         "Stop early once the throughput's 95 % confidence interval is within ± this fraction (e.g. 0.02)."))
     deadline: PositiveDuration = Field(PhaseSpec.deadline_s, description=(
@@ -247,9 +251,10 @@ class BenchmarkSection(FileModel):
     dataset: str = Field(WorkloadSpec.dataset, description=(
         "builtin (realistic prompts shipped with spectune), synthetic (prompts of input_tokens tokens) or the "
         "path of a JSONL prompt file, relative to the study file."))
-    input_tokens: PositiveInt = Field(WorkloadSpec.input_tokens, description="Prompt length of synthetic prompts.")
+    input_tokens: PositiveInt = Field(WorkloadSpec.input_tokens, le=MAX_COUNT,
+                                      description="Prompt length of synthetic prompts.")
     # Bounded by the longest context any served model has: beyond it a request only waits to be cut off.
-    max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, le=10_000_000,
+    max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, le=MAX_COUNT,
                                     description="Tokens generated per request (at most).")
     temperature: float | None = Field(None, ge=0, description=(
         f"Sampling temperature (default: {WorkloadSpec.temperature} with preset realistic, 0 with seed)."))
