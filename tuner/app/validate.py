@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from tuner.core.errors import SpectuneError
 from tuner.engine.opening import StudyNotFound
-from tuner.engine.record import measured_records
+from tuner.engine.record import TrialRecord, measured_records
 from tuner.query.load import open_stored_study
-from tuner.sglang.launch import LaunchCommand, launch_command
+from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import load_option_table
 from tuner.study.file import load_study_file
 from tuner.study.space import Dimension, SearchSpace, SpaceSummary
@@ -25,10 +25,14 @@ class ValidationReport:
     summary: SpaceSummary
     example: LaunchCommand
     example_repairs: tuple[str, ...]
+    #: The configuration tune deploys first (the baseline, else the first valid point).
+    config: ServerConfig
     #: What the storage holds of this study, one line (read only: validating never creates a database).
     stored: str
     #: E.g. the study file changed since the stored study began (``tune`` would refuse to resume it).
     stored_warnings: tuple[str, ...] = ()
+    #: The stored study's measured trials (timings for ``--plan``'s estimate).
+    measured: tuple[TrialRecord, ...] = ()
 
 
 #: Points decoded to describe the space's size.
@@ -49,24 +53,25 @@ def validate_study(path: str) -> ValidationReport:
         proposal = next(p for p in map(space.decode, space.points()) if p.config is not None)
     assert proposal.config is not None
     prefix = spec.target.settings.launch_prefix() or DEFAULT_PREFIX
-    stored, stored_warnings = describe_stored(spec)
+    stored, stored_warnings, measured = describe_stored(spec)
     return ValidationReport(spec, space.dimensions, summary, launch_command(prefix, proposal.config, table),
-                            proposal.repairs, stored, stored_warnings)
+                            proposal.repairs, proposal.config, stored, stored_warnings, measured)
 
 
-def describe_stored(spec: StudySpec) -> tuple[str, tuple[str, ...]]:
+def describe_stored(spec: StudySpec) -> tuple[str, tuple[str, ...], tuple[TrialRecord, ...]]:
     """One line on the stored study and its warnings. A storage that cannot be read is said, not raised:
     the study file can be valid while its database server is down."""
     try:
         stored = open_stored_study(spec)
     except StudyNotFound:
-        return f"none yet (`spectune tune {spec.path}` starts the study)", ()
+        return f"none yet (`spectune tune {spec.path}` starts the study)", (), ()
     except SpectuneError as exc:  # StorageUnavailable: its message names the URL redacted
-        return f"cannot be read now ({exc})", ()
+        return f"cannot be read now ({exc})", (), ()
     trials = stored.study.get_trials(deepcopy=False)
-    text = f"{len(trials)} trials, {len(measured_records(stored.study))} measured (`spectune tune` resumes it)"
+    measured = tuple(measured_records(stored.study))
+    text = f"{len(trials)} trials, {len(measured)} measured (`spectune tune` resumes it)"
     notes = tuple(f"{w} (`spectune tune` refuses to resume it: use a new [study] name)" for w in stored.warnings)
-    return text, notes
+    return text, notes, measured
 
 
 def _covers(space: SearchSpace, spec: StudySpec) -> bool:

@@ -41,6 +41,7 @@ def _register() -> None:
         best,
         dashboard,
         deploy,
+        init,
         report,
         schema,
         simulate,
@@ -51,7 +52,8 @@ def _register() -> None:
         worker,
     )
 
-    for module in (validate, schema, tune, worker, deploy, simulate, bench, best, trials, trial, report, dashboard):
+    for module in (init, validate, schema, tune, worker, deploy, simulate, bench, best, trials, trial, report,
+                   dashboard):
         main.add_command(module.command)
 
 

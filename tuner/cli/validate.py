@@ -7,11 +7,16 @@ import click
 
 @click.command("validate")
 @click.argument("study", type=click.Path(dir_okay=False, path_type=str))
-def command(study: str) -> None:
+@click.option("--plan", is_flag=True, help="Also show the exact drop-in or command the first trial deploys, the "
+                                           "preflight, and the expected time per trial and for the study.")
+@click.option("--check-target", is_flag=True, help="Also contact the target (SSH login and systemctl, or the "
+                                                   "server command and port), with timeouts; exit 3 if unusable.")
+def command(study: str, plan: bool, check_target: bool) -> None:
     """Check a study file and show the search space it defines.
 
     Prints every problem (one line each, exit code 2), or the tuned flags with their encoding, the size of
-    the space and an example launch command. Nothing is deployed.
+    the space and an example launch command. Nothing is deployed, and nothing but the study's storage is
+    contacted unless --check-target is given.
     """
     from rich.console import Console
     from rich.markup import escape
@@ -56,3 +61,14 @@ def command(study: str) -> None:
     click.echo(report.example.shell(multiline=True))
     for repair in report.example_repairs:
         console.print(f"  adjusted: {escape(repair)}")
+    if plan:
+        from tuner.app.plan import plan_study
+        from tuner.cli.plan_view import print_plan
+
+        print_plan(plan_study(report))
+    if check_target:
+        from tuner.app.plan import check_target as contact
+
+        console.print(f"Target check ({spec.target.kind}):")
+        for line in contact(spec):
+            console.print(f"  {escape(line)}")

@@ -43,7 +43,7 @@ def resolve_path(value: str, info: ValidationInfo) -> Path:
     return (base_dir(info) / Path(value).expanduser()).resolve()
 
 
-def _duration(value: Any) -> float:
+def duration_value(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"must be a duration such as \"30m\" or a number of seconds, not {value!r}")
     seconds = parse_duration(value)
@@ -97,9 +97,9 @@ def _command(value: Any) -> tuple[str, ...]:
 
 _DURATION_TEXT = {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?\s*(ms|h|m|s)?\s*)+$"}
 #: Seconds, written as a number or ``"90s"``, ``"30m"``, ``"1h30m"``.
-Duration = Annotated[float, PlainValidator(_duration),
+Duration = Annotated[float, PlainValidator(duration_value),
                      WithJsonSchema({"anyOf": [{"type": "number", "minimum": 0}, _DURATION_TEXT]})]
-PositiveDuration = Annotated[float, PlainValidator(_duration), Field(gt=0),
+PositiveDuration = Annotated[float, PlainValidator(duration_value), Field(gt=0),
                              WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, _DURATION_TEXT]})]
 #: An integer or a float (never a boolean), finite.
 Number = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number"})]

@@ -48,7 +48,8 @@ class StudyBusy(SpectuneError):
 
 def redact(text: str) -> str:
     """``text`` (a URL, or a message quoting one) without any password: ``user:***@`` and ``password=***``."""
-    text = re.sub(r"://([^:/@\s]+):[^@\s]*@", r"://\1:***@", text)
+    # Up to the last @ of the word: a password with a raw @ (a mistake SQLAlchemy still parses) stays hidden.
+    text = re.sub(r"://([^:/@\s]+):[^\s'\"]*@", r"://\1:***@", text)
     return re.sub(r"([?&]password=)[^&\s'\"]*", r"\1***", text)
 
 

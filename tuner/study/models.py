@@ -9,6 +9,7 @@ into the frozen values of ``tuner.study.spec`` / ``objectives.spec`` that the re
 from __future__ import annotations
 
 import math
+import os
 import re
 import typing
 from collections.abc import Iterator
@@ -32,6 +33,9 @@ Seed = Annotated[int, Field(ge=0, lt=2**32)]
 PositiveInt = Annotated[int, Field(gt=0)]
 MetricMode = Literal["weighted", "pareto"]
 Preset = Literal["realistic", "seed"]
+#: The most requests or tokens one key may ask for: beyond the longest context of any served model, and more
+#: requests than a phase could send overnight.
+MAX_COUNT = 10_000_000
 
 
 def choices_of(literal: Any) -> tuple[str, ...]:
@@ -46,8 +50,11 @@ class StudySection(FileModel):
     name: str = Field(description="The study's name in its storage; also names its log folder.")
     storage: str | None = Field(None, description=(
         "An Optuna RDB URL: sqlite:///path (relative to the study file) or postgresql+psycopg://user@host/db "
-        "(several workers, docs/scaling.md). Default: a SQLite file beside the study file, named after it."),
-        json_schema_extra={"pattern": r"^(sqlite|postgresql|postgresql\+psycopg)://"})
+        "(several workers, docs/scaling.md). ${NAME} is replaced by the environment variable NAME, so a "
+        "password need not live in the file: \"${SPECTUNE_STORAGE}\" (the whole URL) or "
+        "\"postgresql+psycopg://tuner:${DB_PASSWORD}@db/spectune\"; an unset variable is an error. "
+        "Default: a SQLite file beside the study file, named after it."),
+        json_schema_extra={"pattern": r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|(sqlite|postgresql|postgresql\+psycopg)://)"})
     # A bound so an overflowing value is a one-line error, not a study that never ends (a trial costs minutes).
     n_trials: PositiveInt = Field(20, le=100_000, description="How many trials that use the server to run.")
     timeout: PositiveDuration | None = Field(None, description=(
@@ -77,7 +84,11 @@ class StudySection(FileModel):
     @field_validator("storage")
     @classmethod
     def _storage(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else resolve_storage(value, base_dir(info))
+        if value is None:
+            return None
+        expanded = expand_env(value)
+        # What error messages quote: the URL as written, never a password a variable supplied.
+        return resolve_storage(expanded, base_dir(info), shown=value)
 
     @field_validator("sglang_version")
     @classmethod
@@ -119,11 +130,28 @@ def _whole_seconds(seconds: float) -> int:
     return max(1, math.ceil(seconds))
 
 
-def resolve_storage(storage: str, folder: Path) -> str:
-    """Relative SQLite paths are relative to the study file, not to wherever spectune was started."""
+#: ``${NAME}`` in a storage URL: the environment variable NAME (POSIX names; no default syntax, no nesting).
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(value: str) -> str:
+    """``value`` with each ``${NAME}`` replaced by the environment variable; one unset (or empty) is an error
+    naming it — a study must not fall back to another database because a secret was not exported."""
+    for name in ENV_REFERENCE.findall(value):
+        if not os.environ.get(name):
+            raise ValueError(f"environment variable {name} is not set (the URL reads ${{{name}}})")
+    return ENV_REFERENCE.sub(lambda m: os.environ[m.group(1)], value)
+
+
+def resolve_storage(storage: str, folder: Path, *, shown: str | None = None) -> str:
+    """Relative SQLite paths are relative to the study file, not to wherever spectune was started. ``shown``:
+    the URL as messages quote it (before ``${NAME}`` expansion)."""
     scheme, sep, rest = storage.partition("://")
     if not sep or not re.fullmatch(r"[a-z0-9+]+", scheme):
-        raise ValueError(f"not a database URL: {storage!r} (e.g. sqlite:///study.db, "
+        quoted = repr(storage if shown is None else shown)
+        if shown is not None and shown != storage:
+            quoted += " (after expanding its variables, not a URL)"
+        raise ValueError(f"not a database URL: {quoted} (e.g. sqlite:///study.db, "
                          "postgresql+psycopg://user@host/db)")
     if scheme not in STORAGE_SCHEMES:
         dialect = scheme.split("+")[0]
@@ -194,11 +222,12 @@ class PhaseSection(FileModel):
 
     # Bounded: each request in flight is a task and a connection; 10^8 of them exhaust memory, not the server.
     concurrency: int = Field(ge=1, le=65536, description="Requests kept in flight (also names the phase: c1, c64 ...).")
-    requests: PositiveInt | None = Field(None, description=(
+    # Counts are bounded like max_tokens: an overflowing value is a one-line error, not a phase that never ends.
+    requests: PositiveInt | None = Field(None, le=MAX_COUNT, description=(
         "Measured requests (default without duration: 8 at concurrency 1, else 4 × concurrency)."))
     duration: PositiveDuration | None = Field(None, description=(
         "Measure for this long instead of (or besides) a request count; the first reached ends the phase."))
-    warmup: int = Field(PhaseSpec.warmup, ge=0, description="Unmeasured requests sent first.")
+    warmup: int = Field(PhaseSpec.warmup, ge=0, le=MAX_COUNT, description="Unmeasured requests sent first.")
     ci_target: float | None = Field(None, gt=0, lt=1, description=(
         "Stop early once the throughput's 95 % confidence interval is within ± this fraction (e.g. 0.02)."))
     deadline: PositiveDuration = Field(PhaseSpec.deadline_s, description=(
@@ -222,9 +251,10 @@ class BenchmarkSection(FileModel):
     dataset: str = Field(WorkloadSpec.dataset, description=(
         "builtin (realistic prompts shipped with spectune), synthetic (prompts of input_tokens tokens) or the "
         "path of a JSONL prompt file, relative to the study file."))
-    input_tokens: PositiveInt = Field(WorkloadSpec.input_tokens, description="Prompt length of synthetic prompts.")
+    input_tokens: PositiveInt = Field(WorkloadSpec.input_tokens, le=MAX_COUNT,
+                                      description="Prompt length of synthetic prompts.")
     # Bounded by the longest context any served model has: beyond it a request only waits to be cut off.
-    max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, le=10_000_000,
+    max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, le=MAX_COUNT,
                                     description="Tokens generated per request (at most).")
     temperature: float | None = Field(None, ge=0, description=(
         f"Sampling temperature (default: {WorkloadSpec.temperature} with preset realistic, 0 with seed)."))

@@ -40,6 +40,8 @@ _INTRO = """\
 Every key a study file (TOML) may contain, with its type, default, allowed values and meaning. Unknown keys,
 NaN and infinities are rejected; every problem is reported as one line `FILE: KEY: PROBLEM`
 (`spectune validate STUDY`). How a study runs: [study.md](study.md); targets: [targets.md](targets.md).
+`spectune init --target KIND --model MODEL -o FILE` writes a study file that validates as written, with each
+key's description below as a comment above it.
 
 Durations are a number of seconds or text such as `"90s"`, `"30m"`, `"1h30m"`. Relative paths are relative to
 the study file.

@@ -9,10 +9,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tuner.core.errors import SpectuneError
 from tuner.sglang.launch import LaunchCommand, ServerConfig
+
+if TYPE_CHECKING:
+    from tuner.targets.plan import DeployPlan
 
 FailureClass = Literal["invalid-flags", "out-of-memory", "startup-timeout", "unreachable", "crashed", "other"]
 FAILURE_CLASSES: tuple[FailureClass, ...] = (
@@ -91,6 +94,21 @@ class Target(ABC):
 
     @abstractmethod
     def log_tail(self, lines: int = 50) -> str: ...
+
+    def plan(self, config: ServerConfig) -> DeployPlan:
+        """What ``deploy(config)`` would write or run, and the preflight and readiness check around it. Contacts
+        nothing."""
+        raise NotImplementedError
+
+    def check_access(self) -> tuple[str, ...]:
+        """Contact the target the way a study first does (with timeouts) and say what was found, one line each;
+        ``TargetUnavailable`` when it cannot be used. Changes nothing."""
+        raise NotImplementedError
+
+    def expected_startup_s(self, config: ServerConfig) -> float | None:
+        """How long deploying ``config`` should take until ready, where the target can know (the simulator
+        models it); None: only a measurement can tell."""
+        return None
 
     def installed_sglang(self) -> str | None:
         """The SGLang version the preflight found installed on the target (None: not asked or not importable)."""

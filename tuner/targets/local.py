@@ -30,6 +30,7 @@ from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
+from tuner.targets.plan import DeployPlan, local_access, local_plan
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, wait_ready
 from tuner.targets.resolver import (
@@ -138,7 +139,7 @@ class LocalTarget(Target):
         effective = self.resolve(config)
         self._handle_leftover()
         self._stop()
-        self._check_port_free()
+        self.check_port_free()
         started = time.monotonic()
         self._log_path = self._start(launch.argv, launch.env)
         deploy_s = time.monotonic() - started
@@ -197,7 +198,7 @@ class LocalTarget(Target):
             return None
         return ExitInfo(signal=-code) if code < 0 else ExitInfo(code=code)
 
-    def _check_port_free(self) -> None:
+    def check_port_free(self) -> None:
         host = self.settings.host or "0.0.0.0"
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -209,6 +210,12 @@ class LocalTarget(Target):
                 raise PortInUse(
                     f"port {self.settings.port} on {host} is already in use ({exc.strerror}); stop what listens "
                     f"there or choose another port in [target]") from None
+
+    def plan(self, config: ServerConfig) -> DeployPlan:
+        return local_plan(self, config)
+
+    def check_access(self) -> tuple[str, ...]:
+        return local_access(self)
 
     # ----- stop / restore -----------------------------------------------------------------------------
     def _stop(self) -> None:
@@ -386,6 +393,14 @@ class LocalTargetSettings(TargetSettings):
 
     def launch_prefix(self) -> tuple[str, ...]:
         return self.command
+
+    @classmethod
+    def starter(cls, model: str | None) -> dict[str, Any]:
+        return {"command": ["python3", "-m", "sglang.launch_server"], "port": LocalSettings.port}
+
+    @classmethod
+    def starter_examples(cls) -> dict[str, Any]:
+        return {**super().starter_examples(), "log_dir": "logs"}
 
     def make_target(self, placement: Placement, table: OptionTable) -> LocalTarget:
         return LocalTarget(LocalSettings(

@@ -12,7 +12,7 @@ import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, field_validator
 
@@ -72,6 +72,23 @@ class TargetSettings(FileModel):
         if value is not None:
             parse_capability(value)
         return value
+
+    @classmethod
+    def starter(cls, model: str | None) -> dict[str, Any]:
+        """The keys ``spectune init`` writes for this kind (placeholders where only the user knows), so the
+        file validates as written; every other key is written commented out."""
+        return {}
+
+    @classmethod
+    def starter_flags(cls, model: str | None) -> dict[str, Any]:
+        """Server flags ``spectune init`` writes unless told otherwise (e.g. the simulator's model and draft);
+        without model-path here the user must name the model."""
+        return {}
+
+    @classmethod
+    def starter_examples(cls) -> dict[str, Any]:
+        """Example values of keys without a default, shown commented out by ``spectune init``."""
+        return {"gpu": "H100", "compute_capability": "9.0"}
 
     def hardware(self) -> Hardware:
         """What this target tells about the GPU (and, for the simulator, the model); None parts unknown."""

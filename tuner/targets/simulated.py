@@ -9,20 +9,23 @@ every trial of a study talks to the same URL.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from tuner.core.fields import HostList, did_you_mean, resolve_path
 from tuner.core.net import free_port
 from tuner.sglang.hardware import Hardware
+from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
 from tuner.simulator.command import simulator_command
-from tuner.simulator.config import profile_hardware
+from tuner.simulator.config import profile_hardware, resolve
 from tuner.simulator.profile import DEFAULT_PROFILE, load_profile, shipped_profiles
+from tuner.simulator.startup import plan_startup
 from tuner.targets.local import LocalSettings, LocalTarget
+from tuner.targets.plan import DeployPlan
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
 #: The host name of a simulated target without a ``hosts`` list.
@@ -53,6 +56,27 @@ class SimulatedTarget(LocalTarget):
             help_timeout_s=60.0, study=settings.study,
         )
         super().__init__(local, table)
+
+    def plan(self, config: ServerConfig) -> DeployPlan:
+        plan = super().plan(config)
+        if self.sim_settings.port:
+            return plan
+        # The port is picked per target: tune picks its own, so the plan's number is an example.
+        note = f"port = 0: tune picks a free port on 127.0.0.1 when it starts (here {self.settings.port})"
+        return replace(plan, steps=(*plan.steps, note))
+
+    def check_access(self) -> tuple[str, ...]:
+        found = super().check_access()
+        if self.sim_settings.port:
+            return found
+        return tuple(line if not line.startswith("port ") else "port = 0: a free port is picked at start"
+                     for line in found)
+
+    def expected_startup_s(self, config: ServerConfig) -> float:
+        """The simulator's own startup model for this command line (weights, KV cache, graph captures)."""
+        profile = load_profile(self.sim_settings.profile or DEFAULT_PROFILE)
+        steps = plan_startup(profile, resolve(profile, self.launch(config).args, exit_on_error=False)).steps
+        return sum(step.delay_s for step in steps) / self.time_scale
 
 
 class SimulatedTargetSettings(TargetSettings):
@@ -88,6 +112,29 @@ class SimulatedTargetSettings(TargetSettings):
         if value not in shipped:
             raise ValueError(f"unknown simulator profile {value!r}" + did_you_mean(value, shipped))
         return value
+
+    @classmethod
+    def starter(cls, model: str | None) -> dict[str, Any]:
+        # The shipped profile of that model, if there is one; the simulator models its profile's server.
+        models = {load_profile(name).model.path: name for name in sorted(shipped_profiles())}
+        if model is not None and model not in models:
+            # The simulator models its profile's server: a file naming another model would mislead.
+            raise ValueError(f"the simulator has no profile of {model} (profiles model: {', '.join(models)})")
+        profile = models.get(model or "", DEFAULT_PROFILE)
+        # 10x: a trial in seconds, and still within a few per cent of the model on a small machine
+        # (docs/simulator.md, "Time scale and host load").
+        return {"profile": profile, "time_scale": 10.0, "port": SimulatedSettings.port}
+
+    @classmethod
+    def starter_flags(cls, model: str | None) -> dict[str, Any]:
+        profile = load_profile(str(cls.starter(model)["profile"]))
+        # The profile's GPU count: at TP 1 its model may not fit one GPU (an OOM, as for real).
+        return {"model-path": profile.model.path, "speculative-draft-model-path": profile.model.draft_path,
+                "tp-size": profile.hardware.num_gpus}
+
+    @classmethod
+    def starter_examples(cls) -> dict[str, Any]:
+        return {**super().starter_examples(), "log_dir": "logs", "hosts": ["sim-1", "sim-2"]}
 
     def listed_hosts(self) -> tuple[str, ...]:
         return self.hosts

@@ -24,6 +24,7 @@ from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
+from tuner.targets.plan import DeployPlan, systemd_access, systemd_plan
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, probe, wait_ready
 from tuner.targets.resolver import (
@@ -214,6 +215,17 @@ class SystemdSshTarget(Target):
         # ExecMainCode is the waitid() si_code: 1 exited, 2 killed, 3 dumped core.
         return ExitInfo(signal=status) if props.get("ExecMainCode") in ("2", "3") else ExitInfo(code=status)
 
+    def plan(self, config: ServerConfig) -> DeployPlan:
+        return systemd_plan(self, config)
+
+    def check_access(self) -> tuple[str, ...]:
+        return systemd_access(self)
+
+    def unit_state(self) -> dict[str, str]:
+        """Log in, check the drop-in path is ours to write (as before a first deploy), and ask systemd."""
+        self._first_use()
+        return self._show("LoadState", "ActiveState", "SubState")
+
     def _show(self, *names: str) -> dict[str, str]:
         result = self._systemctl("show", "-p", ",".join(names), self.settings.unit)
         return dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
@@ -356,6 +368,18 @@ class SystemdSshTargetSettings(TargetSettings):
 
     def launch_prefix(self) -> tuple[str, ...]:
         return self.command
+
+    @classmethod
+    def starter(cls, model: str | None) -> dict[str, Any]:
+        return {"host": "gpu-host.example", "user": SSHSettings.user, "unit": "sglang.service",
+                "command": ["/opt/sglang/.venv/bin/python", "-m", "sglang.launch_server"],
+                "server_port": SystemdSettings.server_port}
+
+    @classmethod
+    def starter_examples(cls) -> dict[str, Any]:
+        return {**super().starter_examples(), "hosts": ["gpu-1.example", "gpu-2.example"],
+                "key_file": "~/.ssh/id_ed25519", "known_hosts": "~/.ssh/known_hosts",
+                "server_host": "10.0.0.5"}
 
     def restored_message(self) -> str:
         return f"removed spectune's drop-in and restarted {self.unit} with its own configuration"

@@ -1,0 +1,58 @@
+"""``spectune validate --check-target`` on a systemd-ssh study written by ``spectune init``, against the real sshd
+fixture: it logs in, asks systemd, and refuses a drop-in spectune did not write — changing nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from tests.integration.targets.harness import SshServer
+from tuner.cli import main
+from tuner.core.net import free_port
+from tuner.targets.unit_file import DROPIN_NAME
+
+
+def cli(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def study_for(sshd: SshServer, tmp_path: Path) -> tuple[Path, str]:
+    """What a user does after `spectune init`: replace the placeholders with their host."""
+    path = tmp_path / "gpu.toml"
+    made = cli("init", "--target", "systemd-ssh", "--model", "Qwen/Qwen3-8B", "--draft", "d/E3", "-o", str(path))
+    assert made.exit_code == 0, made.stderr
+    unit = sshd.add_unit(free_port())
+    text = path.read_text()
+    for placeholder, mine in ((
+            'host = "gpu-host.example"', f'host = "{sshd.host}"'), ('user = "root"', f'user = "{sshd.user}"'),
+            ("# ssh_port = 22", f"ssh_port = {sshd.port}"), ('unit = "sglang.service"', f'unit = "{unit}"'),
+            ('# key_file = "~/.ssh/id_ed25519"', f'key_file = "{sshd.key_file}"'),
+            ('# known_hosts = "~/.ssh/known_hosts"', f'known_hosts = "{sshd.known_hosts}"'),
+            ('# systemd_dir = "/etc/systemd/system"', f'systemd_dir = "{sshd.systemd_dir}"')):
+        assert placeholder in text, placeholder
+        text = text.replace(placeholder, mine)
+    path.write_text(text)
+    return path, unit
+
+
+def test_check_target_logs_in_and_asks_systemd(sshd: SshServer, tmp_path: Path) -> None:
+    path, unit = study_for(sshd, tmp_path)
+    result = cli("validate", "--check-target", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert f"SSH login {sshd.user}@{sshd.host}:{sshd.port}: ok" in result.output
+    assert f"\n  {unit}: " in result.output
+    assert f"no drop-in at {sshd.systemd_dir}/{unit}.d/{DROPIN_NAME} yet" in result.output
+    assert not (sshd.systemd_dir / f"{unit}.d").exists()  # nothing written
+
+
+def test_check_target_refuses_a_drop_in_spectune_did_not_write(sshd: SshServer, tmp_path: Path) -> None:
+    path, unit = study_for(sshd, tmp_path)
+    foreign = sshd.systemd_dir / f"{unit}.d" / DROPIN_NAME
+    foreign.parent.mkdir()
+    foreign.write_text("[Service]\nEnvironment=MINE=1\n")
+    result = cli("validate", "--check-target", str(path))
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"error: {foreign} on {sshd.host} exists and was not written by spectune")
+    assert result.stderr.count("\n") == 1
+    assert foreign.read_text() == "[Service]\nEnvironment=MINE=1\n"
