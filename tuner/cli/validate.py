@@ -47,9 +47,9 @@ def command(study: str, plan: bool, check_target: bool) -> None:
                       f"configurations ({s.valid:,} valid points, {s.examined - s.valid:,} rejected; all points "
                       f"decoded)")
     else:
-        console.print(f"Size: {s.total_points:,} parameter points; a random {s.examined:,} of them decoded: "
-                      f"{s.valid:,} valid, {s.examined - s.valid:,} rejected, at least {s.distinct_valid:,} "
-                      f"distinct valid configurations")
+        console.print(f"Size: {s.total_points:,} parameter points → at least {s.distinct_valid:,} distinct valid "
+                      f"configurations (a random {s.examined:,} of the points decoded: {s.valid:,} valid, "
+                      f"{s.examined - s.valid:,} rejected)")
     for reason, n in s.top_rejections(5):
         console.print(f"  rejected {n:,}×: {escape(reason)}")
     phases = ", ".join(f"C={p.concurrency}" for p in spec.benchmark.phases)
