@@ -29,13 +29,18 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+# Before NumPy loads: OpenBLAS threads on tiny matrices make the grey-box sampler's GP fits 50× slower on a
+# busy machine (a study is one process here; several run in a bench).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 import optuna
 from scipy.stats import bootstrap
 

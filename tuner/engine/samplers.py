@@ -15,23 +15,28 @@ import optuna
 
 from tuner.core.errors import SpectuneError
 from tuner.core.extras import gp_available
+from tuner.engine.greybox import GreyBoxSampler
+from tuner.study.space import SearchSpace
 
 #: Random points before the model takes over. The baseline counts as one of them.
 N_STARTUP_TRIALS = 6
 
 
-def resolve_sampler_name(name: str) -> Literal["gp", "tpe", "random"]:
+def resolve_sampler_name(name: str) -> Literal["gp", "tpe", "random", "greybox"]:
     if name == "auto":
         return "tpe"
     if name == "gp" and not gp_available():
         raise SpectuneError("sampler 'gp' needs PyTorch and SciPy: pip install 'spectune[gp]' (or use 'tpe')")
-    if name not in ("gp", "tpe", "random"):
+    if name not in ("gp", "tpe", "random", "greybox"):
         raise SpectuneError(f"unknown sampler {name!r}")
     return name  # type: ignore[return-value]
 
 
-def make_sampler(name: str, seed: int | None, *, multi_objective: bool = False) -> optuna.samplers.BaseSampler:
+def make_sampler(name: str, seed: int | None, *, multi_objective: bool = False, space: SearchSpace | None = None
+                 ) -> optuna.samplers.BaseSampler:
     resolved = resolve_sampler_name(name)
+    if resolved == "greybox" and space is not None and not multi_objective:
+        return GreyBoxSampler(space, space.spec.objective.weights, seed=seed)
     if resolved == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if resolved == "gp":
