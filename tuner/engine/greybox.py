@@ -29,6 +29,7 @@ from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
+from scipy.optimize import minimize
 from scipy.stats import norm
 
 from objectives.scoring import phase_value
@@ -48,6 +49,17 @@ PREDICT_LIMIT = 20_000
 LEADERS = 3
 NEAR = 0.2
 _TREE = (STEPS, TOPK, DRAFT)
+#: Flags whose larger values need more GPU memory beside the static pool (CUDA-graph capture is where most
+#: configurations run out, docs/simulator.md): a configuration at least as large as one that ran out of memory
+#: in each of these, and equal in every other tuned flag, will run out too — unless the failure was the KV pool
+#: being too small, which a larger static fraction cures.
+MEMORY_GROWS = frozenset({"--mem-fraction-static", "--cuda-graph-max-bs", "--cuda-graph-max-bs-decode",
+                          DRAFT, TOPK, STEPS, "--max-running-requests", "--chunked-prefill-size"})
+#: What that leaves of the probability of being feasible.
+DOMINATED_BY_OOM = 0.05
+#: Priors of the monotone out-of-memory model: log weight per memory input (mean, sd), and the bias's sd.
+OOM_LOG_WEIGHT = (np.log(4.0), 1.5)
+OOM_BIAS_SD = 10.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,7 @@ class Candidates:
     keys: tuple[str, ...]
     x: np.ndarray
     tree_columns: tuple[int, ...]
+    memory_columns: tuple[int, ...]  # the columns of MEMORY_GROWS flags
     index: Mapping[str, int]
 
 
@@ -94,6 +107,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
         values.append(dict(proposal.values))
     columns: list[np.ndarray] = []
     tree: list[int] = []
+    memory: list[int] = []
     for d in space.dimensions:
         raw = [v.get(d.flag) for v in values]
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw)
@@ -113,9 +127,11 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
             new = [np.array([repr(v) == c for v in raw], dtype=float) / math.sqrt(2) for c in choices]
         if d.flag in _TREE:
             tree += range(len(columns), len(columns) + len(new))
+        if d.flag in MEMORY_GROWS and numeric:
+            memory += range(len(columns), len(columns) + len(new))
         columns += new
     x = np.stack(columns, axis=1) if columns and keys else np.zeros((len(keys), 0))
-    return Candidates(tuple(params), tuple(keys), x, tuple(tree), index)
+    return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index)
 
 
 @dataclass(frozen=True)
@@ -124,6 +140,7 @@ class Observations:
 
     feasible_rows: list[int]
     feasible: list[float]  # 1.0 started and met every constraint, else 0.0
+    feasible_started: list[bool]  # started (whatever the constraints)
     accept_rows: list[int]
     log_accept: list[float]
     phase_rows: dict[int, list[int]]
@@ -132,13 +149,16 @@ class Observations:
     known: set[int]  # measured, failed, running: never proposed again
     best_score: float | None
     leaders: list[int]  # rows of the best-scored candidates, best first
+    oom_rows: list[int]  # out of memory outside the KV pool
 
 
 def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Observations:
     feasible_rows: list[int] = []
     feasible: list[float] = []
+    started_flags: list[bool] = []
     benchmarked: list[tuple[int, Mapping[int, Mapping[str, Any]]]] = []
     pending: list[int] = []
+    oom: list[int] = []
     known: set[int] = set()
     best: float | None = None
     scored: list[tuple[float, int]] = []
@@ -156,8 +176,11 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
         started = record.outcome is Outcome.MEASURED
         feasible_rows.append(row)
         feasible.append(1.0 if started and record.feasible else 0.0)
+        started_flags.append(started)
         if started:
             benchmarked.append((row, record.metrics))
+        elif record.failure_class == "out-of-memory" and "kv" not in (record.failure or "").lower():
+            oom.append(row)
         if record.is_candidate and record.score is not None:
             best = record.score if best is None else max(best, record.score)
             scored.append((record.score, row))
@@ -176,8 +199,34 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
             phase_rows[c].append(row)
             log_phase[c].append(math.log(value) - (math.log(accepts[row] or 1.0) if decompose else 0.0))
     leaders = [row for _, row in sorted(scored, reverse=True)[:LEADERS]]
-    return Observations(feasible_rows, feasible, accept_rows, log_accept, phase_rows, log_phase, pending, known,
-                        best, leaders)
+    return Observations(feasible_rows, feasible, started_flags, accept_rows, log_accept, phase_rows, log_phase, pending, known,
+                        best, leaders, oom)
+
+
+def monotone_oom(table: Candidates, started: Sequence[int], failed: Sequence[int], rows: np.ndarray) -> np.ndarray:
+    """P(out of memory) at ``rows``: logistic in the memory columns with non-negative weights (more of any of
+    them never needs less memory), MAP with weak priors, fitted to the rows that ``started`` and ``failed``."""
+    columns = list(table.memory_columns)
+    x = table.x[list(started) + list(failed)][:, columns]
+    y = np.array([0.0] * len(started) + [1.0] * len(failed))
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w = np.exp(theta[1:])
+        z = theta[0] + x @ w
+        p = 1.0 / (1.0 + np.exp(-z))
+        value = float(np.sum(np.logaddexp(0.0, z) - y * z))
+        value += 0.5 * float((((theta[1:] - OOM_LOG_WEIGHT[0]) / OOM_LOG_WEIGHT[1]) ** 2).sum()) \
+            + 0.5 * float(theta[0] / OOM_BIAS_SD) ** 2
+        grad = np.empty_like(theta)
+        grad[0] = float((p - y).sum()) + theta[0] / OOM_BIAS_SD ** 2
+        grad[1:] = (x * (p - y)[:, None]).sum(0) * w + (theta[1:] - OOM_LOG_WEIGHT[0]) / OOM_LOG_WEIGHT[1] ** 2
+        return value, grad
+
+    start = np.array([0.0] + [OOM_LOG_WEIGHT[0]] * len(columns))
+    theta = minimize(loss, start, method="L-BFGS-B", jac=True,
+                     bounds=[(-50.0, 50.0)] + [(-10.0, 6.0)] * len(columns)).x
+    z = theta[0] + table.x[rows][:, columns] @ np.exp(theta[1:])
+    return 1.0 / (1.0 + np.exp(-z))
 
 
 def _accept(metrics: Mapping[int, Mapping[str, Any]], concurrency: int) -> float | None:
@@ -250,14 +299,35 @@ class GreyBoxSampler(BaseSampler):
                 believed, _ = gp.predict(x[obs.pending_rows])
                 gp = self._fit(f"c{c}", x[fit_rows + obs.pending_rows], values + list(believed))
             out[f"c{c}"] = gp.predict(x[rows])
-        labels = np.asarray(obs.feasible)
-        if labels.min() >= 1.0:
-            p_feasible = np.ones(len(rows))
-        else:
-            gp = self._fit("feasible", x[obs.feasible_rows], labels, min_noise=1e-2)
+        # Out of memory: a logistic model that is monotone in the memory flags (tuner/engine/greybox.py
+        # MEMORY_GROWS), fitted to the starts and the OOM failures; every other way of being infeasible
+        # (constraints, crashes, a KV pool too small): a GP on the labels.
+        oom = set(obs.oom_rows)
+        p_feasible = np.ones(len(rows))
+        if oom and table.memory_columns:
+            started = [r for r, ok in zip(obs.feasible_rows, obs.feasible_started, strict=True) if ok]
+            p_feasible *= 1.0 - monotone_oom(table, started, list(oom), rows)
+            p_feasible = np.where(self._dominates_oom(table, obs.oom_rows, rows), DOMINATED_BY_OOM * p_feasible,
+                                  p_feasible)
+        other = [(r, y) for r, y in zip(obs.feasible_rows, obs.feasible, strict=True) if r not in oom]
+        labels = np.asarray([y for _, y in other])
+        if len(labels) and labels.min() < 1.0:
+            gp = self._fit("feasible", x[[r for r, _ in other]], labels, min_noise=1e-2)
             mu, var = gp.predict(x[rows])
-            p_feasible = norm.cdf((mu - 0.5) / np.sqrt(var + 0.05))
+            p_feasible *= norm.cdf((mu - 0.5) / np.sqrt(var + 0.05))
         return out, p_feasible
+
+    @staticmethod
+    def _dominates_oom(table: Candidates, oom_rows: Sequence[int], rows: np.ndarray) -> np.ndarray:
+        """Whether each row needs at least the memory of one that ran out (tuner/engine/greybox.py MEMORY_GROWS)."""
+        x = table.x[rows]
+        grows = np.zeros(x.shape[1], dtype=bool)
+        grows[list(table.memory_columns)] = True
+        out = np.zeros(len(rows), dtype=bool)
+        for row in oom_rows:
+            failed = table.x[row]
+            out |= np.all(np.where(grows, x >= failed - 1e-9, np.abs(x - failed) <= 1e-9), axis=1)
+        return out
 
     def choose(self, table: Candidates, obs: Observations, references: Mapping[int, float]) -> int | None:
         """The candidate row to measure next, or None when every candidate is known."""
