@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import REPO
 from tests.unit.engine.steps_landscape import landscape as steps_landscape
-from tuner.engine.greybox import GreyBoxSampler, Observations, candidates, observe
+from tuner.engine.greybox import GreyBoxSampler, Observations, candidates, monotone_oom, observe
 from tuner.engine.landscape import evaluate_search, simulator_landscape
 from tuner.engine.record import TrialRecord
 from tuner.engine.samplers import make_sampler
@@ -79,10 +79,11 @@ def test_the_composed_score_is_what_it_ranks_by() -> None:
     tree_size = table.x[:, list(table.tree_columns)].sum(1)
     accept, per_token = 1.0 + 3.0 * tree_size, 1.0 / (1.0 + 0.6 * tree_size ** 2)
     rows = list(np.random.default_rng(0).choice(len(table.keys), 60, replace=False))
-    obs = Observations(feasible_rows=rows, feasible=[1.0] * len(rows), accept_rows=rows,
+    obs = Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True] * len(rows),
+                       accept_rows=rows,
                        log_accept=list(np.log(accept[rows])), phase_rows={1: rows},
                        log_phase={1: list(np.log(per_token[rows]))}, pending_rows=[], known=set(rows),
-                       best_score=float(max(accept[rows] * per_token[rows])), leaders=[])
+                       best_score=float(max(accept[rows] * per_token[rows])), leaders=[], oom_rows=[])
     pick = sampler.choose(table, obs, {1: 1.0})
     assert pick is not None and pick not in rows
     product = accept * per_token
@@ -93,3 +94,19 @@ def test_the_composed_score_is_what_it_ranks_by() -> None:
 def test_a_multi_objective_study_gets_tpe() -> None:
     sampler = make_sampler("greybox", 0, multi_objective=True, space=_space())
     assert isinstance(sampler, optuna.samplers.TPESampler)
+
+
+def test_the_out_of_memory_model_is_monotone_in_the_memory_flags() -> None:
+    # Runs out where the sum of the memory inputs is large: trained on a few starts and failures, it must
+    # rank every larger configuration at least as likely to fail, and separate the two groups.
+    table = candidates(_space())
+    memory = list(table.memory_columns)
+    size = table.x[:, memory].sum(1)
+    order = np.argsort(size)
+    started, failed = list(order[:40:4]), list(order[-40::4])
+    p = monotone_oom(table, started, failed, np.arange(len(table.keys)))
+    assert p[failed].min() > 0.5 > p[started].max()
+    x = table.x[:, memory]
+    for a in np.random.default_rng(0).choice(len(table.keys), 20, replace=False):
+        larger = np.all(x >= x[a], axis=1)
+        assert larger.sum() >= 1 and p[larger].min() >= p[a] - 1e-12
