@@ -40,7 +40,7 @@ from typing import Any
 # busy machine (a study is one process here; several run in a bench).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 import optuna
 from scipy.stats import bootstrap
 

@@ -199,8 +199,8 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
             phase_rows[c].append(row)
             log_phase[c].append(math.log(value) - (math.log(accepts[row] or 1.0) if decompose else 0.0))
     leaders = [row for _, row in sorted(scored, reverse=True)[:LEADERS]]
-    return Observations(feasible_rows, feasible, started_flags, accept_rows, log_accept, phase_rows, log_phase, pending, known,
-                        best, leaders, oom)
+    return Observations(feasible_rows, feasible, started_flags, accept_rows, log_accept, phase_rows, log_phase,
+                        pending, known, best, leaders, oom)
 
 
 def monotone_oom(table: Candidates, started: Sequence[int], failed: Sequence[int], rows: np.ndarray) -> np.ndarray:
@@ -266,7 +266,8 @@ class GreyBoxSampler(BaseSampler):
         if not table.keys:
             return {}
         obs = observe(study, table, sorted(self._weights))
-        if len(obs.feasible_rows) < self._min_observations or not obs.accept_rows and not any(obs.phase_rows.values()):
+        if len(obs.feasible_rows) < self._min_observations or (
+                not obs.accept_rows and not any(obs.phase_rows.values())):
             return {}
         row = self.choose(table, obs, stored_references(study))
         return dict(table.params[row]) if row is not None else {}
@@ -276,7 +277,7 @@ class GreyBoxSampler(BaseSampler):
         return self._random.sample_independent(study, trial, param_name, param_distribution)
 
     # ----- the models -----------------------------------------------------------------------------------
-    def _fit(self, name: str, x: np.ndarray, y: Sequence[float], *, min_noise: float = 1e-4) -> GP:
+    def _fit(self, name: str, x: np.ndarray, y: Sequence[float] | np.ndarray, *, min_noise: float = 1e-4) -> GP:
         gp = fit_gp(x, np.asarray(y, dtype=float), warm=self._warm.get(name), min_noise=min_noise)
         self._warm[name] = gp.theta
         return gp
