@@ -48,6 +48,9 @@ MC_CANDIDATES = 2000
 PREDICT_LIMIT = 20_000
 LEADERS = 3
 NEAR = 0.2
+#: A model is fitted to at most this many observations, the latest (an exact GP is cubic in them): a study of
+#: hundreds of trials keeps proposals under a few seconds.
+MAX_FIT = 150
 _TREE = (STEPS, TOPK, DRAFT)
 #: Flags whose larger values need more GPU memory beside the static pool (CUDA-graph capture is where most
 #: configurations run out, docs/simulator.md): a configuration at least as large as one that ran out of memory
@@ -278,7 +281,8 @@ class GreyBoxSampler(BaseSampler):
 
     # ----- the models -----------------------------------------------------------------------------------
     def _fit(self, name: str, x: np.ndarray, y: Sequence[float] | np.ndarray, *, min_noise: float = 1e-4) -> GP:
-        gp = fit_gp(x, np.asarray(y, dtype=float), warm=self._warm.get(name), min_noise=min_noise)
+        gp = fit_gp(x[-MAX_FIT:], np.asarray(y, dtype=float)[-MAX_FIT:], warm=self._warm.get(name),
+                    min_noise=min_noise)
         self._warm[name] = gp.theta
         return gp
 
