@@ -17,7 +17,7 @@ and ``evaluate_search``, tuner/engine/landscape.py):
 
     .venv/bin/python bench/sample_efficiency.py --landscape my_model.py:landscape --studies my-study.toml
 
-Samplers: the default (``auto``: GP when torch is installed, else TPE), TPE, GP, random search, and a
+Samplers: the default (``auto``: the grey-box sampler, ``greybox``), TPE, GP, random search, and a
 one-flag-at-a-time sweep like the seed campaign (start from the baseline, sweep one flag with the others fixed,
 keep the best, next flag, repeat).
 """
