@@ -17,7 +17,7 @@ and ``evaluate_search``, tuner/engine/landscape.py):
 
     .venv/bin/python bench/sample_efficiency.py --landscape my_model.py:landscape --studies my-study.toml
 
-Samplers: the default (``auto``: GP when torch is installed, else TPE), TPE, GP, random search, and a
+Samplers: the default (``auto``: the grey-box sampler, ``greybox``), TPE, GP, random search, and a
 one-flag-at-a-time sweep like the seed campaign (start from the baseline, sweep one flag with the others fixed,
 keep the best, next flag, repeat).
 """
@@ -29,11 +29,16 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+# Before NumPy loads: OpenBLAS threads on tiny matrices make the grey-box sampler's GP fits 50× slower on a
+# busy machine (a study is one process here; several run in a bench).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 import optuna

@@ -96,7 +96,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         host = team.host if team else (host or hosts_of(spec)[0])
         # Workers seeded alike would make the same random start-up proposals in lockstep.
         seed = worker_seed(spec.study.seed, host) if team else spec.study.seed
-        sampler = make_sampler(spec.study.sampler, seed, multi_objective=pareto)
+        sampler = make_sampler(spec.study.sampler, seed, multi_objective=pareto, space=space)
         study = open_study(spec.study.storage, spec.study.name, sampler, directions, metric_names,
                            heartbeat_interval_s=spec.study.heartbeat_interval_s,
                            heartbeat_grace_s=spec.study.heartbeat_grace_s, say=say, announce=False)

@@ -104,7 +104,7 @@ def evaluate_search(study: StudySpec | str | Path, landscape: Landscape | Measur
     storage = storage if storage is not None else optuna.storages.InMemoryStorage()
     optuna_study = optuna.create_study(
         study_name=spec.study.name, storage=storage, load_if_exists=True,
-        sampler=make_sampler(spec.study.sampler, seed, multi_objective=pareto),
+        sampler=make_sampler(spec.study.sampler, seed, multi_objective=pareto, space=space),
         directions=["maximize", "maximize"] if pareto else ["maximize"])
     with warnings.catch_warnings():  # experimental in name only; `tune` sets the same names
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -1,10 +1,11 @@
 """Which Optuna sampler a study uses.
 
 ``auto`` is the default, chosen from bench/sample_efficiency.py's figures over five landscapes (docs/benchmarks.md):
-multivariate TPE, after the designed start (tuner/engine/baseline.py) and with skipped trials handed to it at
-no more than the median (tuner/engine/trial.py). GPSampler won on one landscape and lost on others, so ``auto``
-no longer depends on PyTorch; ``gp`` stays available as an extra (``pip install 'spectune[gp]'``). The choice
-is stored on the study so a result says how it was found.
+the grey-box sampler (tuner/engine/greybox.py: GPs on accept length, speed per accepted token and feasibility,
+NumPy/SciPy only, no PyTorch), after the designed start (tuner/engine/baseline.py). It beat multivariate TPE at
+20 trials on all five. A multi-objective (Pareto) study gets TPE. ``tpe`` (with skipped trials handed to it at
+no more than the median, tuner/engine/trial.py), ``random`` and ``gp`` (``pip install 'spectune[gp]'``) stay
+available. The choice is stored on the study so a result says how it was found.
 """
 
 from __future__ import annotations
@@ -15,23 +16,28 @@ import optuna
 
 from tuner.core.errors import SpectuneError
 from tuner.core.extras import gp_available
+from tuner.engine.greybox import GreyBoxSampler
+from tuner.study.space import SearchSpace
 
 #: Random points before the model takes over. The baseline counts as one of them.
 N_STARTUP_TRIALS = 6
 
 
-def resolve_sampler_name(name: str) -> Literal["gp", "tpe", "random"]:
+def resolve_sampler_name(name: str) -> Literal["gp", "tpe", "random", "greybox"]:
     if name == "auto":
-        return "tpe"
+        return "greybox"
     if name == "gp" and not gp_available():
         raise SpectuneError("sampler 'gp' needs PyTorch and SciPy: pip install 'spectune[gp]' (or use 'tpe')")
-    if name not in ("gp", "tpe", "random"):
+    if name not in ("gp", "tpe", "random", "greybox"):
         raise SpectuneError(f"unknown sampler {name!r}")
     return name  # type: ignore[return-value]
 
 
-def make_sampler(name: str, seed: int | None, *, multi_objective: bool = False) -> optuna.samplers.BaseSampler:
+def make_sampler(name: str, seed: int | None, *, multi_objective: bool = False, space: SearchSpace | None = None
+                 ) -> optuna.samplers.BaseSampler:
     resolved = resolve_sampler_name(name)
+    if resolved == "greybox" and space is not None and not multi_objective:
+        return GreyBoxSampler(space, space.spec.objective.weights, seed=seed)
     if resolved == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if resolved == "gp":

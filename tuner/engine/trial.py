@@ -48,6 +48,10 @@ LOG_TAIL_CHARS = 4000
 #: score instead of its optimistic bound. The bound lands just below the incumbent, so TPE counts hopeless points
 #: among its best; GP, which models the value surface, was measured both ways (docs/benchmarks.md).
 SKIPPED_AT_MEDIAN: frozenset[str] = frozenset({"tpe"})
+#: Samplers whose trials measure every phase: the grey-box sampler models each phase's speed from the trials
+#: that measured it, and the optimistic bound is no bound where a small tree is slow at C=1 and several times
+#: faster per accepted token at C=64 than anything measured yet (docs/benchmarks.md, the Llama landscape).
+NEVER_SKIPPED: frozenset[str] = frozenset({"greybox"})
 
 
 class Measurer(Protocol):
@@ -311,7 +315,7 @@ class TrialRunner:
         """Skip the remaining phases when even an optimistic bound on them cannot beat the incumbent.
 
         The bound for an unmeasured phase is the best value any candidate trial reached × SKIP_BOUND_FACTOR."""
-        if not self.skip_phases:
+        if not self.skip_phases or study.user_attrs.get(StudyKey.SAMPLER) in NEVER_SKIPPED:
             return None
         complete = [r for r in measured_records(study) if r.is_candidate]
         if len(complete) < SKIP_MIN_TRIALS:

@@ -60,7 +60,8 @@ class StudySection(FileModel):
     timeout: PositiveDuration | None = Field(None, description=(
         "Stop starting new trials after this long (e.g. \"8h\"); default: no limit."))
     sampler: SamplerName = Field("auto", description=(
-        "Optuna sampler: auto (GP when PyTorch is installed, else multivariate TPE), gp, tpe or random."))
+        "Optuna sampler: auto (the grey-box sampler: models of accept length, speed and feasibility; no PyTorch), "
+        "greybox, tpe, random or gp (needs PyTorch)."))
     seed: Seed | None = Field(None, description="The sampler's seed, for a reproducible sequence of trials.")
     sglang_version: str = Field(DEFAULT_SGLANG_VERSION, description=(
         "The SGLang release whose option table checks flag names and values."),

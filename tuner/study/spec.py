@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     # Only for annotations: tuner.targets imports this module.
     from tuner.targets.settings import TargetSettings
 
-SamplerName = Literal["auto", "gp", "tpe", "random"]
+SamplerName = Literal["auto", "gp", "tpe", "random", "greybox"]
 FinishAction = Literal["original", "best", "leave"]
 
 #: The choice in ``speculative-algorithm`` choices that means "no speculation at all".

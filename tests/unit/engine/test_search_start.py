@@ -1,5 +1,5 @@
 """The designed start (tuner/engine/baseline.py), the value TPE is handed for a skipped trial
-(tuner/engine/trial.py) and ``auto`` = TPE (tuner/engine/samplers.py)."""
+(tuner/engine/trial.py) and ``auto`` = the grey-box sampler (tuner/engine/samplers.py)."""
 
 from __future__ import annotations
 
@@ -58,5 +58,5 @@ def test_tpe_gets_a_skipped_trial_at_no_more_than_the_median_while_its_stored_sc
     assert any(t.values is not None and t.values[0] < t.user_attrs[Key.SCORE] for t in skipped)
 
 
-def test_auto_is_tpe_with_or_without_torch() -> None:
-    assert resolve_sampler_name("auto") == "tpe"
+def test_auto_is_the_greybox_sampler_with_or_without_torch() -> None:
+    assert resolve_sampler_name("auto") == "greybox"
