@@ -34,18 +34,15 @@ KILLS = {
     "after_spawn": "after_spawn@2:kill",
     # The baseline queued, the study not yet marked as having one (item 6).
     "after_baseline_enqueue": "after_baseline_enqueue:kill",
-    # The baseline's references written, its result not yet (item 6): 1.0 must come from a stored measurement.
+    # The baseline's references written, its result not yet (item 6): 1.0 must come from a stored measurement —
+    # the baseline's retry runs before the designed start queued ahead of it (``baseline_runs_first``).
     "between_references": "between_references:kill",
     # An interrupted trial FAIL, its parameters not yet queued again (item 6).
     "before_requeue": "after_spawn@2:term,before_requeue:kill",
 }
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(
-        reason="open (issue 12 item 6): the baseline's retry after a kill between its references and its result "
-               "is not stored as the baseline, so 1.0 is not re-established", strict=False))
-    if c == "between_references" else c for c in sorted(KILLS)])
+@pytest.mark.parametrize("case", sorted(KILLS))
 def test_kill_at_a_named_point_then_resume(tmp_path: Path, case: str) -> None:
     study = make_study(tmp_path, f"fault-kill-{case}", n_trials=N, port=free_port())
     code, err = finish(tune(study, KILLS[case]))
