@@ -31,10 +31,10 @@ from tests.helpers import REPO
 
 def _serve() -> None:
     # What `spectune tune` imports on its way to the first trial.
-    import tuner.app.summary  # noqa: F401
-    import tuner.app.tune  # noqa: F401
-    import tuner.engine.measure  # noqa: F401
-    import tuner.study.file  # noqa: F401
+    import tuner.app.summary
+    import tuner.app.tune
+    import tuner.engine.measure
+    import tuner.study.file
     import tuner.study.target  # noqa: F401
     from tuner.cli import main
 
