@@ -5,7 +5,8 @@ it dozens of times. This program imports the command line once, then for each re
 the command: its own pid, signals and exit status, stdin from /dev/null, stdout and stderr to files, the
 environment given, ``sys.exit`` through the interpreter's ordinary exit (atexit, thread joins — a command
 that hangs on its way out still hangs). Only what ran at import is shared, and nothing that ran then started
-a thread or opened a connection.
+a thread or opened a connection. It runs as root would without the right to ignore file permissions
+(``_as_a_user``), so that the storage faults can make a directory read-only.
 
 Protocol: one JSON object a line on stdin, one answer a line on stdout —
 ``{"run": [args], "env": {...}, "cwd": ..., "out": path, "err": path}`` → ``{"pid": n}``;
@@ -15,6 +16,7 @@ command had not ended by the deadline — a hang — and was SIGKILLed). EOF end
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -27,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers import REPO
+
+PR_CAPBSET_DROP = 24  # <linux/prctl.h>
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2  # <linux/capability.h>
 
 
 def _serve() -> None:
@@ -104,12 +109,25 @@ def _answer(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _as_a_user() -> None:
+    """Root without the capabilities that let it ignore file permissions (CI runs as root): a directory made
+    read-only is then read-only to the tuner, as it is to any user's. Dropped from the bounding set before the
+    exec, so the server and everything it forks start without them; nothing to drop for a user."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
 class ForkServer:
     """The client: ``start`` a command, ``wait`` for its exit status."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-u", "-m", "tests.faults.forkserver"], cwd=REPO,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     preexec_fn=_as_a_user)
 
     def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None

@@ -5,7 +5,8 @@ N-th time (default the first) this process passes ``POINT``, do ACTION — ``kil
 loss at exactly that line), ``term`` / ``int`` (a SIGTERM / Ctrl-C arriving there), ``raise`` (a crash) or
 ``wait``: stop there until a signal comes from outside (at most ``WAIT_S``), so a test can send a real SIGINT or
 SIGTERM at exactly that stage without timing anything. A ``wait`` announces itself by appending the point's name
-to the file ``SPECTUNE_FAULT_REACHED`` names. The variables are read once at import; unset, ``fault_point`` is
+to the file ``SPECTUNE_FAULT_REACHED`` names; removing that file lets it go on without a signal (a test that
+breaks the storage while the tuner stands still there). The variables are read once at import; unset, ``fault_point`` is
 one dict lookup on an empty dict.
 """
 
@@ -73,4 +74,6 @@ def _wait(name: str) -> None:
             file.write(f"{name}\n")
     deadline = time.monotonic() + WAIT_S
     while interrupts.received() == seen and time.monotonic() < deadline:
+        if reached and not os.path.exists(reached):
+            return  # released
         time.sleep(0.01)
