@@ -43,6 +43,7 @@ KILLS = {
 }
 
 
+@pytest.mark.fault("kill_points")
 @pytest.mark.parametrize("case", sorted(KILLS))
 def test_kill_at_a_named_point_then_resume(tmp_path: Path, case: str) -> None:
     study = make_study(tmp_path, f"fault-kill-{case}", n_trials=N, port=free_port())
@@ -58,6 +59,7 @@ def test_kill_at_a_named_point_then_resume(tmp_path: Path, case: str) -> None:
     assert s.trials[owner].user_attrs.get(Key.BASELINE) is True
 
 
+@pytest.mark.fault("signals")
 def test_a_signal_inside_ask_then_resume(tmp_path: Path) -> None:
     """A SIGTERM inside Optuna's ``ask`` (the trial RUNNING, its objective not started), then a resume that ends
     the study whole. Signals at every other stage, once and twice: test_signals.py."""

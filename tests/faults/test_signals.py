@@ -42,6 +42,8 @@ STAGES: dict[str, tuple[str, bool, list[str]]] = {
 IN_TRIAL = {"deploy", "readiness", "c1", "c64"}
 SIGNALS = {"int": signal.SIGINT, "term": signal.SIGTERM}
 
+pytestmark = pytest.mark.fault("signals")
+
 
 @pytest.mark.parametrize("times", [1, 2], ids=["once", "twice"])
 @pytest.mark.parametrize("sig", sorted(SIGNALS))

@@ -27,7 +27,7 @@ from tests.faults.forkserver import ForkServer
 from tests.faults.quick import DEADLINE_S, copy_of, counted, err, name_of, reach, reached, start, tiny_study
 from tuner.engine.record import Key
 
-pytestmark = pytest.mark.storage_outage
+pytestmark = [pytest.mark.storage_outage, pytest.mark.fault("storage")]
 
 ARGS = ["--n-trials", "3", "--confirm", "0"]  # from the measured study: one more trial
 #: A while: the first retry comes after 0.5 s, the window is long enough for the fault to be lifted first.
