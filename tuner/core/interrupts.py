@@ -89,6 +89,7 @@ def interruptible(*, then_exit: bool = False) -> Iterator[None]:
             previous_hook(info)
 
     sys.unraisablehook = unraisable
+    _pending.clear()  # what an earlier ``then_exit`` block left counting belongs to that command
     previous = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
     _depth[0] = 1
     try:
