@@ -18,6 +18,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from tests.faults.forkserver import ForkServer
 from tests.helpers import STUDIES, spectune_command
 from tests.postgres import postgres_server
 from tuner.engine.opening import open_existing_study
@@ -33,6 +34,22 @@ DEADLINE_S = 420  # a loaded CI machine; a hang shows as this deadline passing
 def pg_url() -> Iterator[str]:
     with postgres_server() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def forks() -> Iterator[ForkServer]:
+    """``spectune`` forked from a process that has imported it (tests/faults/forkserver.py)."""
+    server = ForkServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def measured(forks: ForkServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny study's database with two measured trials, for cases to copy (tests/faults/quick.py)."""
+    from tests.faults.quick import make_measured
+
+    return make_measured(forks, tmp_path_factory.mktemp("measured"))
 
 
 def make_study(tmp_path: Path, name: str, *, n_trials: int = 3, storage: str | None = None,

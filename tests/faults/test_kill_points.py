@@ -3,6 +3,7 @@
 Each case runs the tuner with one fault (tuner/core/faults.py), checks how that run ended — SIGKILL: dead; a
 signal: exit 130/143 and one line — and that no server of the study is left, then resumes the study and checks
 that it ends whole: n_trials measured, nothing counted twice, nothing RUNNING, the baseline measured as 1.0.
+The signal matrix (every stage, once and twice, without the resume): test_signals.py.
 """
 
 from __future__ import annotations
@@ -34,18 +35,16 @@ KILLS = {
     "after_spawn": "after_spawn@2:kill",
     # The baseline queued, the study not yet marked as having one (item 6).
     "after_baseline_enqueue": "after_baseline_enqueue:kill",
-    # The baseline's references written, its result not yet (item 6): 1.0 must come from a stored measurement.
+    # The baseline's references written, its result not yet (item 6): 1.0 must come from a stored measurement —
+    # the baseline's retry runs before the designed start queued ahead of it (``baseline_runs_first``).
     "between_references": "between_references:kill",
     # An interrupted trial FAIL, its parameters not yet queued again (item 6).
     "before_requeue": "after_spawn@2:term,before_requeue:kill",
 }
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(
-        reason="open (issue 12 item 6): the baseline's retry after a kill between its references and its result "
-               "is not stored as the baseline, so 1.0 is not re-established", strict=False))
-    if c == "between_references" else c for c in sorted(KILLS)])
+@pytest.mark.fault("kill_points")
+@pytest.mark.parametrize("case", sorted(KILLS))
 def test_kill_at_a_named_point_then_resume(tmp_path: Path, case: str) -> None:
     study = make_study(tmp_path, f"fault-kill-{case}", n_trials=N, port=free_port())
     code, err = finish(tune(study, KILLS[case]))
@@ -60,27 +59,13 @@ def test_kill_at_a_named_point_then_resume(tmp_path: Path, case: str) -> None:
     assert s.trials[owner].user_attrs.get(Key.BASELINE) is True
 
 
-SIGNALS = {
-    # Before the study loop (the baseline queued): once exit 1 "Aborted!" for SIGINT.
-    "before_loop-int": ("after_baseline_enqueue:int", 130),
-    "before_loop-term": ("after_baseline_enqueue:term", 143),
-    "after_ask-term": ("after_ask@2:term", 143),
-    "deploy-term": ("after_spawn@2:term", 143),
-    "deploy-int": ("after_spawn@2:int", 130),
-    # A second signal while the first one's cleanup stops the server (item 5): the server must still stop.
-    "cleanup-term": ("after_spawn@2:term,cleanup:term", 143),
-    "cleanup-int": ("after_spawn@2:int,cleanup:int", 130),
-    # While [finish] restores the target at the end (item 5): once swallowed, exit 0.
-    "final_restore-term": ("final_finish:term", 143),
-}
-
-
-@pytest.mark.parametrize("case", sorted(SIGNALS))
-def test_signal_at_every_stage(tmp_path: Path, case: str) -> None:
-    fault, expected = SIGNALS[case]
-    study = make_study(tmp_path, f"fault-sig-{case}", n_trials=N)
-    code, err = finish(tune(study, fault))
-    assert code == expected, err
-    assert_one_line(err, contains="interrupted by SIG")
+@pytest.mark.fault("signals")
+def test_a_signal_inside_ask_then_resume(tmp_path: Path) -> None:
+    """A SIGTERM inside Optuna's ``ask`` (the trial RUNNING, its objective not started), then a resume that ends
+    the study whole. Signals at every other stage, once and twice: test_signals.py."""
+    study = make_study(tmp_path, "fault-sig-after_ask", n_trials=N)
+    code, err = finish(tune(study, "after_ask@2:term"))
+    assert code == 143, err
+    assert_one_line(err, contains="interrupted by SIGTERM")
     assert wait_gone(study_name(study)) == []
     assert_resumes_whole(study, N)

@@ -32,7 +32,7 @@ SHORT = {"SPECTUNE_STORAGE_BACKOFF": "0.5,0.5,0.5"}
 
 # Minutes of real outages and back-offs: run with `pytest -m storage_outage tests/faults` (docs/study.md); the
 # default test command leaves them out to keep the suite's time budget.
-pytestmark = pytest.mark.storage_outage
+pytestmark = [pytest.mark.storage_outage, pytest.mark.fault("storage")]
 
 
 @pytest.mark.parametrize("fault", ["after_ask@2:term", "after_ask@2:kill"])

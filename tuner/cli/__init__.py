@@ -12,6 +12,7 @@ import click
 
 from tuner import __version__
 from tuner.core.errors import Interrupted, SpectuneError
+from tuner.core.faults import fault_point
 
 
 class SpectuneGroup(click.Group):
@@ -21,6 +22,8 @@ class SpectuneGroup(click.Group):
         try:
             return super().invoke(ctx)
         except (SpectuneError, Interrupted) as exc:
+            if isinstance(exc, Interrupted):
+                fault_point("exiting")  # the way out after an interrupt: a second signal must not change it
             for line in str(exc).splitlines() or [type(exc).__name__]:
                 click.echo(f"error: {line}", err=True)
             sys.exit(exc.exit_code)

@@ -55,7 +55,7 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     # Signals are ours from here: one during the deploy stops what was started, one while serving is the normal
     # way to stop; both exit 128 + the signal (the shell's convention, and tune's), so a script can tell
     # "stopped" from "finished". A second one during either restore is remembered, not obeyed.
-    with interruptible():
+    with interruptible(then_exit=True):
         target = make_target(spec)
         with target:
             try:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from tuner.app.tune import TuneOutcome
     from tuner.study.spec import StudySpec
 
 
@@ -34,7 +35,6 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
     file, 3 target unreachable, 4 storage failing, 5 study in use, 130/143 interrupted (resume by running the
     same command).
     """
-    from tuner.app.summary import Locations, summary_lines
     from tuner.app.tune import run_study
     from tuner.core.console import make_console
     from tuner.core.durations import parse_duration
@@ -47,10 +47,18 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
         timeout_s = parse_duration(timeout) if timeout is not None else None
     except ValueError as exc:
         raise UsageError(f"--timeout: {exc}") from None
-    # From here to the last line an interrupt ends in exit 130/143 and one line (before the study opens, too).
-    with interruptible():
+    # From here to the last line an interrupt ends in exit 130/143 and one line (before the study opens, too;
+    # while the summary and the report are written, too: the study is whole then, and resuming prints it again).
+    with interruptible(then_exit=True):
         outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=make_console(stderr=True),
                             confirm=confirm, repeats=repeats)
+        _report(spec, outcome, report, no_report)
+
+
+def _report(spec: StudySpec, outcome: TuneOutcome, report: str | None, no_report: bool) -> None:
+    from tuner.app.summary import Locations, summary_lines
+    from tuner.core.console import make_console
+
     console = make_console()
 
     def say(line: str) -> None:

@@ -33,7 +33,7 @@ def command(study: str, host: str | None, n_trials: int | None, timeout: str | N
         raise UsageError(f"--timeout: {exc}") from None
     from tuner.core.interrupts import interruptible
 
-    with interruptible():  # an interrupt at any moment: exit 130/143, one line, the host restored
+    with interruptible(then_exit=True):  # an interrupt at any moment: exit 130/143, one line, the host restored
         outcome = run_worker(spec, host, n_trials=n_trials, timeout_s=timeout_s, console=make_console(stderr=True))
     console = make_console()
     console.print(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")

@@ -68,10 +68,13 @@ def _handler(signum: int, _frame: FrameType | None) -> None:
 
 
 @contextmanager
-def interruptible() -> Iterator[None]:
+def interruptible(*, then_exit: bool = False) -> Iterator[None]:
     """SIGTERM behaves like Ctrl-C: the running trial stops now, is recorded, and the target is restored.
 
-    Re-entrant: only the outermost block installs the handlers and, on leaving, puts the previous ones back."""
+    Re-entrant: only the outermost block installs the handlers and, on leaving, puts the previous ones back —
+    unless ``then_exit`` (a command: the process ends once the block is left) and a signal came: then the
+    handlers stay, only counting further signals, so that a second Ctrl-C or SIGTERM on the way out can turn
+    the one-line exit 130/143 neither into a traceback nor into a kill by the default SIGTERM action."""
     if _depth[0]:
         _depth[0] += 1
         try:
@@ -86,16 +89,18 @@ def interruptible() -> Iterator[None]:
             previous_hook(info)
 
     sys.unraisablehook = unraisable
+    _pending.clear()  # what an earlier ``then_exit`` block left counting belongs to that command
     previous = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
     _depth[0] = 1
     try:
         yield
     finally:
         _depth[0] = 0
-        for s, h in previous.items():
-            signal.signal(s, h)
-        sys.unraisablehook = previous_hook
-        _pending.clear()
+        if not (then_exit and _pending):
+            for s, h in previous.items():
+                signal.signal(s, h)
+            sys.unraisablehook = previous_hook
+            _pending.clear()
 
 
 @contextmanager
@@ -107,6 +112,11 @@ def deferred() -> Iterator[None]:
         yield
     finally:
         _deferring[0] -= 1
+
+
+def received() -> int:
+    """How many signals the open ``interruptible()`` block has received (0 outside one)."""
+    return len(_pending)
 
 
 def first_signal() -> int | None:

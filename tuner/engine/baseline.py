@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 from tuner.core.faults import fault_point
 from tuner.engine.record import Key, StudyKey
@@ -47,6 +48,34 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec) -
         for params in designed_start(space, baseline):
             study.enqueue_trial(params)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
+
+
+def baseline_runs_first(study: optuna.Study) -> None:
+    """Until the baseline has a measurement, ``study``'s ``ask`` takes a queued baseline before anything else
+    queued.
+
+    A baseline interrupted mid-measurement is queued again behind the designed start (a kill between writing
+    the references and the baseline's result, issue 12 item 6); taken in queue order, the first design point
+    would fix the references instead and 1.0 would not be the baseline. Only the order changes — which queued
+    trial ``ask`` takes — so nothing is written that a kill could leave half done. Optuna's own order (oldest
+    first) otherwise; its private ``_pop_waiting_trial_id`` is replaced on this instance only
+    (tests/unit/engine/test_baseline_first.py holds it to Optuna's behaviour)."""
+    storage = study._storage
+
+    def pop() -> int | None:
+        trials = storage.get_all_trials(study._study_id, deepcopy=False)
+        waiting = [t for t in trials if t.state == TrialState.WAITING]
+        if not any(t.state == TrialState.COMPLETE and t.user_attrs.get(Key.BASELINE) for t in trials):
+            waiting.sort(key=lambda t: not t.user_attrs.get(Key.BASELINE))  # stable: oldest first otherwise
+        for trial in waiting:
+            try:  # as Optuna: another worker may take or finish it first
+                if storage.set_trial_state_values(trial._trial_id, state=TrialState.RUNNING):
+                    return trial._trial_id
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue
+        return None
+
+    study._pop_waiting_trial_id = pop  # type: ignore[method-assign]
 
 
 def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ import optuna
 
 from objectives.confidence import Interval
 from objectives.scoring import constraint_values, is_feasible
+from tuner.core.faults import fault_point
 from tuner.engine.record import StudyKey, TrialRecord, encode_phases, measured_records, records
 from tuner.engine.trial import Measurer, TrialRunner
 from tuner.study.spec import StudySpec
@@ -155,6 +156,7 @@ def _fresh_run(record: TrialRecord, spec: StudySpec, measurer: Measurer) -> dict
         measurer.deploy(record.config)
     except DeployFailed:
         return None
+    fault_point("confirmation")  # a fresh restart of the stage up, not yet measured
     metrics = {p.concurrency: dict(measurer.measure(i)) for i, p in enumerate(spec.benchmark.phases)}
     # A phase that failed as a whole (simulator-overloaded) measured the host: a failed run, not a figure.
     return None if any(m.get("failure") for m in metrics.values()) else metrics

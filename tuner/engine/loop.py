@@ -25,6 +25,7 @@ from optuna.trial import TrialState
 
 from tuner.core import interrupts
 from tuner.core.faults import fault_point
+from tuner.engine.baseline import baseline_runs_first
 from tuner.engine.explore import queue_unexplored_neighbour
 from tuner.engine.record import Outcome, StudyKey, TrialRecord, measured_records, records
 from tuner.engine.resilient import asked_trials, storage_failure
@@ -73,10 +74,12 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
     ``gate`` must be released by ``runner`` once a trial's configuration is stored (pass ``gate.release`` as
     ``TrialEvents.on_proposed``)."""
     gate = gate or NoGate()
+    baseline_runs_first(study)  # an interrupted baseline's retry runs before the designed start
     free_in_a_row = 0
     failed_in_a_row = 0
     waiting = False
     while True:
+        fault_point("between_trials")  # the N-th pass: N − 1 trials of this run ended, their server still up
         interrupts.check()
         before = len(measured_records(study))
 

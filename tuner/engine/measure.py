@@ -6,10 +6,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from objectives.phase import ProgressCallback
+from objectives.phase import PhaseProgress, ProgressCallback
 from objectives.runner import run_phase
 from objectives.spec import BenchmarkSpec
 from tuner.core import interrupts
+from tuner.core.faults import fault_point
 from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 
@@ -74,6 +75,14 @@ class TargetMeasurer:
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         assert self.deployment is not None, "measure() before deploy()"
         interrupts.check()
-        result = run_phase(self.deployment.base_url, self.benchmark, phase_index, self.progress)
+        point = f"phase_c{self.benchmark.phases[phase_index].concurrency}"
+
+        def progress(update: PhaseProgress) -> None:
+            if update.stage == "measure":
+                fault_point(point)  # inside the phase's event loop, its requests in flight
+            if self.progress is not None:
+                self.progress(update)
+
+        result = run_phase(self.deployment.base_url, self.benchmark, phase_index, progress)
         interrupts.check()  # an interrupt the event loop swallowed ends the trial here, not after the study
         return result.at_time_scale(self.target.time_scale).to_dict()

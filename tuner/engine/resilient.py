@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import optuna
@@ -58,12 +59,29 @@ def backoff() -> tuple[float, ...]:
     return tuple(float(part) for part in text.split(","))
 
 
+class DatabaseFileChanged(Exception):
+    """The SQLite file is no longer the one the study was opened on: deleted, or replaced by another file.
+
+    Checked before every call, because SQLite would not notice: an open connection goes on writing to the
+    deleted file (lost when the tuner exits), and a new one creates an empty database at the path."""
+
+
 def transient_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean "the database is not answering right now", not "this request is wrong": a lost
-    connection, a locked/read-only/full/unreadable file. Optuna wraps some in ``StorageInternalError``."""
+    connection, a locked/read-only/full/unreadable file, a SQLite file deleted or replaced. Optuna wraps some in
+    ``StorageInternalError``."""
     from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
 
-    return (OperationalError, InterfaceError, DatabaseError, optuna.exceptions.StorageInternalError)
+    return (OperationalError, InterfaceError, DatabaseError, optuna.exceptions.StorageInternalError,
+            DatabaseFileChanged)
+
+
+def cause_of(exc: BaseException) -> BaseException:
+    """The database's own error behind Optuna's ``StorageInternalError`` (which says only "An exception is
+    raised during the commit ... e.g. exceeding max length" for a full disk or a read-only directory)."""
+    while isinstance(exc, optuna.exceptions.StorageInternalError) and (exc.__cause__ or exc.__context__):
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return exc
 
 
 def _not_transient(exc: BaseException) -> bool:
@@ -76,13 +94,17 @@ def _not_transient(exc: BaseException) -> bool:
 class ResilientRDBStorage(RDBStorage):
     """``RDBStorage`` whose calls are retried with backoff, and whose heartbeat starts with the trial."""
 
-    def __init__(self, url: str, *, describe: Callable[[BaseException], Exception], **kwargs: Any) -> None:
+    def __init__(self, url: str, *, describe: Callable[[BaseException], Exception], label: str = "",
+                 sqlite_file: Path | None = None, **kwargs: Any) -> None:
         #: Builds the error raised once the window is spent (``StorageUnavailable``, with the URL redacted).
         self._describe = describe
+        self._label = label or "the storage"  # the URL without a password, for the retry warnings
         self._local = threading.local()
         #: Set once the storage is given up on: every later call fails at once with it.
         self.failure: Exception | None = None
         super().__init__(url, **kwargs)
+        self._file = sqlite_file
+        self._identity = _identity(sqlite_file) if sqlite_file is not None else None
 
     def _call(self, name: str, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if getattr(self._local, "depth", 0):  # a storage method calling another: the outer one retries
@@ -94,20 +116,29 @@ class ResilientRDBStorage(RDBStorage):
         try:
             for attempt in range(len(pauses) + 1):
                 try:
+                    self._check_file()
                     return method(*args, **kwargs)
-                except transient_errors() as exc:
-                    if _not_transient(exc):
+                except transient_errors() as error:
+                    if _not_transient(error):
                         raise
+                    exc = cause_of(error)
                     if attempt == len(pauses):
                         self.failure = self._describe(exc)
                         raise self.failure from None
-                    log.info("storage call %s failed (%s); retrying in %g s", name,
-                                str(exc).splitlines()[0] if str(exc) else type(exc).__name__, pauses[attempt])
+                    # Said, not logged quietly: a tuner waiting out an outage must not look hung.
+                    log.warning("storage %s failed (%s); trying again in %g s (attempt %d of %d)", self._label,
+                                str(exc).splitlines()[0] if str(exc) else type(exc).__name__, pauses[attempt],
+                                attempt + 2, len(pauses) + 1)
                     self._reset_connections()
                     time.sleep(pauses[attempt])
         finally:
             self._local.depth = 0
         raise AssertionError("unreachable")
+
+    def _check_file(self) -> None:
+        if self._file is not None and _identity(self._file) != self._identity:
+            state = "deleted" if not self._file.exists() else "replaced by another file"
+            raise DatabaseFileChanged(f"the database file {self._file} was {state}")
 
     def _reset_connections(self) -> None:
         # A connection to a restarted server, or to a SQLite file that was replaced, is useless: start afresh.
@@ -174,6 +205,15 @@ class ResilientRDBStorage(RDBStorage):
                 session.close()
 
         return self._call("has_heartbeat", look)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` is now (device and inode); None when there is none."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _retrying(name: str) -> Callable[..., Any]:

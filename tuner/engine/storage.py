@@ -73,7 +73,8 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
     if url.startswith("sqlite"):
         try:
             # A generous busy timeout: a dashboard reading the same file must not crash the tuner.
-            return ResilientRDBStorage(url, describe=_outage(url), engine_kwargs={"connect_args": {"timeout": 30}})
+            return ResilientRDBStorage(url, describe=_outage(url), label=redact(url), sqlite_file=sqlite_path(url),
+                                       engine_kwargs={"connect_args": {"timeout": 30}})
         except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
             raise StorageUnavailable(f"cannot open storage {redact(url)}: {first_line(exc)}") from None
     for attempt in range(3):
@@ -81,7 +82,7 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
             with warnings.catch_warnings():  # the heartbeat is "experimental" since 2.8; a warning per worker is noise
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return ResilientRDBStorage(
-                    url, describe=_outage(url),
+                    url, describe=_outage(url), label=redact(url),
                     engine_kwargs={"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}},
                     heartbeat_interval=heartbeat_interval_s,
                     grace_period=heartbeat_grace_s,

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tuner.core.faults import fault_point
 from tuner.core.net import probe
 from tuner.targets.classify import ExitInfo
 
@@ -64,6 +65,7 @@ def wait_ready(base_url: str, *, timeout_s: float, watch: Callable[[], ExitInfo 
     connected = False
     last_error = "no answer yet"
     while True:
+        fault_point("readiness")
         exited = watch()
         if exited is not None:
             raise NotReady(f"server {exited.describe()} before it was ready", exit=exited, connected=connected)

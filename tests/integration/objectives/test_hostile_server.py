@@ -16,7 +16,7 @@ from objectives.spec import BenchmarkSpec, PhaseSpec, WorkloadSpec
 from objectives.usage import token_limit
 from tests.integration.objectives.hostile_server import BEHAVIOURS, HostileServer, hostile_server
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.fault("hostile_server")]
 
 MAX_TOKENS = 16
 REQUEST_TIMEOUT_S = 1.5

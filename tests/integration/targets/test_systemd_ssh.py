@@ -45,6 +45,7 @@ def dropin(sshd: SshServer, unit: str) -> Path:
 
 
 # ----- host keys ------------------------------------------------------------------------------------------
+@pytest.mark.fault("ssh")
 def test_unknown_host_key_is_refused_unless_accepted(sshd: SshServer, tmp_path: Path) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")
@@ -56,6 +57,7 @@ def test_unknown_host_key_is_refused_unless_accepted(sshd: SshServer, tmp_path: 
     assert empty.read_text() == ""  # trusting for this run never writes the user's known_hosts
 
 
+@pytest.mark.fault("ssh")
 @pytest.mark.parametrize("accept_unknown", [False, True])
 def test_changed_host_key_is_refused(sshd: SshServer, tmp_path: Path, accept_unknown: bool) -> None:
     known = tmp_path / "known_hosts"
@@ -71,6 +73,7 @@ def _other_ed25519(tmp_path: Path) -> str:
     return (tmp_path / "k.pub").read_text().split()[1]
 
 
+@pytest.mark.fault("ssh")
 def test_unreachable_host_fails_fast(sshd: SshServer) -> None:
     started = time.monotonic()
     with pytest.raises(TargetUnavailable, match="cannot reach"):
@@ -79,6 +82,7 @@ def test_unreachable_host_fails_fast(sshd: SshServer) -> None:
 
 
 # ----- the deploy path ------------------------------------------------------------------------------------
+@pytest.mark.fault("ssh")
 @pytest.mark.usefixtures("simulator")
 def test_dropped_connection_is_reopened(sshd: SshServer) -> None:
     port = free_port()
@@ -95,6 +99,7 @@ def test_dropped_connection_is_reopened(sshd: SshServer) -> None:
         target.close()
 
 
+@pytest.mark.fault("ssh")
 @pytest.mark.usefixtures("simulator")
 def test_shell_metacharacters_cannot_inject(sshd: SshServer, tmp_path: Path) -> None:
     nasty = (f"x; touch {tmp_path}/PWNED $(touch {tmp_path}/PWNED2) `touch {tmp_path}/PWNED3` "
@@ -140,6 +145,7 @@ def test_sudo_login_and_the_users_unit_is_never_edited(sshd: SshServer) -> None:
     assert all(call[:2] == ["-n", "--"] for call in calls)
 
 
+@pytest.mark.fault("ssh")
 @pytest.mark.usefixtures("simulator")
 def test_leftover_dropin_is_detected_and_restored(sshd: SshServer) -> None:
     port = free_port()
@@ -167,6 +173,7 @@ def test_leftover_dropin_is_detected_and_restored(sshd: SshServer) -> None:
         target.close()
 
 
+@pytest.mark.fault("ssh")
 def test_a_dropin_that_is_not_ours_is_never_overwritten(sshd: SshServer) -> None:
     port = free_port()
     unit = sshd.add_unit(port)

@@ -147,6 +147,7 @@ class Trickler:
         self.listener.close()
 
 
+@pytest.mark.fault("hostile_server")
 @pytest.mark.parametrize(("head", "slow_head"), [
     (b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", False),  # 200 at once, body never completes
     (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", True),  # status line and headers byte by byte
@@ -164,6 +165,7 @@ def test_a_probe_of_a_trickling_server_ends_by_its_own_deadline(head: bytes, slo
     assert elapsed < 0.5 + 1.5, f"the probe took {elapsed:.2f} s"
 
 
+@pytest.mark.fault("hostile_server")
 def test_wait_ready_ends_near_its_timeout_against_a_trickling_health_check() -> None:
     # 1 byte per 0.3 s: far below the 2 s per-read timeout, so the old probe waited for all 10^8 bytes
     server = Trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", gap_s=0.3)

@@ -1,0 +1,54 @@
+"""Signals while a command runs (tuner/core/interrupts.py): the first one raises where the program is, later
+ones are only counted — inside the block and, for a command (``then_exit``), on its way out as well."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import pytest
+
+from tuner.core import interrupts
+from tuner.core.errors import Interrupted
+
+
+@pytest.fixture(autouse=True)
+def _own_handlers_back() -> Iterator[None]:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in before.items():
+        signal.signal(s, handler)
+
+
+def test_a_command_keeps_counting_signals_on_its_way_out() -> None:
+    with pytest.raises(Interrupted) as raised, interrupts.interruptible(then_exit=True):
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert raised.value.exit_code == 143
+    # Out of the block, before the process ends: a second SIGTERM neither kills nor raises.
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGINT)
+    assert interrupts.received() == 3
+    # A new command in the same process (a test's CliRunner) starts afresh: its first signal raises again.
+    with pytest.raises(Interrupted), interrupts.interruptible():
+        assert interrupts.received() == 0
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_without_then_exit_the_previous_handlers_come_back() -> None:
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Interrupted), interrupts.interruptible():
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is previous and interrupts.received() == 0
+
+
+def test_a_second_signal_in_a_deferred_cleanup_is_remembered() -> None:
+    with pytest.raises(Interrupted) as raised, interrupts.interruptible():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        except Interrupted:
+            with interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)  # the cleanup goes on
+                assert interrupts.received() == 2
+            raise
+    assert raised.value.exit_code == 130  # the first signal's
