@@ -68,6 +68,9 @@ class TuneOutcome:
 
 # Optuna logs every exception that ends a trial with its traceback; these are expected endings.
 silence_tracebacks("optuna.study._optimize", KeyboardInterrupt, TargetUnavailable, ConfigTaken, LeaseLost)
+# SQLAlchemy logs, through its pool's logger, the error of closing a cursor that an interrupt cut short.
+for _pool in ("QueuePool", "NullPool", "SingletonThreadPool", "StaticPool", "AsyncAdaptedQueuePool"):
+    silence_tracebacks(f"sqlalchemy.pool.impl.{_pool}", Interrupted, KeyboardInterrupt)
 
 
 def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float | None = None,

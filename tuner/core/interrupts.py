@@ -30,7 +30,15 @@ class _DropTracebacksOf(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, self.errors)
+        # Also an error raised while one of ``errors`` unwound (a library closing its cursor on a database
+        # that an interrupt had just closed): the interrupt is the story, told in one line elsewhere.
+        for _ in range(8):
+            if error is None:
+                return True
+            if isinstance(error, self.errors):
+                return False
+            error = error.__cause__ or error.__context__
+        return True
 
 
 def silence_tracebacks(logger_name: str, *errors: type[BaseException]) -> None:

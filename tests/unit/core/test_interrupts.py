@@ -52,3 +52,26 @@ def test_a_second_signal_in_a_deferred_cleanup_is_remembered() -> None:
                 assert interrupts.received() == 2
             raise
     assert raised.value.exit_code == 130  # the first signal's
+
+
+def test_an_error_raised_while_an_interrupt_unwinds_is_not_logged_with_its_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """SQLAlchemy logs "Error closing cursor" (a closed database) when SIGTERM cut a query short: that record
+    carries the interrupt only as its context, and must not print a traceback beside the one-line message."""
+    import logging
+
+    interrupts.silence_tracebacks("tests.unit.core.pool", Interrupted)
+    logger = logging.getLogger("tests.unit.core.pool")
+    try:
+        try:
+            raise Interrupted(signal.SIGTERM)
+        except Interrupted:
+            raise RuntimeError("Cannot operate on a closed database.")  # noqa: B904 - the implicit chain is the case
+    except RuntimeError:
+        logger.error("Error closing cursor", exc_info=True)
+    try:
+        raise RuntimeError("a real failure")
+    except RuntimeError:
+        logger.error("Error closing cursor", exc_info=True)
+    messages = [r.exc_info[1].args[0] for r in caplog.records if r.name == "tests.unit.core.pool" and r.exc_info]
+    assert messages == ["a real failure"]
