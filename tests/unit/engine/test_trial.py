@@ -64,16 +64,22 @@ class FakeMeasurer:
         return {"aggregate_tok_s": 2000.0 - 100 * (self.steps - 3) ** 2, "error_rate": 0.02 if self.steps == 5 else 0.0}
 
 
-@pytest.fixture
-def setup(tmp_path: Path) -> tuple[optuna.Study, TrialRunner, FakeMeasurer, SearchSpace]:
+def study_with(tmp_path: Path, measurer: Any) -> tuple[optuna.Study, TrialRunner, SearchSpace]:
+    """STUDY's study with its baseline queued, and a runner that measures through ``measurer``."""
     path = tmp_path / "s.toml"
     path.write_text(STUDY)
     spec = load_study_file(path)
     space = SearchSpace(spec, load_option_table())
-    measurer = FakeMeasurer()
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
     enqueue_baseline(study, space, spec)
-    return study, TrialRunner(spec, space, measurer), measurer, space
+    return study, TrialRunner(spec, space, measurer), space
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[optuna.Study, TrialRunner, FakeMeasurer, SearchSpace]:
+    measurer = FakeMeasurer()
+    study, runner, space = study_with(tmp_path, measurer)
+    return study, runner, measurer, space
 
 
 def run_steps(study: optuna.Study, runner: TrialRunner, *steps: int) -> None:
@@ -154,14 +160,8 @@ class ResolvingMeasurer(FakeMeasurer):
 
 
 def test_the_targets_sglang_decides_identity_and_refusals(tmp_path: Path) -> None:
-    path = tmp_path / "s.toml"
-    path.write_text(STUDY)
-    spec = load_study_file(path)
-    space = SearchSpace(spec, load_option_table())
     measurer = ResolvingMeasurer()
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
-    enqueue_baseline(study, space, spec)
-    runner = TrialRunner(spec, space, measurer)
+    study, runner, _ = study_with(tmp_path, measurer)
     study.optimize(runner, n_trials=1)
     run_steps(study, runner, 4, 2)
     assert measurer.deployed == [3]  # steps 4 is the baseline's server; steps 2 never deployed
