@@ -22,7 +22,7 @@ from tests.helpers import STUDIES, spectune_command
 from tuner.engine.opening import open_existing_study
 from tuner.engine.record import Key
 from tuner.study.file import load_study_file
-from tuner.targets.local import marked_processes
+from tuner.targets.process_group import marked_processes
 
 N_TRIALS = 4
 KILL_TEST_TRIALS = 6

@@ -24,7 +24,7 @@ from tests.postgres import postgres_server
 from tuner.engine.opening import open_existing_study
 from tuner.engine.record import Key
 from tuner.study.file import load_study_file
-from tuner.targets.local import marked_processes
+from tuner.targets.process_group import marked_processes
 
 RUN = os.getpid()
 DEADLINE_S = 420  # a loaded CI machine; a hang shows as this deadline passing

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -32,6 +31,14 @@ from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailab
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.plan import DeployPlan, local_access, local_plan
 from tuner.targets.preflight import check_flags
+from tuner.targets.process_group import (
+    STUDY_ENV,
+    TARGET_ENV,
+    group_of,
+    marked_processes,
+    stop_group,
+    tail_file,
+)
 from tuner.targets.readiness import NotReady, wait_ready
 from tuner.targets.resolver import (
     RESOLVER_ENV,
@@ -47,10 +54,6 @@ from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetS
 log = logging.getLogger(__name__)
 
 PID_FILE = "server.pid"
-STUDY_ENV = "SPECTUNE_STUDY"
-#: Which target (its log directory) a server belongs to: several simulated hosts of one study share a machine,
-#: and one worker's scan for leftovers must never stop another worker's server.
-TARGET_ENV = "SPECTUNE_TARGET"
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,7 @@ class LocalTarget(Target):
         if pid is not None and pid != mine and self._is_marked(pid):
             return pid
         scanned = marked_processes(self.settings.study, target=self._target_marker)
-        return next((p for p in scanned if _group_of(p) not in (mine, _group_of(0))), None)
+        return next((p for p in scanned if group_of(p) not in (mine, group_of(0))), None)
 
     def _is_marked(self, pid: int) -> bool:
         return pid in marked_processes(self.settings.study, (pid,))
@@ -265,7 +268,7 @@ class LocalTarget(Target):
         self._leftover_checked = True
         while (pid := self._leftover_pid()) is not None:
             log.warning("stopping a server left running by an interrupted run (pid %d)", pid)
-            stop_group(_group_of(pid) or pid, self.settings.stop_grace_s, None)
+            stop_group(group_of(pid) or pid, self.settings.stop_grace_s, None)
             if pid in marked_processes(self.settings.study, (pid,)):  # not ours to stop after all
                 break
         (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
@@ -282,100 +285,10 @@ class LocalTarget(Target):
         return tail_file(self._log_path, lines)
 
 
-def marked_processes(study: str, pids: Iterable[int] | None = None, *, target: str | None = None) -> list[int]:
-    """Live processes (of ``pids``, default all) whose environment carries this study's ``SPECTUNE_STUDY``
-    (and ``target``'s ``SPECTUNE_TARGET``, when given)."""
-    marker = f"{STUDY_ENV}={study}".encode()
-    target_marker = f"{TARGET_ENV}={target}".encode() if target is not None else None
-    if pids is None:
-        try:
-            pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
-        except OSError:
-            return []
-    found = []
-    for pid in pids:
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue  # gone (or not ours to read)
-        if marker in environ and state != "Z" and (target_marker is None or target_marker in environ):
-            found.append(pid)
-    return found
-
-
-def _group_of(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
 class PortInUse(TargetUnavailable):
     """The server's port is taken by another program: waiting will not free it, so the study stops at once."""
 
     retryable = False
-
-
-def stop_group(pgid: int, grace_s: float, proc: subprocess.Popen[bytes] | None) -> None:
-    """SIGTERM the process group, SIGKILL what is left after ``grace_s``; returns once the group is gone."""
-    if not _signal_group(pgid, signal.SIGTERM):
-        _reap(proc)
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        _reap(proc)
-        if not _group_alive(pgid):
-            return
-        time.sleep(0.02)
-    _signal_group(pgid, signal.SIGKILL)
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline and (_reap(proc) or _group_alive(pgid)):
-        time.sleep(0.02)
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except ProcessLookupError:
-        return False
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any live (non-zombie) process is left in the group. A zombie leader that is not our child (a
-    leftover's) cannot be reaped by us, and would make ``killpg(pgid, 0)`` succeed forever."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[2] == str(pgid) and fields[0] != "Z":  # state, ppid, pgrp, ...
-            return True
-    return False
-
-
-def _reap(proc: subprocess.Popen[bytes] | None) -> bool:
-    """Collect the leader's exit status (a zombie still counts as a group member); True while it runs."""
-    return proc is not None and proc.poll() is None
-
-
-def tail_file(path: Path, lines: int) -> str:
-    """The last ``lines`` lines of a (possibly large) log file, read from the end."""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        block = min(size, max(65536, lines * 400))
-        f.seek(size - block)
-        data = f.read()
-    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
 
 
 class LocalTargetSettings(TargetSettings):
