@@ -1,6 +1,7 @@
 """A throw-away PostgreSQL server for tests: initdb + pg_ctl from the system's binaries in a temp dir.
 
-Listens on 127.0.0.1 on a free port with trust authentication, its socket in the temp dir. initdb refuses to
+Listens on 127.0.0.1 on a free port with trust authentication (or, given a password, SCRAM password
+authentication: a wrong password is refused), its socket in the temp dir. initdb refuses to
 run as root, so as root (CI containers) the server runs as the ``postgres`` user (or ``nobody``) via runuser.
 Missing binaries skip locally and fail under CI=true (tests.helpers.require_binary).
 """
@@ -49,8 +50,9 @@ def pg_start(url: str) -> None:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """Yield a SQLAlchemy URL (psycopg 3 driver) of a fresh server; stop it and delete its files after."""
+def postgres_server(password: str | None = None) -> Iterator[str]:
+    """Yield a SQLAlchemy URL (psycopg 3 driver) of a fresh server; stop it and delete its files after. With
+    ``password`` the server asks for it (the URL carries it)."""
     initdb = require_binary("initdb", str(PG_BIN / "initdb"))
     pg_ctl = require_binary("pg_ctl", str(PG_BIN / "pg_ctl"))
     prefix = _run_as()
@@ -62,7 +64,14 @@ def postgres_server() -> Iterator[str]:
         owner = pwd.getpwnam(prefix[2])
         os.chown(base, owner.pw_uid, owner.pw_gid)
         base.chmod(0o700)
-    made = subprocess.run([*prefix, initdb, "-D", str(data), "-U", USER, "-A", "trust", "--no-sync", "-E", "UTF8"],
+    auth = ["-A", "trust"]
+    if password is not None:
+        pwfile = base / "pwfile"
+        pwfile.write_text(password + "\n")
+        if prefix:
+            os.chown(pwfile, owner.pw_uid, owner.pw_gid)
+        auth = ["-A", "scram-sha-256", "--pwfile", str(pwfile)]
+    made = subprocess.run([*prefix, initdb, "-D", str(data), "-U", USER, *auth, "--no-sync", "-E", "UTF8"],
                           capture_output=True, text=True, timeout=120)
     if made.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
@@ -74,7 +83,8 @@ def postgres_server() -> Iterator[str]:
     if started.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
         raise RuntimeError(f"pg_ctl start failed: {started.stderr}\n{log.read_text() if log.exists() else ''}")
-    url = f"postgresql+psycopg://{USER}@127.0.0.1:{port}/postgres"
+    credentials = USER if password is None else f"{USER}:{password}"
+    url = f"postgresql+psycopg://{credentials}@127.0.0.1:{port}/postgres"
     # What pg_stop/pg_start need to take this server down and bring it back (the fault suite's outages).
     _servers[url] = ([*prefix, pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60"])
     try:

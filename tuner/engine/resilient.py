@@ -84,11 +84,33 @@ def cause_of(exc: BaseException) -> BaseException:
     return exc
 
 
+#: What a database server says when it refuses the connection itself — a wrong password, an unknown user or
+#: database (PostgreSQL, MySQL). The driver reports these as OperationalError, like a dropped connection, and
+#: without an SQLSTATE; but no wait changes the answer, so they are not retried.
+REFUSALS_FOR_GOOD = ("password authentication failed", "no password supplied", "authentication failed for user",
+                     "does not exist", "access denied for user", "unknown database")
+
+
+def refused_for_good(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is the server refusing this connection for a reason time won't fix."""
+    text = " ".join(str(e) for e in _chain(exc)).lower()
+    return any(marker in text for marker in REFUSALS_FOR_GOOD)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__ or getattr(current, "orig", None)
+    return seen
+
+
 def _not_transient(exc: BaseException) -> bool:
     from sqlalchemy.exc import DataError, IntegrityError, ProgrammingError
 
     # DatabaseError's other subclasses are answers about the request itself; retrying cannot change them.
-    return isinstance(exc, (IntegrityError, ProgrammingError, DataError))
+    return isinstance(exc, (IntegrityError, ProgrammingError, DataError)) or refused_for_good(exc)
 
 
 class ResilientRDBStorage(RDBStorage):

@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.core.errors import SpectuneError
 from tuner.engine.record import Key
-from tuner.engine.resilient import ResilientRDBStorage, backoff
+from tuner.engine.resilient import ResilientRDBStorage, backoff, refused_for_good
 
 HEARTBEAT_INTERVAL_S = 60
 HEARTBEAT_GRACE_S = 300
@@ -128,6 +128,9 @@ def with_storage_retries(action: Callable[[], T], what: str, url: str, *, sleep:
         try:
             return action()
         except (optuna.exceptions.StorageInternalError, _sqlalchemy_error()) as exc:
+            if refused_for_good(exc):
+                raise StorageUnavailable(f"storage {redact(url)} refused the connection while {what}: "
+                                         f"{first_line(exc)} (nothing measured was lost)") from None
             if attempt == retries:
                 raise StorageUnavailable(f"storage {redact(url)} failed while {what}: {first_line(exc)} "
                                          f"(after {retries + 1} attempts; nothing measured was lost)") from None

@@ -13,8 +13,8 @@ import optuna
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from tuner.engine.resilient import cause_of
-from tuner.engine.storage import StorageUnavailable, make_storage
+from tuner.engine.resilient import cause_of, refused_for_good
+from tuner.engine.storage import StorageUnavailable, make_storage, with_storage_retries
 
 
 @pytest.fixture
@@ -68,3 +68,29 @@ def test_the_reason_is_the_databases_own_error() -> None:
         assert cause_of(wrapped) is inner
     plain = OperationalError("SELECT", {}, Exception("locked"))
     assert cause_of(plain) is plain
+
+
+@pytest.mark.parametrize(("message", "for_good"), [
+    ('connection to server at "127.0.0.1", port 5432 failed: FATAL:  password authentication failed for user "t"',
+     True),
+    ('connection to server at "127.0.0.1", port 5432 failed: FATAL:  database "tuning" does not exist', True),
+    ("(1045, \"Access denied for user 'tuner'@'localhost' (using password: YES)\")", True),
+    ('connection to server at "127.0.0.1", port 5432 failed: Connection refused', False),
+    ("server closed the connection unexpectedly", False),
+    ("database is locked", False),
+])
+def test_a_server_refusing_the_connection_itself_is_not_retried(message: str, for_good: bool) -> None:
+    """A wrong password or an unknown database is the same answer after any wait; an outage is not."""
+    wrapped = OperationalError("SELECT 1", {}, Exception(message))
+    assert refused_for_good(wrapped) is for_good
+
+
+def test_with_storage_retries_gives_up_at_once_on_a_refused_password() -> None:
+    calls: list[float] = []
+
+    def refuse() -> None:
+        raise OperationalError("connect", {}, Exception('FATAL:  password authentication failed for user "t"'))
+
+    with pytest.raises(StorageUnavailable, match=r"refused the connection while opening: .*password authentication"):
+        with_storage_retries(refuse, "opening", "postgresql://t:secret@127.0.0.1/db", sleep=calls.append)
+    assert calls == []  # not one wait
