@@ -46,8 +46,9 @@ from scipy.stats import bootstrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.gpu_hours import Spend, hours_cell, ratio_cell, seed_cost, spend, study_cost
 from tuner.engine.landscape import Landscape, MeasuredLandscape, evaluate_search, simulator_landscape
-from tuner.engine.record import TrialRecord
+from tuner.engine.record import TrialRecord, measured_records
 from tuner.engine.trial import TrialRunner
 from tuner.sglang.options import load_option_table
 from tuner.study.file import load_study_file
@@ -65,8 +66,8 @@ CACHE = REPO / ".spectune" / "bench-truth"
 
 
 def run_optuna(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: int, budget: int,
-               truth: dict[str, float]) -> list[float]:
-    """Ratio (truth of the study's own best ÷ optimum) after each measured trial."""
+               truth: dict[str, float]) -> tuple[list[float], list[TrialRecord]]:
+    """Ratio (truth of the study's own best ÷ optimum) after each measured trial, and the measured trials."""
     # The product's own loop (tuner/engine/loop.py, through the public evaluate_search): duplicates are free, a
     # repeat is followed by a neighbour, and a study whose proposals stay free for too long ends "exhausted" —
     # as `spectune tune` would.
@@ -76,11 +77,15 @@ def run_optuna(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: i
     for k in range(1, result.measured + 1):
         best = result.best_after(k)
         ratios.append(truth.get(best.config.key() if best.config else "", 0.0) / optimum if best else 0.0)
+    return _padded(ratios, budget), measured_records(result.study)
+
+
+def _padded(ratios: list[float], budget: int) -> list[float]:
     return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
 
 
 def run_sweep(spec: StudySpec, space: SearchSpace, landscape: Landscape, seed: int, budget: int,
-              truth: dict[str, float]) -> list[float]:
+              truth: dict[str, float]) -> tuple[list[float], list[TrialRecord]]:
     """The seed campaign's method: one flag at a time from the baseline, the others held at the incumbent."""
     measurer = landscape.measurer(seed)
     study = optuna.create_study(direction="maximize")  # only as a store for the runner's scorer
@@ -124,7 +129,7 @@ def run_sweep(spec: StudySpec, space: SearchSpace, landscape: Landscape, seed: i
                 break
         if len(ratios) == before:
             break  # converged: every neighbour measured
-    return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
+    return _padded(ratios, budget), measured_records(study)
 
 
 def load_landscape_factory(text: str) -> Callable[[StudySpec], Any]:
@@ -240,9 +245,15 @@ def main() -> None:
     parser.add_argument("--landscape", metavar="MODULE:FACTORY",
                         help="an external landscape: FACTORY(study_spec) returns a Landscape or a Measurer "
                              "(docs/benchmarks.md); default: the simulator's ground truth (+ --noise)")
+    parser.add_argument("--long-budget", type=int, metavar="N",
+                        help="budget of random and sweep only (e.g. 150: long enough to reach 0.98 or not)")
+    parser.add_argument("--gpu-hours", action="store_true",
+                        help="also print the simulated GPU-hours to reach 0.98 and the seed's manual method "
+                             "(bench/gpu_hours.py)")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     rows = []
+    hours: list[tuple[str, str, int, list[Spend]]] = []  # landscape, method, budget, per seed
     for study_path, factory_text in cases_from(args):
         factory = load_landscape_factory(factory_text) if factory_text else None
         spec = load_study_file(REPO / study_path)
@@ -258,29 +269,74 @@ def main() -> None:
               f"{max(truth.values()):.3f} (ground truth in {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
         for sampler in args.samplers.split(","):
             t0 = time.perf_counter()
-            curves = []
-            for seed in range(args.seeds):
-                if sampler == "sweep":
-                    curves.append(run_sweep(spec, space, landscape, seed, args.budget, truth))
-                else:
-                    curves.append(run_optuna(spec, landscape, sampler, seed, args.budget, truth))
-            cells = {k: median_interval([c[k - 1] for c in curves]) for k in CHECKPOINTS if k <= args.budget}
+            budget = args.long_budget if args.long_budget and sampler in ("random", "sweep") else args.budget
+            runs = [run_sweep(spec, space, landscape, seed, budget, truth) if sampler == "sweep"
+                    else run_optuna(spec, landscape, sampler, seed, budget, truth) for seed in range(args.seeds)]
+            curves = [ratios for ratios, _ in runs]
+            cells = {k: median_interval([c[k - 1] for c in curves]) for k in CHECKPOINTS if k <= budget}
             reach = [trials_to_reach(c, TARGET_RATIO) for c in curves]
             # Seeds that never got there count as "after the budget"; the median says so when they are most.
-            reach_cell = median_interval([float(r if r is not None else args.budget + 1) for r in reach])
+            reach_cell = median_interval([float(r if r is not None else budget + 1) for r in reach])
             n_reached = sum(r is not None for r in reach)
-            rows.append((name, sampler, cells, reach_cell, n_reached, len(curves), time.perf_counter() - t0))
+            rows.append((name, sampler, cells, reach_cell, n_reached, len(curves), time.perf_counter() - t0, budget))
+            costs = [("", study_cost(spec))] + ([(" (the seed's costs)", seed_cost())] if sampler == "sweep" else [])
+            for suffix, model in costs:
+                hours.append((name, sampler + suffix, budget,
+                              [spend(model, records, r) for (_, records), r in zip(runs, reach, strict=True)]))
             print(f"  {sampler}: " + " ".join(f"@{k} {fmt(v)}" for k, v in cells.items())
                   + f" reach≥{TARGET_RATIO}: {fmt(reach_cell, 0)} ({n_reached}/{len(curves)})", file=sys.stderr)
-    over = f">{args.budget}"
     print(f"| landscape | sampler | {' | '.join(f'@{k} [90 % CI]' for k in CHECKPOINTS)} "
           f"| trials to ≥{TARGET_RATIO} [90 % CI] | seeds reaching it | wall s |")
     print("|---|---|" + "---|" * (len(CHECKPOINTS) + 3))
-    for name, sampler, cells, reach_cell, n_reached, n, wall in rows:
+    for name, sampler, cells, reach_cell, n_reached, n, wall, budget in rows:
         text = " | ".join(fmt(cells[k]) if k in cells else "–" for k in CHECKPOINTS)
-        reach_text = " ".join(over if v > args.budget else f"{v:g}" for v in reach_cell)
+        reach_text = " ".join(f">{budget}" if v > budget else f"{v:g}" for v in reach_cell)
         median, low, high = reach_text.split(" ")
         print(f"| {name} | {sampler} | {text} | {median} [{low}, {high}] | {n_reached}/{n} | {wall:.0f} |")
+    print_ratios(rows)
+    if args.gpu_hours:
+        print_gpu_hours(hours)
+
+
+def print_ratios(rows: list[Any]) -> None:
+    """Median trials to the target of the first sampler (the default) against random search and the sweep."""
+    by_name: dict[str, dict[str, tuple[tuple[float, float, float], int]]] = {}
+    for name, sampler, _, reach_cell, _, _, _, budget in rows:
+        by_name.setdefault(name, {})[sampler] = (reach_cell, budget)
+    others = [o for o in ("random", "sweep") if any(o in methods for methods in by_name.values())]
+    first = rows[0][1] if rows else ""
+    if not others or first in others:
+        return
+    print(f"\n| landscape | {first}: trials to ≥{TARGET_RATIO} | "
+          + " | ".join(f"{o}: trials (budget) | {first} vs {o}" for o in others) + " |")
+    print("|---|---|" + "---|---|" * len(others))
+    for name, methods in by_name.items():
+        (auto, auto_budget) = methods[first]
+        cells = [f"{_trials_text(auto, auto_budget)}"]
+        for o in others:
+            if o in methods:
+                cell, budget = methods[o]
+                cells += [f"{_trials_text(cell, budget)} ({budget})", ratio_cell(auto, cell, auto_budget, budget)]
+            else:
+                cells += ["–", "–"]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def _trials_text(cell: tuple[float, float, float], budget: int) -> str:
+    median, low, high = (f">{budget}" if v > budget else f"{v:g}" for v in cell)
+    return f"{median} [{low}, {high}]"
+
+
+def print_gpu_hours(hours: list[tuple[str, str, int, list[Spend]]]) -> None:
+    """Median simulated GPU-hours to reach the target (bench/gpu_hours.py), per landscape and method."""
+    print(f"\n| landscape | method | budget | GPU-hours to ≥{TARGET_RATIO} [90 % CI] | seeds reaching it "
+          "| GPU-hours per trial (median) |")
+    print("|---|---|---|---|---|---|")
+    for name, method, budget, spends in hours:
+        cell = median_interval([s.ranked for s in spends])
+        per_trial = float(np.median([s.spent / max(s.trials, 1) for s in spends]))
+        print(f"| {name} | {method} | {budget} | {hours_cell(*cell, spends)} | "
+              f"{sum(s.reached for s in spends)}/{len(spends)} | {per_trial:.3f} |")
 
 
 if __name__ == "__main__":
