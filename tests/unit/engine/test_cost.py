@@ -9,6 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from bench.gpu_hours import seed_cost, spend
 from objectives.spec import BenchmarkSpec, PhaseSpec, WorkloadSpec
 from tests.helpers import STUDIES
 from tuner.engine.cost import CostModel, benchmark_s, gpus_of
@@ -121,3 +122,16 @@ def test_a_failed_starts_own_timings_are_stored_on_the_trial_and_costed() -> Non
     assert all(r.timings["ready_s"] == 42.0 and r.timings["deploy_s"] == 0.0 for r in records[1:])
     costs = [CostModel(spec.benchmark).trial(r) for r in records]
     assert [c.startup_s for c in costs] == [10.0, 42.0, 42.0] and costs[0].benchmark_s > 0
+
+
+def test_the_seed_campaigns_point_costs_a_fixed_wait_and_its_five_level_benchmark() -> None:
+    seeds_speeds = {1: {"per_request_tok_s_mean": 277.0}, 64: {"aggregate_tok_s": 1817.0}}  # its steps=4 row
+    point = seed_cost().trial(record(metrics=seeds_speeds, timings={"ready_s": 400.0}))
+    # 100 s wait; 512 tokens × (17 at 277, 65 at 4 × 277, then 257, 513 and 1025 requests at 1817 tok/s).
+    assert point.startup_s == 100.0
+    assert point.seconds == pytest.approx(100 + 512 * (17 / 277 + 65 / 1108 + (257 + 513 + 1025) / 1817))
+    assert 10 * 60 < point.seconds < 15 * 60  # the seed's own account: 10–15 minutes a point
+    costed = [record(0), record(1), record(2)]
+    reached = spend(CostModel(BENCH), costed, 2)
+    assert reached.reached and reached.gpu_hours == pytest.approx(2 * 277.0 * 4 / 3600) and reached.trials == 3
+    assert not spend(CostModel(BENCH), costed, None).reached
