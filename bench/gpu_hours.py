@@ -19,7 +19,7 @@ speeds a trial measured (tuner/engine/cost.py: a saturating curve, so never long
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +37,9 @@ SEED_BENCHMARK = BenchmarkSpec(
     tuple(PhaseSpec(c, requests=SEED_WAVES * c, warmup=1) for c in SEED_LEVELS))
 #: A seed that never reached the target: sorts after every real figure, so a median over it reads "not reached".
 NOT_REACHED = 1e12
+
+Run = tuple[list[float], list[TrialRecord]]  # ratio to the optimum after each measured trial; those trials
+Interval = Callable[[list[float]], tuple[float, float, float]]  # median, low, high
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,82 @@ def study_cost(spec: StudySpec) -> CostModel:
 def seed_cost() -> CostModel:
     """The seed campaign's: a fixed 100 s wait per restart and its own five-level benchmark."""
     return CostModel(SEED_BENCHMARK, wait_s=SEED_WAIT_S)
+
+
+@dataclass(frozen=True)
+class HoursRow:
+    landscape: str
+    method: str
+    budget: int
+    target_name: str  # the ratio to the optimum searched for
+    spends: tuple[Spend, ...]  # per seed
+
+
+def landscape_hours(name: str, spec: StudySpec, runs: Mapping[str, tuple[int, list[Run]]],
+                    target: float) -> list[HoursRow]:
+    """GPU-hours rows of one landscape: every method to ``target``, the sweep also at the seed's costs; and,
+    where the sweep ran, every method to the sweep's own answer (what the seed's method gives for its hours):
+    seed by seed, the ratio the sweep of that seed ended at."""
+    n = min(len(method_runs) for _, method_runs in runs.values())
+    goals = [([target] * n, f"≥ {target:g}")]
+    if "sweep" in runs:
+        ends = [ratios[-1] - 1e-9 for ratios, _ in runs["sweep"][1][:n]]  # exactly where it stopped
+        goals.append((ends, f"the sweep's answer ({min(ends):.3f}–{max(ends):.3f})"))
+    rows = []
+    for per_seed, goal_name in goals:
+        for method, (budget, method_runs) in runs.items():
+            models = [("", study_cost(spec))] + ([(", the seed's costs", seed_cost())] if method == "sweep" else [])
+            for suffix, model in models:
+                spends = tuple(spend(model, records, first_at(ratios, goal))
+                               for (ratios, records), goal in zip(method_runs, per_seed, strict=False))
+                rows.append(HoursRow(name, method + suffix, budget, goal_name, spends))
+    return rows
+
+
+def first_at(ratios: Sequence[float], target: float) -> int | None:
+    """The 1-based measured trial after which the pick is first ≥ ``target`` (None: never)."""
+    return next((i + 1 for i, r in enumerate(ratios) if r >= target), None)
+
+
+def hours_table(rows: Sequence[HoursRow], interval: Interval) -> list[str]:
+    """Markdown: median simulated GPU-hours to each row's target [90 % interval], per landscape and method."""
+    out = ["| landscape | to | method | budget | GPU-hours [90 % CI] | seeds reaching it | GPU-hours per trial |",
+           "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        cell = interval([s.ranked for s in row.spends])
+        per_trial = float(np.median([s.spent / max(s.trials, 1) for s in row.spends]))
+        out.append(f"| {row.landscape} | {row.target_name} | {row.method} | {row.budget} | "
+                   f"{hours_cell(*cell, row.spends)} | {sum(s.reached for s in row.spends)}/{len(row.spends)} | "
+                   f"{per_trial:.3f} |")
+    return out
+
+
+def ratio_table(reach: Mapping[tuple[str, str], tuple[tuple[float, float, float], int]], first: str,
+                target: float) -> list[str]:
+    """Markdown: how many times fewer trials ``first`` (the default) needs to reach ``target`` than random search
+    and the sweep. ``reach``: (landscape, method) → (median, low, high trials, budget+1 where never), budget."""
+    others = [o for o in ("random", "sweep") if any(method == o for _, method in reach)]
+    if not others or first in others:
+        return []
+    out = [f"| landscape | {first}: trials to ≥{target:g} | "
+           + " | ".join(f"{o}: trials (budget) | {first} vs {o}" for o in others) + " |",
+           "|---|---|" + "---|---|" * len(others)]
+    for name in dict.fromkeys(landscape for landscape, _ in reach):
+        auto, auto_budget = reach[(name, first)]
+        cells = [trials_text(auto, auto_budget)]
+        for o in others:
+            if (name, o) in reach:
+                cell, budget = reach[(name, o)]
+                cells += [f"{trials_text(cell, budget)} ({budget})", ratio_cell(auto, cell, auto_budget, budget)]
+            else:
+                cells += ["–", "–"]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out
+
+
+def trials_text(cell: tuple[float, float, float], budget: int) -> str:
+    median, low, high = (f">{budget}" if v > budget else f"{v:g}" for v in cell)
+    return f"{median} [{low}, {high}]"
 
 
 def spend(model: CostModel, records: Sequence[TrialRecord], reached_at: int | None) -> Spend:

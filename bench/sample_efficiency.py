@@ -54,7 +54,7 @@ from scipy.stats import bootstrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.gpu_hours import Spend, hours_cell, ratio_cell, seed_cost, spend, study_cost
+from bench.gpu_hours import HoursRow, Run, hours_table, landscape_hours, ratio_table
 from tuner.engine.landscape import Landscape, MeasuredLandscape, evaluate_search, simulator_landscape
 from tuner.engine.record import TrialRecord, measured_records
 from tuner.engine.trial import TrialRunner
@@ -261,7 +261,7 @@ def main() -> None:
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     rows = []
-    hours: list[tuple[str, str, int, list[Spend]]] = []  # landscape, method, budget, per seed
+    hours: list[HoursRow] = []
     for study_path, factory_text in cases_from(args):
         factory = load_landscape_factory(factory_text) if factory_text else None
         spec = load_study_file(REPO / study_path)
@@ -275,6 +275,7 @@ def main() -> None:
             raise SystemExit(f"{study_path}: no configuration of the space can be the answer on this landscape")
         print(f"# {name}: {len(truth)} feasible distinct configurations, optimum score "
               f"{max(truth.values()):.3f} (ground truth in {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        runs_here: dict[str, tuple[int, list[Run]]] = {}
         for sampler in args.samplers.split(","):
             t0 = time.perf_counter()
             budget = args.long_budget if args.long_budget and sampler in ("random", "sweep") else args.budget
@@ -287,12 +288,11 @@ def main() -> None:
             reach_cell = median_interval([float(r if r is not None else budget + 1) for r in reach])
             n_reached = sum(r is not None for r in reach)
             rows.append((name, sampler, cells, reach_cell, n_reached, len(curves), time.perf_counter() - t0, budget))
-            costs = [("", study_cost(spec))] + ([(" (the seed's costs)", seed_cost())] if sampler == "sweep" else [])
-            for suffix, model in costs:
-                hours.append((name, sampler + suffix, budget,
-                              [spend(model, records, r) for (_, records), r in zip(runs, reach, strict=True)]))
+            runs_here[sampler] = (budget, runs)
             print(f"  {sampler}: " + " ".join(f"@{k} {fmt(v)}" for k, v in cells.items())
                   + f" reach≥{TARGET_RATIO}: {fmt(reach_cell, 0)} ({n_reached}/{len(curves)})", file=sys.stderr)
+        if args.gpu_hours:
+            hours += landscape_hours(name, spec, runs_here, TARGET_RATIO)
     print(f"| landscape | sampler | {' | '.join(f'@{k} [90 % CI]' for k in CHECKPOINTS)} "
           f"| trials to ≥{TARGET_RATIO} [90 % CI] | seeds reaching it | wall s |")
     print("|---|---|" + "---|" * (len(CHECKPOINTS) + 3))
@@ -301,50 +301,10 @@ def main() -> None:
         reach_text = " ".join(f">{budget}" if v > budget else f"{v:g}" for v in reach_cell)
         median, low, high = reach_text.split(" ")
         print(f"| {name} | {sampler} | {text} | {median} [{low}, {high}] | {n_reached}/{n} | {wall:.0f} |")
-    print_ratios(rows)
-    if args.gpu_hours:
-        print_gpu_hours(hours)
-
-
-def print_ratios(rows: list[Any]) -> None:
-    """Median trials to the target of the first sampler (the default) against random search and the sweep."""
-    by_name: dict[str, dict[str, tuple[tuple[float, float, float], int]]] = {}
-    for name, sampler, _, reach_cell, _, _, _, budget in rows:
-        by_name.setdefault(name, {})[sampler] = (reach_cell, budget)
-    others = [o for o in ("random", "sweep") if any(o in methods for methods in by_name.values())]
     first = rows[0][1] if rows else ""
-    if not others or first in others:
-        return
-    print(f"\n| landscape | {first}: trials to ≥{TARGET_RATIO} | "
-          + " | ".join(f"{o}: trials (budget) | {first} vs {o}" for o in others) + " |")
-    print("|---|---|" + "---|---|" * len(others))
-    for name, methods in by_name.items():
-        (auto, auto_budget) = methods[first]
-        cells = [f"{_trials_text(auto, auto_budget)}"]
-        for o in others:
-            if o in methods:
-                cell, budget = methods[o]
-                cells += [f"{_trials_text(cell, budget)} ({budget})", ratio_cell(auto, cell, auto_budget, budget)]
-            else:
-                cells += ["–", "–"]
-        print(f"| {name} | " + " | ".join(cells) + " |")
-
-
-def _trials_text(cell: tuple[float, float, float], budget: int) -> str:
-    median, low, high = (f">{budget}" if v > budget else f"{v:g}" for v in cell)
-    return f"{median} [{low}, {high}]"
-
-
-def print_gpu_hours(hours: list[tuple[str, str, int, list[Spend]]]) -> None:
-    """Median simulated GPU-hours to reach the target (bench/gpu_hours.py), per landscape and method."""
-    print(f"\n| landscape | method | budget | GPU-hours to ≥{TARGET_RATIO} [90 % CI] | seeds reaching it "
-          "| GPU-hours per trial (median) |")
-    print("|---|---|---|---|---|---|")
-    for name, method, budget, spends in hours:
-        cell = median_interval([s.ranked for s in spends])
-        per_trial = float(np.median([s.spent / max(s.trials, 1) for s in spends]))
-        print(f"| {name} | {method} | {budget} | {hours_cell(*cell, spends)} | "
-              f"{sum(s.reached for s in spends)}/{len(spends)} | {per_trial:.3f} |")
+    print("\n" + "\n".join(ratio_table({(r[0], r[1]): (r[3], r[7]) for r in rows}, first, TARGET_RATIO)))
+    if args.gpu_hours:
+        print("\n" + "\n".join(hours_table(hours, median_interval)))
 
 
 if __name__ == "__main__":
