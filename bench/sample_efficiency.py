@@ -301,8 +301,9 @@ def main() -> None:
         reach_text = " ".join(f">{budget}" if v > budget else f"{v:g}" for v in reach_cell)
         median, low, high = reach_text.split(" ")
         print(f"| {name} | {sampler} | {text} | {median} [{low}, {high}] | {n_reached}/{n} | {wall:.0f} |")
-    first = rows[0][1] if rows else ""
-    print("\n" + "\n".join(ratio_table({(r[0], r[1]): (r[3], r[7]) for r in rows}, first, TARGET_RATIO)))
+    ratios = ratio_table({(r[0], r[1]): (r[3], r[7]) for r in rows}, rows[0][1] if rows else "", TARGET_RATIO)
+    if ratios:
+        print("\n" + "\n".join(ratios))
     if args.gpu_hours:
         print("\n" + "\n".join(hours_table(hours, median_interval)))
 
