@@ -20,6 +20,14 @@ and ``evaluate_search``, tuner/engine/landscape.py):
 Samplers: the default (``auto``: the grey-box sampler, ``greybox``), TPE, GP, random search, and a
 one-flag-at-a-time sweep like the seed campaign (start from the baseline, sweep one flag with the others fixed,
 keep the best, next flag, repeat).
+
+After the table it prints how many times fewer trials the first sampler (the default) needs to reach 0.98 than
+random search and the sweep; ``--long-budget 150`` gives those two a longer budget, so that the ratio is a
+figure rather than "neither got there". ``--gpu-hours`` adds the simulated GPU-hours to reach 0.98 per
+landscape and method, and the sweep costed as the seed campaign worked (bench/gpu_hours.py):
+
+    .venv/bin/python bench/sample_efficiency.py --seeds 8 --budget 20 --long-budget 150 \
+        --samplers auto,tpe,random,sweep --gpu-hours
 """
 
 from __future__ import annotations
@@ -46,8 +54,9 @@ from scipy.stats import bootstrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.gpu_hours import HoursRow, Run, hours_table, landscape_hours, ratio_table
 from tuner.engine.landscape import Landscape, MeasuredLandscape, evaluate_search, simulator_landscape
-from tuner.engine.record import TrialRecord
+from tuner.engine.record import TrialRecord, measured_records
 from tuner.engine.trial import TrialRunner
 from tuner.sglang.options import load_option_table
 from tuner.study.file import load_study_file
@@ -65,8 +74,8 @@ CACHE = REPO / ".spectune" / "bench-truth"
 
 
 def run_optuna(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: int, budget: int,
-               truth: dict[str, float]) -> list[float]:
-    """Ratio (truth of the study's own best ÷ optimum) after each measured trial."""
+               truth: dict[str, float]) -> tuple[list[float], list[TrialRecord]]:
+    """Ratio (truth of the study's own best ÷ optimum) after each measured trial, and the measured trials."""
     # The product's own loop (tuner/engine/loop.py, through the public evaluate_search): duplicates are free, a
     # repeat is followed by a neighbour, and a study whose proposals stay free for too long ends "exhausted" —
     # as `spectune tune` would.
@@ -76,11 +85,15 @@ def run_optuna(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: i
     for k in range(1, result.measured + 1):
         best = result.best_after(k)
         ratios.append(truth.get(best.config.key() if best.config else "", 0.0) / optimum if best else 0.0)
+    return _padded(ratios, budget), measured_records(result.study)
+
+
+def _padded(ratios: list[float], budget: int) -> list[float]:
     return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
 
 
 def run_sweep(spec: StudySpec, space: SearchSpace, landscape: Landscape, seed: int, budget: int,
-              truth: dict[str, float]) -> list[float]:
+              truth: dict[str, float]) -> tuple[list[float], list[TrialRecord]]:
     """The seed campaign's method: one flag at a time from the baseline, the others held at the incumbent."""
     measurer = landscape.measurer(seed)
     study = optuna.create_study(direction="maximize")  # only as a store for the runner's scorer
@@ -124,7 +137,7 @@ def run_sweep(spec: StudySpec, space: SearchSpace, landscape: Landscape, seed: i
                 break
         if len(ratios) == before:
             break  # converged: every neighbour measured
-    return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
+    return _padded(ratios, budget), measured_records(study)
 
 
 def load_landscape_factory(text: str) -> Callable[[StudySpec], Any]:
@@ -240,9 +253,15 @@ def main() -> None:
     parser.add_argument("--landscape", metavar="MODULE:FACTORY",
                         help="an external landscape: FACTORY(study_spec) returns a Landscape or a Measurer "
                              "(docs/benchmarks.md); default: the simulator's ground truth (+ --noise)")
+    parser.add_argument("--long-budget", type=int, metavar="N",
+                        help="budget of random and sweep only (e.g. 150: long enough to reach 0.98 or not)")
+    parser.add_argument("--gpu-hours", action="store_true",
+                        help="also print the simulated GPU-hours to reach 0.98 and the seed's manual method "
+                             "(bench/gpu_hours.py)")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     rows = []
+    hours: list[HoursRow] = []
     for study_path, factory_text in cases_from(args):
         factory = load_landscape_factory(factory_text) if factory_text else None
         spec = load_study_file(REPO / study_path)
@@ -256,31 +275,37 @@ def main() -> None:
             raise SystemExit(f"{study_path}: no configuration of the space can be the answer on this landscape")
         print(f"# {name}: {len(truth)} feasible distinct configurations, optimum score "
               f"{max(truth.values()):.3f} (ground truth in {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        runs_here: dict[str, tuple[int, list[Run]]] = {}
         for sampler in args.samplers.split(","):
             t0 = time.perf_counter()
-            curves = []
-            for seed in range(args.seeds):
-                if sampler == "sweep":
-                    curves.append(run_sweep(spec, space, landscape, seed, args.budget, truth))
-                else:
-                    curves.append(run_optuna(spec, landscape, sampler, seed, args.budget, truth))
-            cells = {k: median_interval([c[k - 1] for c in curves]) for k in CHECKPOINTS if k <= args.budget}
+            budget = args.long_budget if args.long_budget and sampler in ("random", "sweep") else args.budget
+            runs = [run_sweep(spec, space, landscape, seed, budget, truth) if sampler == "sweep"
+                    else run_optuna(spec, landscape, sampler, seed, budget, truth) for seed in range(args.seeds)]
+            curves = [ratios for ratios, _ in runs]
+            cells = {k: median_interval([c[k - 1] for c in curves]) for k in CHECKPOINTS if k <= budget}
             reach = [trials_to_reach(c, TARGET_RATIO) for c in curves]
             # Seeds that never got there count as "after the budget"; the median says so when they are most.
-            reach_cell = median_interval([float(r if r is not None else args.budget + 1) for r in reach])
+            reach_cell = median_interval([float(r if r is not None else budget + 1) for r in reach])
             n_reached = sum(r is not None for r in reach)
-            rows.append((name, sampler, cells, reach_cell, n_reached, len(curves), time.perf_counter() - t0))
+            rows.append((name, sampler, cells, reach_cell, n_reached, len(curves), time.perf_counter() - t0, budget))
+            runs_here[sampler] = (budget, runs)
             print(f"  {sampler}: " + " ".join(f"@{k} {fmt(v)}" for k, v in cells.items())
                   + f" reach≥{TARGET_RATIO}: {fmt(reach_cell, 0)} ({n_reached}/{len(curves)})", file=sys.stderr)
-    over = f">{args.budget}"
+        if args.gpu_hours:
+            hours += landscape_hours(name, spec, runs_here, TARGET_RATIO)
     print(f"| landscape | sampler | {' | '.join(f'@{k} [90 % CI]' for k in CHECKPOINTS)} "
           f"| trials to ≥{TARGET_RATIO} [90 % CI] | seeds reaching it | wall s |")
     print("|---|---|" + "---|" * (len(CHECKPOINTS) + 3))
-    for name, sampler, cells, reach_cell, n_reached, n, wall in rows:
+    for name, sampler, cells, reach_cell, n_reached, n, wall, budget in rows:
         text = " | ".join(fmt(cells[k]) if k in cells else "–" for k in CHECKPOINTS)
-        reach_text = " ".join(over if v > args.budget else f"{v:g}" for v in reach_cell)
+        reach_text = " ".join(f">{budget}" if v > budget else f"{v:g}" for v in reach_cell)
         median, low, high = reach_text.split(" ")
         print(f"| {name} | {sampler} | {text} | {median} [{low}, {high}] | {n_reached}/{n} | {wall:.0f} |")
+    ratios = ratio_table({(r[0], r[1]): (r[3], r[7]) for r in rows}, rows[0][1] if rows else "", TARGET_RATIO)
+    if ratios:
+        print("\n" + "\n".join(ratios))
+    if args.gpu_hours:
+        print("\n" + "\n".join(hours_table(hours, median_interval)))
 
 
 if __name__ == "__main__":

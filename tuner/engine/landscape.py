@@ -37,6 +37,7 @@ from tuner.sglang.options import OptionTable, load_option_table
 from tuner.simulator.config import InvalidServerArgs
 from tuner.simulator.ground_truth import expected_metrics
 from tuner.simulator.profile import Profile, load_profile
+from tuner.simulator.startup import startup_s
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 from tuner.study.spec import SamplerName, StudySpec
@@ -159,7 +160,7 @@ def simulator_landscape(spec: StudySpec, *, noise: float = 0.02, profile: str | 
     table = load_option_table(spec.study.sglang_version)
     return MeasuredLandscape(
         spec, lambda seed: OracleMeasurer(loaded, table, spec.benchmark, noise=noise, seed=seed),
-        truth=OracleMeasurer(loaded, table, spec.benchmark))
+        truth=OracleMeasurer(loaded, table, spec.benchmark, timed=False))
 
 
 def true_scores(space: SearchSpace, measurer: Measurer) -> dict[str, float]:
@@ -204,26 +205,34 @@ def true_phase_metrics(profile: Profile, argv: list[str], benchmark: BenchmarkSp
 
 
 class OracleMeasurer:
-    """A ``Measurer`` that answers from the simulator's ground truth, with seeded relative noise."""
+    """A ``Measurer`` that answers from the simulator's ground truth, with seeded relative noise.
+
+    Its deploys report the simulator's startup model (tuner/simulator/startup.py) as their timings: ``ready_s``
+    = modelled seconds until ready, or until the start fails (also on the ``DeployFailed`` it raises);
+    ``deploy_s`` = 0, the model has no unit file to write. ``timed=False`` skips that model (the truth needs no
+    timings)."""
 
     def __init__(self, profile: Profile, table: OptionTable, benchmark: BenchmarkSpec, *,
-                 noise: float = 0.0, seed: int = 0) -> None:
+                 noise: float = 0.0, seed: int = 0, timed: bool = True) -> None:
         self.profile = profile
         self.table = table
         self.benchmark = benchmark
         self.noise = noise
         self.rng = np.random.default_rng(seed)
+        self.timed = timed
         self._metrics: dict[int, dict[str, Any]] = {}
         self.deploys = 0
 
     def deploy(self, config: ServerConfig) -> Mapping[str, Any]:
         self.deploys += 1
         argv = config.argv(self.table)
+        timings = {"deploy_s": 0.0, "ready_s": startup_s(self.profile, argv) if self.timed else 0.0}
         try:
             self._metrics = true_phase_metrics(self.profile, argv, self.benchmark)
         except InvalidServerArgs as exc:
-            raise DeployFailed(_FAILURE_CLASS.get(exc.kind, "other"), str(exc)) from None  # type: ignore[arg-type]
-        return {"launch": " ".join(argv), "timings": {"deploy_s": 0.0, "ready_s": 0.0}}
+            raise DeployFailed(_FAILURE_CLASS.get(exc.kind, "other"), str(exc),  # type: ignore[arg-type]
+                               timings=timings) from None
+        return {"launch": " ".join(argv), "timings": timings}
 
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         concurrency = self.benchmark.phases[phase_index].concurrency

@@ -168,7 +168,7 @@ class TrialRunner:
         try:
             facts = self.measurer.deploy(proposal.config)
         except DeployFailed as exc:
-            attrs[Key.TIMINGS] = {"deploy_s": time.monotonic() - started}
+            attrs[Key.TIMINGS] = {"deploy_s": time.monotonic() - started, **exc.timings}
             return self._finish(trial, attrs, Outcome.DEPLOY_FAILED, {STARTED_KEY: 1.0}, metrics=None, counts=True,
                                 extra={Key.FAILURE_CLASS: exc.failure_class, Key.FAILURE: str(exc),
                                        Key.LOG_TAIL: exc.log_tail[-LOG_TAIL_CHARS:],

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tuner.simulator.config import ServerConfig
+from tuner.simulator.config import InvalidServerArgs, ServerConfig, resolve
 from tuner.simulator.profile import Profile
 
 WEIGHTS_DTYPE = "torch.bfloat16"
@@ -158,6 +158,16 @@ def plan_startup(profile: Profile, config: ServerConfig) -> StartupPlan:
         "tokenizer_e2e": round(s.process_start_s, 3),
     }
     return StartupPlan(tuple(steps), None, timings=timings)
+
+
+def startup_s(profile: Profile, argv: Sequence[str]) -> float:
+    """Simulated seconds (time scale 1) from the process start until the server is ready — or until its start
+    fails, for a command line that cannot start (0 for one argparse refuses: the process exits at once)."""
+    try:
+        config = resolve(profile, argv, exit_on_error=False)
+    except InvalidServerArgs:
+        return 0.0
+    return plan_startup(profile, config).total_s
 
 
 class Log:

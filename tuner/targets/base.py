@@ -7,7 +7,7 @@ contract test suite. The study loop only ever sees this module's types.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,11 +28,16 @@ class DeployFailed(SpectuneError):
 
     The study records it on the trial (COMPLETE + constraint, so samplers learn to avoid the region) and
     goes on. ``failure_class`` is one of ``FAILURE_CLASSES``; ``log_tail`` the last lines the server wrote.
+    ``timings`` (``deploy_s``, ``ready_s``): how long the start ran until it failed, where the raiser knows better
+    than the wall clock (a performance model's failed start costs modelled minutes, not the microseconds it took
+    to say so); stored over the measured ``deploy_s``.
     """
 
-    def __init__(self, failure_class: FailureClass, message: str, log_tail: str = "") -> None:
+    def __init__(self, failure_class: FailureClass, message: str, log_tail: str = "", *,
+                 timings: Mapping[str, float] | None = None) -> None:
         self.failure_class = failure_class
         self.log_tail = log_tail
+        self.timings: dict[str, float] = dict(timings or {})
         super().__init__(f"{failure_class}: {message}")
 
 

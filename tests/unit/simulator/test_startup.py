@@ -9,7 +9,7 @@ import pytest
 
 from tuner.simulator.config import ServerConfig, resolve
 from tuner.simulator.profile import Profile, load_profile
-from tuner.simulator.startup import READY_LINE, Log, graph_capture_s, plan_startup, run_startup
+from tuner.simulator.startup import READY_LINE, Log, graph_capture_s, plan_startup, run_startup, startup_s
 
 BASE = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3",
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
@@ -124,3 +124,12 @@ def test_run_startup_prints_the_failure(profile: Profile) -> None:
     lines: list[str] = []
     assert asyncio.run(run_startup(plan, 1000.0, Log(lines.append))) is False
     assert "Capture cuda graph failed" in lines[-1]
+
+
+def test_startup_s_is_the_scripts_length_until_ready_or_until_it_fails(profile: Profile) -> None:
+    steps = plan_startup(profile, configure(profile)).steps
+    assert startup_s(profile, BASE) == pytest.approx(sum(step.delay_s for step in steps)) and steps
+    s = profile.startup  # 122B of weights on one GPU: out of memory half-way through loading them
+    assert startup_s(profile, [*BASE[:2], "--tp-size", "1"]) == pytest.approx(s.process_start_s
+                                                                             + s.load_weights_s / 2)
+    assert startup_s(profile, [*BASE, "--no-such-flag"]) == 0.0  # argparse refuses: the process exits at once
