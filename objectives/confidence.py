@@ -53,6 +53,14 @@ class Interval:
     def to_list(self) -> list[float]:
         return [self.low, self.high]
 
+    @property
+    def mid(self) -> float:
+        return (self.low + self.high) / 2
+
+    def text(self, digits: int = 3) -> str:
+        """``[0.961, 1.034]``: how every command prints an interval."""
+        return f"[{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
     @staticmethod
     def from_stored(value: Any) -> Interval | None:
         """A stored ``[low, high]`` (or None) → an Interval (or None)."""

@@ -145,4 +145,4 @@ def summary_line(record: TrialRecord) -> str:
 
 def interval_text(interval: Interval | None, digits: int = 1) -> str:
     """`` [1.02, 1.14]``: a figure's 95 % interval as the live line shows it ("" when there is none)."""
-    return f" [{interval.low:.{digits}f}, {interval.high:.{digits}f}]" if interval is not None else ""
+    return f" {interval.text(digits)}" if interval is not None else ""

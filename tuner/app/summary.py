@@ -49,12 +49,11 @@ def best_lines(best: TrialRecord, baseline: TrialRecord | None, verdict: Verdict
     confirmed = verdict.intervals.get(best.number) if verdict is not None else None
     if confirmed is not None:
         runs = len(best.confirmed.runs) if best.confirmed else 0
-        mid = (confirmed.low + confirmed.high) / 2
-        lines.append(f"best: trial {best.number}, confirmed score {mid:.3f} [{confirmed.low:.3f}, {confirmed.high:.3f}]"
+        lines.append(f"best: trial {best.number}, confirmed score {confirmed.mid:.3f} {confirmed.text()}"
                      f" over {runs} fresh run(s) (1.0 = the baseline, {reference})")
         return lines
     score = f"{best.score:.3f}" if best.score is not None else "–"
-    interval = f" [{best.score_ci.low:.3f}, {best.score_ci.high:.3f}]" if best.score_ci else ""
+    interval = f" {best.score_ci.text()}" if best.score_ci else ""
     lines.append(f"best: trial {best.number}, score {score}{interval} (1.0 = the baseline, {reference})")
     return lines
 

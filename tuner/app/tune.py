@@ -226,8 +226,7 @@ def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer
         if record.confirmed is None:
             continue
         interval = scorer.interval(record.confirmed.pooled) if record.confirmed.runs else None
-        figure = f"{(interval.low + interval.high) / 2:.3f} [{interval.low:.3f}, {interval.high:.3f}]" \
-            if interval else "–"
+        figure = f"{interval.mid:.3f} {interval.text()}" if interval else "–"
         study_score = f"{record.score:.3f}" if record.score is not None else "–"
         say(f"  trial {record.number}{' (baseline)' if record.baseline else ''}: study score {study_score}, "
             f"confirmed {figure} over {len(record.confirmed.runs)} run(s)"

@@ -112,7 +112,7 @@ def explanation(ranking: Ranking, winner: TrialView, measured: int) -> list[str]
 
 
 def _interval(interval: Interval | None) -> str:
-    return f" [{interval.low:.3f}, {interval.high:.3f}]" if interval is not None else ""
+    return f" {interval.text()}" if interval is not None else ""
 
 
 def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, width: int = 200) -> Answer:

@@ -130,3 +130,10 @@ def test_repeated_phases_pool_into_one_figure() -> None:
     reference = stats.ttest_1samp(SPEEDS, 0.0).confidence_interval(0.95)
     assert pooled["per_request_tok_s_mean_ci"] == pytest.approx([reference.low, reference.high])
     assert Interval(*pooled["aggregate_tok_s_ci"]).overlaps(Interval(*runs[0]["aggregate_tok_s_ci"]))  # type: ignore[misc]
+
+
+def test_an_interval_prints_one_way_everywhere() -> None:
+    interval = Interval(0.96149, 1.0344)
+    assert interval.text() == "[0.961, 1.034]"
+    assert interval.text(1) == "[1.0, 1.0]"
+    assert interval.mid == pytest.approx(0.997945)
