@@ -6,8 +6,8 @@ start-up model for the built-in landscape, through ``deploy()``'s timings; the s
 profile for a landscape that models none) + its benchmark at the speeds it measured, × the GPUs it holds,
 summed up to the first trial after which the study's own pick is ≥ 0.98 of the optimum.
 
-The seed campaign's manual method is the one-flag sweep costed as that person worked (../shared/seed/, as
-docs/benchmarks.md "GPU-hours to the optimum" describes): after every restart a fixed ``sleep 100`` before
+The seed campaign's manual method is the one-flag sweep costed as that person worked (docs/benchmarks.md,
+"GPU-hours to the optimum"): after every restart a fixed ``sleep 100`` before
 the first request (a failed start is noticed then, and costs the 100 s), then their own benchmark —
 five concurrency levels from 1 to 64 (1, 4, 16, 32, 64), 512 output tokens, temperature 0, ignore_eos.
 The request count per level is not in the record: ``SEED_WAVES`` waves of C requests per level (+ one warm-up

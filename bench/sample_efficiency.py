@@ -54,7 +54,7 @@ from scipy.stats import bootstrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.gpu_hours import HoursRow, Run, hours_table, landscape_hours, ratio_table
+from bench.gpu_hours import HoursRow, Run, hours_table, landscape_hours, ratio_table, trials_text
 from tuner.engine.landscape import Landscape, MeasuredLandscape, evaluate_search, simulator_landscape
 from tuner.engine.record import TrialRecord, measured_records
 from tuner.engine.trial import TrialRunner
@@ -298,9 +298,7 @@ def main() -> None:
     print("|---|---|" + "---|" * (len(CHECKPOINTS) + 3))
     for name, sampler, cells, reach_cell, n_reached, n, wall, budget in rows:
         text = " | ".join(fmt(cells[k]) if k in cells else "–" for k in CHECKPOINTS)
-        reach_text = " ".join(f">{budget}" if v > budget else f"{v:g}" for v in reach_cell)
-        median, low, high = reach_text.split(" ")
-        print(f"| {name} | {sampler} | {text} | {median} [{low}, {high}] | {n_reached}/{n} | {wall:.0f} |")
+        print(f"| {name} | {sampler} | {text} | {trials_text(reach_cell, budget)} | {n_reached}/{n} | {wall:.0f} |")
     ratios = ratio_table({(r[0], r[1]): (r[3], r[7]) for r in rows}, rows[0][1] if rows else "", TARGET_RATIO)
     if ratios:
         print("\n" + "\n".join(ratios))

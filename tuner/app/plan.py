@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from objectives.spec import PhaseSpec
 from tuner.app.validate import ValidationReport
 from tuner.engine.confirm import DEFAULT_REPEATS, DEFAULT_TOP
+from tuner.engine.cost import phase_seconds
 from tuner.engine.record import TrialRecord
 from tuner.study.hosts import spec_for_host
 from tuner.study.spec import StudySpec
@@ -120,19 +121,12 @@ def check_target(spec: StudySpec) -> tuple[str, ...]:
 def _phase(phase: PhaseSpec, spec: StudySpec, time_scale: float) -> PhaseEstimate:
     tokens = spec.benchmark.workload.max_tokens
     rate = min(phase.concurrency * ASSUMED_C1_TOK_S, ASSUMED_AGGREGATE_TOK_S) * time_scale
+    seconds, bound = phase_seconds(phase, tokens, rate)
     scaled = f", ÷ time_scale {time_scale:g}" if time_scale != 1 else ""
-    if phase.requests is not None:
-        n = phase.warmup + phase.requests
-        seconds = n * tokens / rate
-        basis = f"{n} requests × ≤ {tokens} tokens at ~{rate / time_scale:.0f} tok/s{scaled}"
-        if phase.duration_s is not None and phase.duration_s < seconds:
-            seconds, basis = phase.duration_s, "its duration"
-    else:
-        assert phase.duration_s is not None  # a phase has requests or a duration (PhaseSection.to_spec)
-        seconds = phase.duration_s + phase.warmup * tokens / rate
-        basis = "its duration, plus warmup"
-    if seconds > phase.deadline_s:
-        seconds, basis = phase.deadline_s, "its deadline"
+    basis = {"requests": f"{phase.warmup + (phase.requests or 0)} requests × ≤ {tokens} tokens at "
+                         f"~{rate / time_scale:.0f} tok/s{scaled}",
+             "duration": "its duration", "duration+warmup": "its duration, plus warmup",
+             "deadline": "its deadline"}[bound]
     return PhaseEstimate(phase.label, seconds, basis)
 
 

@@ -43,3 +43,14 @@ class UsageError(SpectuneError):
     """A command-line argument is wrong in a way click cannot see (e.g. a bad --weights string)."""
 
     exit_code = 2
+
+
+def chain_of(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it was raised from or while handling (``__cause__``, else ``__context__``), in order;
+    a cycle ends it."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from tuner.core.errors import Interrupted
+from tuner.core.errors import Interrupted, chain_of
 
 _pending: list[int] = []
 
@@ -32,13 +32,7 @@ class _DropTracebacksOf(logging.Filter):
         error = record.exc_info[1] if record.exc_info else None
         # Also an error raised while one of ``errors`` unwound (a library closing its cursor on a database
         # that an interrupt had just closed): the interrupt is the story, told in one line elsewhere.
-        for _ in range(8):
-            if error is None:
-                return True
-            if isinstance(error, self.errors):
-                return False
-            error = error.__cause__ or error.__context__
-        return True
+        return error is None or not any(isinstance(e, self.errors) for e in chain_of(error))
 
 
 def silence_tracebacks(logger_name: str, *errors: type[BaseException]) -> None:

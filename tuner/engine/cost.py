@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import Any, Literal
 
 from objectives.spec import BenchmarkSpec, PhaseSpec
 from tuner.engine.record import Outcome, TrialRecord
@@ -107,7 +107,7 @@ def benchmark_s(benchmark: BenchmarkSpec, metrics: Mapping[int, Mapping[str, Any
             continue
         rate = _rate(phase.concurrency, metrics)
         if rate:
-            total += _phase_s(phase, benchmark.workload.max_tokens, rate)
+            total += phase_seconds(phase, benchmark.workload.max_tokens, rate)[0]
     return total
 
 
@@ -141,15 +141,26 @@ def _rate(concurrency: int, metrics: Mapping[int, Mapping[str, Any]]) -> float |
     return min(unbounded, aggregates[-1]) if aggregates else unbounded
 
 
-def _phase_s(phase: PhaseSpec, max_tokens: int, rate: float) -> float:
+#: What bounds a phase's time (``phase_seconds``): its request count, its duration, its duration after the
+#: warmup requests (a duration-only phase), or its deadline.
+PhaseBound = Literal["requests", "duration", "duration+warmup", "deadline"]
+
+
+def phase_seconds(phase: PhaseSpec, max_tokens: int, rate: float) -> tuple[float, PhaseBound]:
+    """How long ``phase`` runs when the server produces ``rate`` tokens per second in it (every request at
+    ``max_tokens``), and what bounds that time."""
+    seconds: float
+    bound: PhaseBound
     if phase.requests is not None:
-        seconds = (phase.warmup + phase.requests) * max_tokens / rate
-        if phase.duration_s is not None:
-            seconds = min(seconds, phase.duration_s)
+        seconds, bound = (phase.warmup + phase.requests) * max_tokens / rate, "requests"
+        if phase.duration_s is not None and phase.duration_s < seconds:
+            seconds, bound = phase.duration_s, "duration"
     else:
         assert phase.duration_s is not None  # a phase has requests or a duration (PhaseSection.to_spec)
-        seconds = phase.duration_s + phase.warmup * max_tokens / rate
-    return min(seconds, phase.deadline_s)
+        seconds, bound = phase.duration_s + phase.warmup * max_tokens / rate, "duration+warmup"
+    if seconds > phase.deadline_s:
+        seconds, bound = phase.deadline_s, "deadline"
+    return seconds, bound
 
 
 def _int_flag(config: ServerConfig, spellings: tuple[str, ...]) -> int:

@@ -29,6 +29,7 @@ import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
+from tuner.core.errors import chain_of
 from tuner.core.faults import fault_point
 
 log = logging.getLogger(__name__)
@@ -79,9 +80,8 @@ def transient_errors() -> tuple[type[BaseException], ...]:
 def cause_of(exc: BaseException) -> BaseException:
     """The database's own error behind Optuna's ``StorageInternalError`` (which says only "An exception is
     raised during the commit ... e.g. exceeding max length" for a full disk or a read-only directory)."""
-    while isinstance(exc, optuna.exceptions.StorageInternalError) and (exc.__cause__ or exc.__context__):
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return exc
+    chain = chain_of(exc)
+    return next((e for e in chain if not isinstance(e, optuna.exceptions.StorageInternalError)), chain[-1])
 
 
 #: What a database server says when it refuses the connection itself — a wrong password, an unknown user or
@@ -93,17 +93,9 @@ REFUSALS_FOR_GOOD = ("password authentication failed", "no password supplied", "
 
 def refused_for_good(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) is the server refusing this connection for a reason time won't fix."""
-    text = " ".join(str(e) for e in _chain(exc)).lower()
+    # SQLAlchemy's message quotes the driver's (and raises from it): the chain's text holds the server's words.
+    text = " ".join(str(e) for e in chain_of(exc)).lower()
     return any(marker in text for marker in REFUSALS_FOR_GOOD)
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__ or getattr(current, "orig", None)
-    return seen
 
 
 def _not_transient(exc: BaseException) -> bool:

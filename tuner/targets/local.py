@@ -47,6 +47,7 @@ from tuner.targets.resolver import (
     SGLangResolver,
     check_version,
     interpreter_of_script,
+    is_sglang_script,
     server_args_of,
 )
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
@@ -112,13 +113,15 @@ class LocalTarget(Target):
 
     def _start_resolver(self) -> None:
         """Ask this machine's SGLang (the command's interpreter) from now on, when it can be imported."""
+        if self._resolver is not None:
+            return
         python, _ = server_args_of(self.settings.command)
         first = self.settings.command[0]
-        if python is None and first.rsplit("/", 1)[-1] == "sglang":  # a console script: the Python of its #!
+        if python is None and is_sglang_script(first):  # a console script: the Python of its #!
             with contextlib.suppress(OSError):
                 script = shutil.which(first)
                 python = interpreter_of_script(Path(script).read_text(errors="replace")[:512]) if script else None
-        if python is None or self._resolver is not None:
+        if python is None:
             return
         env = {**self._env(()), **RESOLVER_ENV}
         self._resolver = SGLangResolver.start(lambda: ProcessPipe.spawn([python, "-c", RESOLVER_SCRIPT], env),

@@ -339,9 +339,14 @@ def server_args_of(command: Sequence[str]) -> tuple[str | None, list[str]]:
         if token == "-m" and argv[i + 1].startswith("sglang"):
             python = argv[i - 1] if i > 0 and "python" in argv[i - 1].rsplit("/", 1)[-1] else None
             return python, argv[i + 2:]
-        if token.rsplit("/", 1)[-1] == "sglang" and argv[i + 1] == "serve":
+        if is_sglang_script(token) and argv[i + 1] == "serve":
             return None, argv[i + 2:]
     return None, []
+
+
+def is_sglang_script(path: str) -> bool:
+    """Whether ``path`` names SGLang's console script (``sglang``, ``.../bin/sglang``): its Python is in its ``#!``."""
+    return path.rsplit("/", 1)[-1] == "sglang"
 
 
 def interpreter_of_script(first_line: str) -> str | None:

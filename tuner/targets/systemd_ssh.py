@@ -34,6 +34,7 @@ from tuner.targets.resolver import (
     SGLangResolver,
     check_version,
     interpreter_of_script,
+    is_sglang_script,
     server_args_of,
 )
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings
@@ -134,7 +135,7 @@ class SystemdSshTarget(Target):
             return self.settings.python
         python, _ = server_args_of(self.settings.command)
         first = self.settings.command[0]
-        if python is None and first.startswith("/") and first.rsplit("/", 1)[-1] == "sglang":
+        if python is None and first.startswith("/") and is_sglang_script(first):
             head = self.conn.run(["head", "-n", "1", "--", first], check=False, sudo=False)
             python = interpreter_of_script(head.stdout) if head.ok else None
         return python
