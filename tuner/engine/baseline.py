@@ -4,10 +4,13 @@ Then a designed start: a few generic draft-tree shapes around it, instead of the
 Here, below the commands, so that `spectune tune`, the bench's landscapes (tuner/engine/landscape.py) and the
 tests all start a study the same way.
 
-Why a designed start (docs/benchmarks.md, "What was tried"): in this product's spaces the score is decided mostly
-by the draft tree (steps × topk × draft tokens), and random start-up points spend their trials on memory and
-scheduling flags, many of which fail to start. A medium, a deep-wide and a deep-narrow tree, each with the
-baseline's other flags, show the model the tree's main directions in three trials.
+Why a designed start (docs/benchmarks.md, "What was tried", and "A trust region and a designed start that
+spans the tree"): in this product's spaces the score is decided mostly by the draft tree (steps × topk × draft
+tokens), and random start-up points spend their trials on memory and scheduling flags, many of which fail to
+start. Four shapes span the tree's range — a wide tree of middle depth, a short chain (top-k 1, which decides on
+a small model or a throughput-heavy mix), a deep wide tree with many draft tokens, and the deepest widest tree
+with CUDA-graph headroom — each with the baseline's other flags, so the sampler's first model sees the tree's
+main directions, and its trust region starts in the right basin.
 """
 
 from __future__ import annotations
@@ -23,15 +26,20 @@ from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 
 #: Tree shapes as positions in each tree dimension's range (0 = its first value, 1 = its last): (steps, topk,
-#: draft tokens within what the tree can verify, every other tuned flag — None: the baseline's value). The last
-#: is a deep-wide tree with memory headroom: big trees need CUDA-graph and KV memory that the baseline's
-#: memory flags may not leave (the memory-tight landscape: every big tree at the baseline's flags fails).
+#: draft tokens within what the tree can verify, the CUDA-graph batch size — None: the baseline's). Every other
+#: tuned flag keeps the baseline's value. The last shape is the deepest widest tree with a smaller graph: capture
+#: memory grows with graph size × draft tokens, so a big tree that fails at the baseline's graph size may start
+#: at a smaller one (where no graph size is tuned, the static memory fraction is lowered instead: that is what
+#: leaves room for capture).
 DESIGNED_SHAPES: tuple[tuple[float, float, float, float | None], ...] = (
-    (0.5, 0.5, 0.5, None), (1.0, 1.0, 0.5, None), (0.75, 0.5, 1.0, None), (1.0, 1.0, 0.5, 0.2))
+    (0.5, 1.0, 0.5, None), (0.15, 0.0, 1.0, None), (0.85, 1.0, 0.6, None), (1.0, 1.0, 0.5, 0.2))
 _TREE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
+#: What the headroom position moves: the CUDA-graph batch sizes, or the static memory fraction without them.
+_GRAPH_FLAGS = frozenset({"cuda-graph-max-bs", "cuda-graph-max-bs-decode"})
+_STATIC_FLAGS = frozenset({"mem-fraction-static"})
 
 
-def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec) -> None:
+def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *, designed: bool = True) -> None:
     """Queue the baseline, then the designed start, once per study (not once per resume or worker).
 
     Enqueue first, mark after: a kill between the two leaves the baseline queued and the next start only
@@ -45,7 +53,7 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec) -
         study.enqueue_trial(baseline, user_attrs={Key.BASELINE: True})
         fault_point("after_baseline_enqueue")
         # (a kill here loses only the designed start: the sampler's own start-up points take its place)
-        for params in designed_start(space, baseline):
+        for params in designed_start(space, baseline) if designed else []:
             study.enqueue_trial(params)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
 
@@ -79,25 +87,36 @@ def baseline_runs_first(study: optuna.Study) -> None:
 
 
 def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[str, Any]]:
-    """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes, the baseline's values elsewhere; shapes
-    that decode to the baseline or to each other, or are rejected, are left out. Empty without a tuned tree."""
+    """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes (and to the headroom flags), the
+    baseline's values elsewhere; shapes that decode to the baseline or to each other, or are rejected, are left
+    out. Empty without a tuned tree."""
     tree = {d.name: d for d in space.dimensions if d.name.split(".")[0] in _TREE}
     if not tree:
         return []
     seen = {_key(space, baseline)}
     out = []
+    flags = {d.name.split(".")[0] for d in space.dimensions}
+    headroom = (_GRAPH_FLAGS & flags) or (_STATIC_FLAGS & flags)
     for shape in DESIGNED_SHAPES:
         params = dict(baseline)
         for d in space.dimensions:
-            position = shape[_TREE.index(d.name.split(".")[0])] if d.name in tree else shape[3]
+            flag = d.name.split(".")[0]
+            position = shape[_TREE.index(flag)] if d.name in tree else shape[3] if flag in headroom else None
             if position is not None:
                 values = d.encoded_values()
-                params[d.name] = values[round(position * (len(values) - 1))]
+                value = values[round(position * (len(values) - 1))]
+                if d.name not in tree and _larger(d.decode(value), d.decode(params[d.name])):
+                    continue  # headroom never means more graph memory than the baseline's
+                params[d.name] = value
         key = _key(space, params)
         if key is not None and key not in seen:
             seen.add(key)
             out.append(params)
     return out
+
+
+def _larger(a: object, b: object) -> bool:
+    return isinstance(a, int | float) and isinstance(b, int | float) and a > b
 
 
 def _key(space: SearchSpace, params: dict[str, Any]) -> str | None:

@@ -7,8 +7,9 @@ the seed space is within 2 % of the optimum — while each factor is smooth. So 
 (tuner/engine/gp.py) to the log accept length over the tree flags, one per weighted phase to the log speed per
 accepted token over all tuned flags, and one to feasibility (failed starts and violated constraints), and picks
 the unmeasured configuration with the highest expected improvement of the *composed* score × its probability of
-being feasible. A trial whose C=64 phase was skipped still teaches the accept-length and C=1 models; no value has
-to be invented for it.
+being feasible — among those near the best trial so far (a trust region, tuner/engine/trust_region.py), and over
+the whole space only once that box is measured out. A trial whose C=64 phase was skipped still teaches the
+accept-length and C=1 models; no value has to be invented for it.
 
 It is an Optuna ``BaseSampler`` (relative sampling over every dimension of the space), so storage, several
 workers and the dashboard work as with Optuna's own samplers. Candidates are the space's distinct valid
@@ -36,6 +37,7 @@ from objectives.scoring import phase_value
 from tuner.engine.gp import GP, fit_gp
 from tuner.engine.record import Outcome, TrialRecord
 from tuner.engine.score import stored_references
+from tuner.engine.trust_region import radius, rung_table, within
 from tuner.study.space import DRAFT, STEPS, TOPK, SearchSpace
 
 #: Enumerate every point of a space up to this many raw points (the seed space has ~200,000); sample beyond.
@@ -75,6 +77,7 @@ class Candidates:
     tree_columns: tuple[int, ...]
     memory_columns: tuple[int, ...]  # the columns of MEMORY_GROWS flags
     index: Mapping[str, int]
+    rungs: np.ndarray  # each input's rung per candidate (tuner/engine/trust_region.py)
 
 
 _CACHE: dict[str, Candidates] = {}
@@ -134,7 +137,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
             memory += range(len(columns), len(columns) + len(new))
         columns += new
     x = np.stack(columns, axis=1) if columns and keys else np.zeros((len(keys), 0))
-    return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index)
+    return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index, rung_table(x))
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,7 @@ class Observations:
     best_score: float | None
     leaders: list[int]  # rows of the best-scored candidates, best first
     oom_rows: list[int]  # out of memory outside the KV pool
+    stall: int = 0  # the sampler's own trials since the best score last rose (queued ones do not count)
 
 
 def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Observations:
@@ -165,6 +169,7 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
     known: set[int] = set()
     best: float | None = None
     scored: list[tuple[float, int]] = []
+    stall = 0
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
         record = TrialRecord.from_trial(trial)
         row = table.index.get(record.config_key or "")
@@ -184,6 +189,10 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
             benchmarked.append((row, record.metrics))
         elif record.failure_class == "out-of-memory" and "kv" not in (record.failure or "").lower():
             oom.append(row)
+        if record.is_candidate and record.score is not None and (best is None or record.score > best):
+            stall = 0
+        elif "fixed_params" not in trial.system_attrs:  # Optuna's mark of a queued trial (baseline, design)
+            stall += 1
         if record.is_candidate and record.score is not None:
             best = record.score if best is None else max(best, record.score)
             scored.append((record.score, row))
@@ -203,7 +212,7 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
             log_phase[c].append(math.log(value) - (math.log(accepts[row] or 1.0) if decompose else 0.0))
     leaders = [row for _, row in sorted(scored, reverse=True)[:LEADERS]]
     return Observations(feasible_rows, feasible, started_flags, accept_rows, log_accept, phase_rows, log_phase,
-                        pending, known, best, leaders, oom)
+                        pending, known, best, leaders, oom, stall)
 
 
 def monotone_oom(table: Candidates, started: Sequence[int], failed: Sequence[int], rows: np.ndarray) -> np.ndarray:
@@ -340,6 +349,10 @@ class GreyBoxSampler(BaseSampler):
         unknown[list(obs.known)] = False
         if not unknown.any():
             return None
+        if obs.leaders:  # near the best trial while that box has anything left (trust_region.py: why)
+            near = unknown & within(table.rungs, obs.leaders[0], radius(obs.stall))
+            if near.any():
+                unknown = near
         if unknown.sum() > PREDICT_LIMIT:
             chosen = np.zeros_like(unknown)
             chosen[self._rng.choice(np.flatnonzero(unknown), PREDICT_LIMIT, replace=False)] = True

@@ -90,14 +90,15 @@ class SearchResult:
 
 def evaluate_search(study: StudySpec | str | Path, landscape: Landscape | Measurer, *, n_trials: int,
                     seed: int = 0, sampler: SamplerName | None = None,
-                    storage: optuna.storages.BaseStorage | None = None) -> SearchResult:
+                    storage: optuna.storages.BaseStorage | None = None, designed_start: bool = True) -> SearchResult:
     """Run the study's real loop against ``landscape`` until ``n_trials`` trials were measured (or the space is
     exhausted) and return what it did.
 
     ``study``: a study file or its loaded spec (its target is not used). ``landscape``: a ``Landscape`` (a fresh
     measurer is taken with ``seed``) or a bare ``Measurer`` (used as it is). ``sampler``: auto, gp, tpe or
     random (default: the study file's); ``seed`` seeds the sampler. ``storage``: in memory unless given; a
-    stored study of the same name is continued."""
+    stored study of the same name is continued. ``designed_start=False``: the baseline only, then the sampler
+    (how plain random search is measured, tuner/engine/baseline.py)."""
     spec = study if isinstance(study, StudySpec) else load_study_file(study)
     spec = replace(spec, study=replace(spec.study, sampler=sampler or spec.study.sampler, seed=seed))
     space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
@@ -113,7 +114,7 @@ def evaluate_search(study: StudySpec | str | Path, landscape: Landscape | Measur
                                       else ["score"])
     record_or_check(optuna_study, spec)
     optuna_study.set_user_attr("sampler", resolve_sampler_name(spec.study.sampler))
-    enqueue_baseline(optuna_study, space, spec)
+    enqueue_baseline(optuna_study, space, spec, designed=designed_start)
     measurer = landscape.measurer(seed) if _is_landscape(landscape) else landscape  # type: ignore[union-attr]
     runner = TrialRunner(spec, space, measurer)  # type: ignore[arg-type]
     url = getattr(storage, "url", "in-memory storage")  # only for messages

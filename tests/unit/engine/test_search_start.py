@@ -60,3 +60,26 @@ def test_tpe_gets_a_skipped_trial_at_no_more_than_the_median_while_its_stored_sc
 
 def test_auto_is_the_greybox_sampler_with_or_without_torch() -> None:
     assert resolve_sampler_name("auto") == "greybox"
+
+
+@pytest.mark.parametrize("study", ["bench/studies/qwen-seed-space.toml", "bench/studies/llama-8b-h100.toml",
+                                   "studies/simulated.toml"])
+def test_the_designed_start_spans_the_tree_and_its_headroom_shape_only_shrinks_the_graph(study: str) -> None:
+    spec = load_study_file(REPO / study)
+    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    base = space.decode(space.encode(spec.baseline)).values
+    shapes = [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
+    topk = "--speculative-eagle-topk"
+    # a chain (top-k 1, the draft tokens a chain can verify) and the widest top-k both appear
+    assert any(v[topk] == 1 and v["--speculative-num-draft-tokens"] <= v["--speculative-num-steps"] + 1
+               for v in shapes)
+    widest = max(d.choices for d in space.dimensions if d.flag == topk)
+    assert any(v[topk] == max(widest) for v in shapes)
+    for values in shapes:
+        for flag, value in values.items():
+            if flag.removeprefix("--").startswith("speculative-"):
+                continue
+            if flag == "--cuda-graph-max-bs-decode":
+                assert value <= base[flag]
+            else:
+                assert value == base[flag], flag
