@@ -4,13 +4,13 @@ Then a designed start: a few generic draft-tree shapes around it, instead of the
 Here, below the commands, so that `spectune tune`, the bench's landscapes (tuner/engine/landscape.py) and the
 tests all start a study the same way.
 
-Why a designed start (docs/benchmarks.md, "What was tried", and "A trust region and a designed start that
-spans the tree"): in this product's spaces the score is decided mostly by the draft tree (steps × topk × draft
-tokens), and random start-up points spend their trials on memory and scheduling flags, many of which fail to
-start. Four shapes span the tree's range — a wide tree of middle depth, a short chain (top-k 1, which decides on
-a small model or a throughput-heavy mix), a deep wide tree with many draft tokens, and the deepest widest tree
-with CUDA-graph headroom — each with the baseline's other flags, so the sampler's first model sees the tree's
-main directions, and its trust region starts in the right basin.
+Why a designed start (docs/benchmarks.md, "What was tried", and "The default since issue 14's fourth round"):
+in this product's spaces the score is decided mostly by the draft tree (steps × topk × draft tokens), and random
+start-up points spend their trials on memory and scheduling flags, many of which fail to start. Four shapes span
+the tree's range — a wide tree of middle depth, a short chain (top-k 1, which decides on a small model or a
+throughput-heavy mix), a deep wide tree with many draft tokens, and the deepest widest tree with CUDA-graph
+headroom — each with the baseline's other flags, so the sampler's first model sees the tree's main directions,
+and its trust region starts in the right basin.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where the grey-box sampler may propose: a box around the best trial, measured in rungs of each input.
 
-Why (docs/benchmarks.md, "A trust region and a designed start that spans the tree"): at 10–20 trials, expected
+Why (docs/benchmarks.md, "The default since issue 14's fourth round"): at 10–20 trials, expected
 improvement over the whole space spends most proposals on corners the models know least (one step with top-k 4
 and two draft tokens, the lowest memory fraction with the most running requests), because five or ten trials
 leave every far corner uncertain. Searching near the incumbent, as trust-region Bayesian optimisation does
