@@ -6,11 +6,11 @@ tests all start a study the same way.
 
 Why a designed start (docs/benchmarks.md, "What was tried", and "The default since issue 14's fourth round"):
 in this product's spaces the score is decided mostly by the draft tree (steps × topk × draft tokens), and random
-start-up points spend their trials on memory and scheduling flags, many of which fail to start. Four shapes span
-the tree's range — a wide tree of middle depth, a short chain (top-k 1, which decides on a small model or a
-throughput-heavy mix), a deep wide tree with many draft tokens, and the deepest widest tree with CUDA-graph
-headroom — each with the baseline's other flags, so the sampler's first model sees the tree's main directions,
-and its trust region starts in the right basin.
+start-up points spend their trials on memory and scheduling flags, many of which fail to start. Five shapes span
+the tree's range — a wide tree of middle depth with two draft-token counts, a short chain (top-k 1, which decides
+on a small model or a throughput-heavy mix), a deep wide tree with many draft tokens, and the deepest widest tree
+with CUDA-graph headroom — each with the baseline's other flags, so the sampler's first model sees the tree's
+main directions, and its trust region starts in the right basin.
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ from tuner.study.spec import StudySpec
 
 #: Tree shapes as positions in each tree dimension's range (0 = its first value, 1 = its last): (steps, topk,
 #: draft tokens within what the tree can verify, the CUDA-graph batch size — None: the baseline's). Every other
-#: tuned flag keeps the baseline's value. The last shape is the deepest widest tree with a smaller graph: capture
-#: memory grows with graph size × draft tokens, so a big tree that fails at the baseline's graph size may start
-#: at a smaller one (where no graph size is tuned, the static memory fraction is lowered instead: that is what
-#: leaves room for capture).
+#: tuned flag keeps the baseline's value. The first two are one tree with two draft-token counts: every other
+#: shape moves steps and draft tokens together, and without this pair the models cannot tell their effects apart
+#: (the spread_roofline landscape, docs/benchmarks.md). The last shape is the deepest widest tree with a smaller
+#: graph: capture memory grows with graph size × draft tokens, so a big tree that fails at the baseline's graph
+#: size may start at a smaller one (where no graph size is tuned, the static memory fraction is lowered instead:
+#: that is what leaves room for capture).
 DESIGNED_SHAPES: tuple[tuple[float, float, float, float | None], ...] = (
-    (0.5, 1.0, 0.5, None), (0.15, 0.0, 1.0, None), (0.85, 1.0, 0.6, None), (1.0, 1.0, 0.5, 0.2))
+    (0.5, 1.0, 0.5, None), (0.5, 1.0, 0.2, None), (0.15, 0.0, 1.0, None), (0.85, 1.0, 0.6, None),
+    (1.0, 1.0, 0.5, 0.2))
 _TREE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 #: What the headroom position moves: the CUDA-graph batch sizes, or the static memory fraction without them.
 _GRAPH_FLAGS = frozenset({"cuda-graph-max-bs", "cuda-graph-max-bs-decode"})
