@@ -1,4 +1,4 @@
-"""What the three held-out landscapes share: reading a configuration, seeded noise, the metric dict.
+"""What the landscapes of bench/landscapes/ share: reading a configuration, seeded noise, the metric dict.
 
 Each landscape module supplies one ``model(tree)`` function with its own physics; this module turns it into a
 ``Measurer`` (tuner/engine/landscape.py) and a ``MeasuredLandscape`` factory for bench/sample_efficiency.py

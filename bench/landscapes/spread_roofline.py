@@ -28,10 +28,10 @@ WEIGHTS_GB = 68.0
 
 def accept_length(p: Point) -> float:
     depth = min(float(p.steps), (p.draft - 1) / math.sqrt(p.topk))
+    whole = math.floor(depth)
     total = 0.0
     for share, alpha in PROMPTS:
         a = 1.0 - (1.0 - alpha) ** (p.topk ** 0.35)
-        whole = math.floor(depth)
         chain = sum(a ** i for i in range(1, whole + 1)) + (depth - whole) * a ** (whole + 1)
         total += share * (1.0 + chain)
     return total

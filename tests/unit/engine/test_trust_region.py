@@ -39,11 +39,11 @@ def _table_and_sampler() -> tuple[SearchSpace, GreyBoxSampler]:
     return space, GreyBoxSampler(space, {1: 1.0}, seed=0)
 
 
-def _observations(rows: list[int], scores: np.ndarray, known: set[int]) -> Observations:
+def _observations(rows: list[int], scores: np.ndarray) -> Observations:
     best = max(rows, key=lambda r: scores[r])
     return Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True] * len(rows),
                         accept_rows=rows, log_accept=[0.0] * len(rows), phase_rows={1: rows},
-                        log_phase={1: list(np.log(scores[rows]))}, pending_rows=[], known=known,
+                        log_phase={1: list(np.log(scores[rows]))}, pending_rows=[], known=set(rows),
                         best_score=float(scores[best]), leaders=[best], oom_rows=[])
 
 
@@ -59,7 +59,7 @@ def test_it_proposes_near_the_best_trial_even_where_far_corners_look_better() ->
     low = int(np.argmin(size))
     rows = [*rows, low]
     scores[low] = 1.01 * max(scores[r] for r in rows)
-    pick = sampler.choose(table, _observations(rows, scores, set(rows)), {1: 1.0})
+    pick = sampler.choose(table, _observations(rows, scores), {1: 1.0})
     assert pick is not None and pick not in rows
     assert within(table.rungs, low, RADIUS)[pick]
 
@@ -68,12 +68,12 @@ def test_once_the_box_is_measured_out_it_searches_the_whole_space() -> None:
     space, sampler = _table_and_sampler()
     table = candidates(space)
     scores = 1.0 + table.x.sum(1)
-    low = min(range(len(table.keys)), key=lambda r: scores[r])
+    low = int(np.argmin(scores))
     scores[low] = scores.max() + 1.0
     box = set(np.flatnonzero(within(table.rungs, low, RADIUS)).tolist())
     rows = sorted(box | set(np.random.default_rng(2).choice(len(table.keys), 6, replace=False).tolist()))
     assert len(box) < len(table.keys)
-    pick = sampler.choose(table, _observations(rows, scores, set(rows)), {1: 1.0})
+    pick = sampler.choose(table, _observations(rows, scores), {1: 1.0})
     assert pick is not None and pick not in box
 
 
