@@ -4,11 +4,12 @@ A trial's score is Σ w_c · speed_c / reference_c, and each phase's speed is th
 verification step: set by the draft tree and the workload alone, measured with little noise) times steps per
 second (decreasing smoothly with the tree, the batch and the graph size). Their product is a needle — 2 % of
 the seed space is within 2 % of the optimum — while each factor is smooth. So this sampler fits one small GP
-(tuner/engine/gp.py) to the log accept length over the tree flags, one per weighted phase to the log speed per
-accepted token over all tuned flags, and one to feasibility (failed starts and violated constraints), and picks
-the unmeasured configuration with the highest expected improvement of the *composed* score × its probability of
-being feasible — among those near the best trial so far (a trust region, tuner/engine/trust_region.py), and over
-the whole space only once that box is measured out. A trial whose C=64 phase was skipped still teaches the
+(tuner/engine/gp.py) to the log accept length over the tree flags and the tree's tokens per level
+(tuner/engine/tree_shape.py), one per weighted phase to the log speed per accepted token over all tuned flags,
+and one to feasibility (failed starts and violated constraints), and picks the unmeasured configuration with the
+highest expected improvement of the *composed* score × its probability of being feasible — among those near the
+best trial so far (a trust region, tuner/engine/trust_region.py), and over the whole space only once that box is
+measured out; never a tree too shallow for its steps. A trial whose C=64 phase was skipped still teaches the
 accept-length and C=1 models; no value has to be invented for it.
 
 It is an Optuna ``BaseSampler`` (relative sampling over every dimension of the space), so storage, several
@@ -37,7 +38,9 @@ from objectives.scoring import phase_value
 from tuner.engine.gp import GP, fit_gp
 from tuner.engine.record import Outcome, TrialRecord
 from tuner.engine.score import stored_references
+from tuner.engine.tree_shape import tree_shape
 from tuner.engine.trust_region import radius, rung_table, within
+from tuner.sglang.launch import ServerConfig
 from tuner.study.space import DRAFT, STEPS, TOPK, SearchSpace
 
 #: Enumerate every point of a space up to this many raw points (the seed space has ~200,000); sample beyond.
@@ -78,6 +81,8 @@ class Candidates:
     memory_columns: tuple[int, ...]  # the columns of MEMORY_GROWS flags
     index: Mapping[str, int]
     rungs: np.ndarray  # each input's rung per candidate (tuner/engine/trust_region.py)
+    accept_x: np.ndarray  # the accept-length model's inputs: the tree columns and tokens per level
+    shallow: np.ndarray  # fewer draft tokens than steps + 1: never proposed (tuner/engine/tree_shape.py)
 
 
 _CACHE: dict[str, Candidates] = {}
@@ -99,6 +104,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     params: list[dict[str, Any]] = []
     keys: list[str] = []
     values: list[dict[str, Any]] = []
+    configs: list[ServerConfig] = []
     index: dict[str, int] = {}
     for p in points:
         proposal = space.decode(p)
@@ -111,6 +117,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
         params.append(p)
         keys.append(key)
         values.append(dict(proposal.values))
+        configs.append(proposal.config)
     columns: list[np.ndarray] = []
     tree: list[int] = []
     memory: list[int] = []
@@ -137,7 +144,12 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
             memory += range(len(columns), len(columns) + len(new))
         columns += new
     x = np.stack(columns, axis=1) if columns and keys else np.zeros((len(keys), 0))
-    return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index, rung_table(x))
+    per_level, shallow = tree_shape(configs)
+    accept_x = x[:, tree or list(range(x.shape[1]))]
+    if per_level is not None:
+        accept_x = np.concatenate([accept_x, per_level[:, None]], axis=1)
+    return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index, rung_table(x), accept_x,
+                      shallow)
 
 
 @dataclass(frozen=True)
@@ -301,9 +313,8 @@ class GreyBoxSampler(BaseSampler):
         x = table.x
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if obs.accept_rows:
-            tree = list(table.tree_columns) or list(range(x.shape[1]))
-            gp = self._fit("accept", x[obs.accept_rows][:, tree], obs.log_accept)
-            out["accept"] = gp.predict(x[rows][:, tree])
+            gp = self._fit("accept", table.accept_x[obs.accept_rows], obs.log_accept)
+            out["accept"] = gp.predict(table.accept_x[rows])
         for c, phase_rows in obs.phase_rows.items():
             if not phase_rows:
                 continue
@@ -349,6 +360,8 @@ class GreyBoxSampler(BaseSampler):
         unknown[list(obs.known)] = False
         if not unknown.any():
             return None
+        if (unknown & ~table.shallow).any():  # a shallow tree is never the best (tree_shape.py: why)
+            unknown &= ~table.shallow
         if obs.leaders:  # near the best trial while that box has anything left (trust_region.py: why)
             near = unknown & within(table.rungs, obs.leaders[0], radius(obs.stall))
             if near.any():

@@ -1,0 +1,50 @@
+"""What a draft tree's shape says before any trial runs: one more input of the accept-length model, and the
+trees no proposal needs to measure.
+
+Two facts of tree speculation as SGLang runs it (EAGLE's draft tree: ``steps`` draft forward passes, each
+widening the tree by top-k, and the verifier taking the ``draft tokens − 1`` most likely nodes), true whatever
+the model, the GPU and the workload:
+
+* **Tokens per level decide whether depth or width limits the accept length.** The verified tree is at most
+  ``steps`` deep, and its draft − 1 nodes are shared among those levels. More draft tokens help while the
+  levels are thinner than top-k lets them be, and add nothing past that; more steps help while there are
+  tokens to fill the new level. In the model's raw inputs (steps, top-k, log draft tokens) that saturation is a
+  diagonal ridge — the best draft-token count moves with the steps — which a GP learns only from many trials;
+  given tokens per level, (draft − 1) ÷ steps, as an input beside them, it is a bend along one axis
+  (docs/benchmarks.md, "Tokens per level and shallow trees": the 20-trial figure on two landscapes).
+* **A tree with fewer draft tokens than steps + 1 wastes its last steps.** A node is taken only with its
+  ancestors (they are at least as likely), so draft − 1 nodes reach at most draft − 1 deep: each step beyond
+  costs a forward pass of the draft model and adds no accepted token, and the same tree with
+  steps = draft − 1 accepts as much for less. On every bench landscape the best such tree is 8–31 % below the
+  optimum. The grey-box sampler does not propose one while any other configuration is unmeasured (the baseline,
+  the designed start and queued trials may still be one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tuner.sglang.launch import ServerConfig
+from tuner.study.space import DRAFT, STEPS
+
+
+def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.ndarray]:
+    """(log tokens per level scaled to [0, 1] — None where it is unknown or the same everywhere —, and which
+    configurations are shallow: fewer draft tokens than steps + 1), one entry per configuration."""
+    steps = np.array([_number(c.get(STEPS)) for c in configs], dtype=float)
+    draft = np.array([_number(c.get(DRAFT)) for c in configs], dtype=float)
+    known = (steps > 0) & (draft > 1)
+    shallow = known & (draft - 1 < steps)
+    if not len(configs) or not known.all():
+        return None, shallow
+    per_level = np.log((draft - 1) / steps)
+    span = float(per_level.max() - per_level.min())
+    if span <= 0:
+        return None, shallow
+    return (per_level - per_level.min()) / span, shallow
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
