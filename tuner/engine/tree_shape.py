@@ -11,7 +11,7 @@ the model, the GPU and the workload:
   tokens to fill the new level. In the model's raw inputs (steps, top-k, log draft tokens) that saturation is a
   diagonal ridge — the best draft-token count moves with the steps — which a GP learns only from many trials;
   given tokens per level, (draft − 1) ÷ steps, as an input beside them, it is a bend along one axis
-  (docs/benchmarks.md, "Tokens per level and shallow trees": the 20-trial figure on two landscapes).
+  (docs/benchmarks.md, "The default since issue 14's fifth round": measured with and without).
 * **A tree with fewer draft tokens than steps + 1 wastes its last steps.** A node is taken only with its
   ancestors (they are at least as likely), so draft − 1 nodes reach at most draft − 1 deep: each step beyond
   costs a forward pass of the draft model and adds no accepted token, and the same tree with
