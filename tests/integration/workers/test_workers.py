@@ -104,7 +104,10 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
             if busy:  # sim-b's worker has proposed its configuration and is deploying or measuring it
                 procs["sim-b"].send_signal(signal.SIGKILL)
                 procs["sim-b"].communicate(timeout=10)
-                victim_trial = busy
+                # Read again after the kill: the trial seen running may have ended in the moment between that
+                # read and the signal, and the worker then died in its next trial.
+                victim_trial = [t.number for t in load(study).get_trials(deepcopy=False)
+                                if t.state == TrialState.RUNNING and t.user_attrs.get(Key.HOST) == "sim-b"]
         assert victim_trial, "no moment to kill a worker mid-trial"
         orphan = server_pid(study, name, "sim-b")  # its simulator outlives it, as a GPU server would
         # A new worker for the dead worker's host waits for the lease to lapse, then reclaims it (and stops the
