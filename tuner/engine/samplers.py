@@ -5,9 +5,9 @@ the grey-box sampler (tuner/engine/greybox.py: GPs on accept length, speed per a
 proposing inside a trust region around the best trial, never a tree too shallow for its steps, and with the
 tree's tokens per level as an accept-length input, tuner/engine/tree_shape.py; NumPy/SciPy only, no PyTorch),
 after the designed start (tuner/engine/baseline.py). After the same start, it beats multivariate TPE at 20
-trials on five of the six and ties on the sixth. A multi-objective (Pareto) study gets TPE. ``tpe`` (with skipped trials
-handed to it at no more than the median, tuner/engine/trial.py), ``random`` and ``gp`` (``pip install
-'spectune[gp]'``) stay available. The choice is stored on the study so a result says how it was found.
+trials on five of the six and ties on the sixth. A multi-objective (Pareto) study gets TPE. ``tpe`` (with
+skipped trials handed to it at no more than the median, tuner/engine/trial.py), ``random`` and ``gp`` (``pip
+install 'spectune[gp]'``) stay available. The choice is stored on the study so a result says how it was found.
 """
 
 from __future__ import annotations
