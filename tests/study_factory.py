@@ -25,8 +25,17 @@ TTFT_BOUND = "c64.ttft_p99_ms < 90"
 
 
 def write_study_file(directory: Path, name: str = "demo", *, storage: str | None = None,
-                     constraints: tuple[str, ...] = ("error_rate <= 0.01", TTFT_BOUND)) -> Path:
+                     constraints: tuple[str, ...] = ("error_rate <= 0.01", TTFT_BOUND),
+                     refused_backend: bool = False) -> Path:
+    """The demo study, with a memory range that runs out at capture and ``constraints``. ``refused_backend``
+    also tunes the attention backend between fa3 and trtllm_mha, which SGLang refuses with top-k > 1: a third of
+    that space is proposals that are never deployed (trials without a configuration)."""
     text = (STUDIES / "simulated.toml").read_text()
+    if refused_backend:
+        text = text.replace("cuda-graph-max-bs-decode = { choices = [32, 64, 128] }",
+                            'cuda-graph-max-bs-decode = { choices = [32, 64, 128] }\n'
+                            'attention-backend = { choices = ["fa3", "trtllm_mha"] }')
+        text = text.replace("[baseline]", '[baseline]\nattention-backend = "fa3"', 1)
     text = text.replace('name = "simulated-demo"', f'name = "{name}"')
     if storage is not None:
         text = text.replace('n_trials = 12', f'n_trials = 12\nstorage = "{storage}"')

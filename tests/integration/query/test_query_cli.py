@@ -12,7 +12,7 @@ import optuna
 import pytest
 from click.testing import CliRunner
 
-from tests.study_factory import write_study_file
+from tests.study_factory import run_oracle_study, write_study_file
 from tuner.cli import main
 from tuner.query.load import open_stored_study
 from tuner.targets.unit_file import split_words
@@ -214,14 +214,15 @@ def test_best_says_when_weights_were_normalised(stored_study: Path) -> None:
     assert "normalised" not in _run("best", str(stored_study), "--weights", "c1=0.5,c64=0.5")[2]
 
 
-def test_deploy_of_a_trial_without_configuration_exits_2(stored_study: Path) -> None:
-    data = json.loads(_run("trials", str(stored_study), "--json")[1])
-    never = next((t["number"] for t in data["trials"] if t["status"] in ("rejected", "fail")), None)
-    if never is None:
-        pytest.skip("the fixture has no trial without a configuration")
-    code, _, err = _run("deploy", str(stored_study), "--trial", str(never))
+def test_deploy_of_a_trial_without_configuration_exits_2(tmp_path: Path) -> None:
+    study_file = write_study_file(tmp_path, refused_backend=True)
+    run_oracle_study(study_file, n_measured=10, sampler="random")  # after the designed start
+    data = json.loads(_run("trials", str(study_file), "--json")[1])
+    never = [t["number"] for t in data["trials"] if t["status"] == "rejected"]
+    assert never, "a third of this space is refused by SGLang's rules: random proposals hit it"
+    code, _, err = _run("deploy", str(study_file), "--trial", str(never[0]))
     assert code == 2 and "has no stored configuration" in err
-    code, _, err = _run("deploy", str(stored_study), "--trial", "99")
+    code, _, err = _run("deploy", str(study_file), "--trial", "99")
     assert code == 2 and "has no trial 99" in err
 
 
