@@ -133,8 +133,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
                 col = np.log(np.maximum(np.array(raw, dtype=float), 1.0))
             else:
                 col = np.array(raw, dtype=float)
-            span = col.max() - col.min() if len(col) else 0.0
-            new = [(col - col.min()) / span if span > 0 else np.zeros_like(col)]
+            new = [_unit(col)]
         else:  # categorical: one column per choice, at distance 1 from one another
             choices = sorted({repr(v) for v in raw})
             new = [np.array([repr(v) == c for v in raw], dtype=float) / math.sqrt(2) for c in choices]
@@ -147,9 +146,15 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     per_level, shallow = tree_shape(configs)
     accept_x = x[:, tree or list(range(x.shape[1]))]
     if per_level is not None:
-        accept_x = np.concatenate([accept_x, per_level[:, None]], axis=1)
+        accept_x = np.concatenate([accept_x, _unit(per_level)[:, None]], axis=1)
     return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index, rung_table(x), accept_x,
                       shallow)
+
+
+def _unit(col: np.ndarray) -> np.ndarray:
+    """``col`` scaled to [0, 1] (all zeros where it does not vary): the models' input range."""
+    span = col.max() - col.min() if len(col) else 0.0
+    return (col - col.min()) / span if span > 0 else np.zeros_like(col)
 
 
 @dataclass(frozen=True)
@@ -360,8 +365,9 @@ class GreyBoxSampler(BaseSampler):
         unknown[list(obs.known)] = False
         if not unknown.any():
             return None
-        if (unknown & ~table.shallow).any():  # a shallow tree is never the best (tree_shape.py: why)
-            unknown &= ~table.shallow
+        deep_enough = unknown & ~table.shallow  # a shallow tree is never the best (tree_shape.py: why)
+        if deep_enough.any():
+            unknown = deep_enough
         if obs.leaders:  # near the best trial while that box has anything left (trust_region.py: why)
             near = unknown & within(table.rungs, obs.leaders[0], radius(obs.stall))
             if near.any():

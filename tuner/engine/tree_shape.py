@@ -31,8 +31,8 @@ from tuner.study.space import DRAFT, STEPS
 
 
 def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.ndarray]:
-    """(log tokens per level scaled to [0, 1] — None where it is unknown or the same everywhere —, and which
-    configurations are shallow: fewer draft tokens than steps + 1), one entry per configuration."""
+    """(log tokens per level — None where it is unknown or the same everywhere —, and which configurations are
+    shallow: fewer draft tokens than steps + 1), one entry per configuration."""
     steps = np.array([_number(c.get(STEPS)) for c in configs], dtype=float)
     draft = np.array([_number(c.get(DRAFT)) for c in configs], dtype=float)
     known = (steps > 0) & (draft > 1)
@@ -40,10 +40,9 @@ def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.n
     if not len(configs) or not known.all():
         return None, shallow
     per_level = np.log((draft - 1) / steps)
-    span = float(per_level.max() - per_level.min())
-    if span <= 0:
+    if per_level.max() <= per_level.min():
         return None, shallow
-    return (per_level - per_level.min()) / span, shallow
+    return per_level, shallow
 
 
 def _number(value: object) -> float:
