@@ -121,6 +121,8 @@ def summary_line(record: TrialRecord) -> str:
         return f"#{number} taken: trial #{record.taken_by} is measuring this configuration  [{values}]"
     if outcome is Outcome.DEPLOY_FAILED:
         return f"#{number} failed to start ({record.failure_class})  [{values}]"
+    if outcome is Outcome.RUN_FAILED:
+        return f"#{number} {record.failure_class} ({record.failure_cause}): {record.failure}  [{values}]"
     if outcome is Outcome.PHASE_FAILED:
         return f"#{number} not measured ({record.failure_class}: {record.failure}); queued again  [{values}]"
     parts = [f"#{number} {outcome or '?'}"]

@@ -204,7 +204,9 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
         started_flags.append(started)
         if started:
             benchmarked.append((row, record.metrics))
-        elif record.failure_class == "out-of-memory" and "kv" not in (record.failure or "").lower():
+        if record.failure_cause is not None and record.failure_cause.needs_less_memory:
+            # A typed cause (tuner/targets/classify.py): graph capture, decode or weights ran out of memory. A
+            # too-small KV pool is not in it: a larger static fraction cures that one.
             oom.append(row)
         if record.is_candidate and record.score is not None and (best is None or record.score > best):
             stall = 0

@@ -11,6 +11,7 @@ from objectives.runner import run_phase
 from objectives.spec import BenchmarkSpec
 from tuner.core import interrupts
 from tuner.core.faults import fault_point
+from tuner.engine import runcheck
 from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 
@@ -85,4 +86,23 @@ class TargetMeasurer:
 
         result = run_phase(self.deployment.base_url, self.benchmark, phase_index, progress)
         interrupts.check()  # an interrupt the event loop swallowed ends the trial here, not after the study
-        return result.at_time_scale(self.target.time_scale).to_dict()
+        metrics = result.at_time_scale(self.target.time_scale).to_dict()
+        if not metrics.get("failure") and runcheck.needs_check(metrics):
+            failure = self._run_failure(metrics, self.benchmark.phases[phase_index].concurrency)
+            if failure is not None:
+                metrics.update(failure.to_metrics())
+                metrics["log_tail"] = self.target.log_tail(80)
+        return metrics
+
+    def _run_failure(self, metrics: Mapping[str, Any], concurrency: int) -> runcheck.RunFailure | None:
+        """A crash, hang or burst of server errors in this phase (tuner/engine/runcheck.py), or None."""
+        assert self.deployment is not None
+        state = runcheck.server_state(self.deployment.base_url, self._exit_info)
+        interrupts.check()
+        return runcheck.judge(metrics, concurrency, state, self.target.log_tail(80))
+
+    def _exit_info(self) -> Any:
+        try:
+            return self.target.exit_info()
+        except TargetUnavailable:  # the host cannot be asked: the health check still can
+            return None

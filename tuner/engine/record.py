@@ -35,6 +35,8 @@ from optuna.trial import FrozenTrial, TrialState
 from objectives.confidence import Interval
 from objectives.scoring import pooled_phase
 from tuner.sglang.launch import ServerConfig
+from tuner.targets.base import FailureCause
+from tuner.targets.classify import cause_of
 
 
 class Outcome(enum.StrEnum):
@@ -49,13 +51,17 @@ class Outcome(enum.StrEnum):
     #: FAIL: a phase failed as a whole (``failure_class``, e.g. simulator-overloaded) on every attempt; its
     #: figures are stored for inspection, the sampler is told nothing, and the point is queued again
     PHASE_FAILED = "phase-failed"
+    #: COMPLETE: the server started but the configuration failed while measured — it crashed or hung under load,
+    #: or its outputs differ from the reference's (``failure_class`` crashed-under-load, hung, wrong-output). It
+    #: counts, is infeasible for every sampler, is never a candidate nor confirmed, and is not queued again.
+    RUN_FAILED = "run-failed"
     INTERRUPTED = "interrupted"  # FAIL otherwise: an interrupt, a lost lease or a worker failed as stale
     RUNNING = "running"  # RUNNING: being measured now
     QUEUED = "queued"  # WAITING: enqueued, not started yet
 
 
 STORED_OUTCOMES: Final = frozenset({Outcome.MEASURED, Outcome.DEPLOY_FAILED, Outcome.REJECTED,
-                                    Outcome.DUPLICATE, Outcome.TAKEN, Outcome.PHASE_FAILED})
+                                    Outcome.DUPLICATE, Outcome.TAKEN, Outcome.PHASE_FAILED, Outcome.RUN_FAILED})
 
 
 class Key:
@@ -76,6 +82,12 @@ class Key:
     SKIP: Final = "skip"  # the bound that made the remaining phases not worth running
     FAILURE_CLASS: Final = "failure_class"
     FAILURE: Final = "failure"
+    FAILURE_CAUSE: Final = "failure_cause"  # a FailureCause (tuner/targets/classify.py): what the samplers read
+    #: Evidence of a failure while measured: {"phase": "c64", "concurrency": 64, "exit": "...", "errors": {...},
+    #: "completed": n, "failed": n} (crashed-under-load, hung).
+    RUN_FAILURE: Final = "run_failure"
+    #: The output check (tuner/engine/outputs.py): statistic, floor, threshold, verdict and one example.
+    OUTPUT_CHECK: Final = "output_check"
     LOG_TAIL: Final = "log_tail"
     LOG: Final = "log"  # where the server's log is (deploy fact)
     LAUNCH: Final = "launch"  # the launch command (deploy fact)
@@ -94,7 +106,7 @@ class Key:
 DEPLOY_FACTS: Final = (Key.LAUNCH, Key.BASE_URL, Key.LOG)
 #: What a duplicate copies from the trial whose result it reuses.
 REUSED: Final = (Key.OUTCOME_OF_ORIGINAL, Key.PHASES, Key.FAILURE_CLASS, Key.FAILURE, Key.SKIPPED_PHASES,
-                 Key.SKIP, Key.LAUNCH)
+                 Key.SKIP, Key.LAUNCH, Key.FAILURE_CAUSE, Key.RUN_FAILURE, Key.OUTPUT_CHECK)
 
 
 class StudyKey:
@@ -108,6 +120,10 @@ class StudyKey:
     BASELINE_ENQUEUED: Final = "baseline_enqueued"
     SAMPLER: Final = "sampler"
     SGLANG_VERSION: Final = "sglang_version"  # the SGLang installed on the target, as its preflight found it
+    #: The output check's reference: {"trial": n, "outputs": [...], "floor": {...}} (tuner/engine/outputs.py).
+    OUTPUT_REFERENCE: Final = "output_reference"
+    #: Why the study turned the output check off ([check] outputs = false): stored so every reader sees it.
+    OUTPUT_CHECK_OFF: Final = "output_check_off"
 
     @staticmethod
     def interrupted(number: int) -> str:
@@ -175,6 +191,10 @@ class TrialRecord:
     constraints: Mapping[str, float] = field(default_factory=dict)
     failure_class: str | None = None
     failure: str | None = None
+    #: The typed cause (stored, or decided from the class and text for records written before causes were).
+    failure_cause: FailureCause | None = None
+    run_failure: Mapping[str, Any] | None = None
+    output_check: Mapping[str, Any] | None = None
     log_tail: str | None = None
     log: str | None = None
     host: str | None = None
@@ -221,6 +241,9 @@ class TrialRecord:
             constraints={k: float(v) for k, v in constraints.items()},
             failure_class=attrs.get(Key.FAILURE_CLASS),
             failure=attrs.get(Key.FAILURE),
+            failure_cause=_cause(attrs),
+            run_failure=dict(attrs[Key.RUN_FAILURE]) if attrs.get(Key.RUN_FAILURE) else None,
+            output_check=dict(attrs[Key.OUTPUT_CHECK]) if attrs.get(Key.OUTPUT_CHECK) else None,
             log_tail=attrs.get(Key.LOG_TAIL),
             log=attrs.get(Key.LOG),
             host=attrs.get(Key.HOST),
@@ -278,6 +301,14 @@ class TrialRecord:
     def skip_bounds(self) -> dict[int, float]:
         """The optimistic values the skipped phases were assumed to reach (empty when none was skipped)."""
         return skip_bounds(self.skip)
+
+
+def _cause(attrs: Mapping[str, Any]) -> FailureCause | None:
+    stored = attrs.get(Key.FAILURE_CAUSE)
+    if isinstance(stored, str) and stored in FailureCause.__members__.values():
+        return FailureCause(stored)
+    text = "\n".join(str(attrs.get(k) or "") for k in (Key.FAILURE, Key.LOG_TAIL))
+    return cause_of(attrs.get(Key.FAILURE_CLASS), text)
 
 
 def _outcome(state: TrialState, stored: Any) -> Outcome | None:

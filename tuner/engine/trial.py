@@ -37,7 +37,8 @@ from tuner.engine.score import fix_references, study_scorer, trial_score
 from tuner.sglang.launch import ServerConfig
 from tuner.study.space import Proposal, SearchSpace, effective_key
 from tuner.study.spec import StudySpec
-from tuner.targets.base import DeployFailed
+from tuner.targets.base import RUN_FAILURE_CLASSES, DeployFailed
+from tuner.targets.classify import cause_of
 
 #: The optimistic bound for a phase not measured yet: the best value seen so far times this.
 SKIP_BOUND_FACTOR = 1.15
@@ -169,8 +170,10 @@ class TrialRunner:
             facts = self.measurer.deploy(proposal.config)
         except DeployFailed as exc:
             attrs[Key.TIMINGS] = {"deploy_s": time.monotonic() - started, **exc.timings}
+            cause = exc.cause or cause_of(exc.failure_class, f"{exc}\n{exc.log_tail}")
             return self._finish(trial, attrs, Outcome.DEPLOY_FAILED, {STARTED_KEY: 1.0}, metrics=None, counts=True,
                                 extra={Key.FAILURE_CLASS: exc.failure_class, Key.FAILURE: str(exc),
+                                       Key.FAILURE_CAUSE: str(cause) if cause else None,
                                        Key.LOG_TAIL: exc.log_tail[-LOG_TAIL_CHARS:],
                                        **_log_of(exc)})
         attrs.update({k: facts[k] for k in DEPLOY_FACTS if k in facts})
@@ -189,6 +192,10 @@ class TrialRunner:
                 break
             self._stage(trial, f"C={phase.concurrency}")
             metrics[phase.concurrency] = result = self._measure_phase(trial, index)
+            if result.get("failure") in RUN_FAILURE_CLASSES:
+                timings["benchmark_s"] = time.monotonic() - bench_started
+                attrs[Key.TIMINGS] = timings
+                return self._run_failed(trial, attrs, metrics, phase.concurrency, result)
             if result.get("failure"):
                 timings["benchmark_s"] = time.monotonic() - bench_started
                 self._phase_failed(trial, attrs, timings, metrics, phase.concurrency, result)
@@ -204,9 +211,29 @@ class TrialRunner:
             if attempt > 1:
                 self._stage(trial, f"C={self.spec.benchmark.phases[index].concurrency} again ({result['failure']})")
             result = dict(self.measurer.measure(index))
-            if not result.get("failure"):
+            # A run failure is the configuration's: measuring the dead server again would tell nothing new.
+            if not result.get("failure") or result.get("failure") in RUN_FAILURE_CLASSES:
                 break
         return result
+
+    def _run_failed(self, trial: optuna.Trial, attrs: dict[str, Any], metrics: dict[int, dict[str, Any]],
+                    concurrency: int, result: Mapping[str, Any]) -> float | tuple[float, float]:
+        """The server crashed, hung or failed a burst of requests in this phase (tuner/engine/runcheck.py), or a
+        landscape said so: stored with its evidence, infeasible for every sampler, never queued again."""
+        failure_class = str(result["failure"])
+        cause = result.get("failure_cause") or cause_of(failure_class, str(result.get("log_tail") or ""))
+        evidence = dict(result.get("run_failure") or {"phase": f"c{concurrency}", "concurrency": concurrency})
+        log_tail = str(result.get("log_tail") or "")
+        # Keep the phase's figures for inspection, without the evidence copied into them.
+        metrics[concurrency] = {k: v for k, v in result.items()
+                                if k not in ("run_failure", "log_tail", "failure_cause")}
+        extra = {Key.FAILURE_CLASS: failure_class, Key.FAILURE_CAUSE: str(cause) if cause else None,
+                 Key.FAILURE: str(result.get("failure_message") or failure_class), Key.RUN_FAILURE: evidence}
+        if log_tail:
+            extra[Key.LOG_TAIL] = log_tail[-LOG_TAIL_CHARS:]
+        attrs[Key.PHASES] = encode_phases(metrics)
+        return self._finish(trial, attrs, Outcome.RUN_FAILED, {STARTED_KEY: 1.0}, metrics=None, counts=True,
+                            extra=extra)
 
     def _phase_failed(self, trial: optuna.Trial, attrs: dict[str, Any], timings: dict[str, Any],
                       metrics: Mapping[int, Mapping[str, Any]], concurrency: int, result: Mapping[str, Any]) -> None:

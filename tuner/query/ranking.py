@@ -93,6 +93,8 @@ class TrialView:
             if self.outcome is Outcome.PHASE_FAILED:
                 return f"failed: {self.record.failure_class}"
             return "taken" if self.outcome is Outcome.TAKEN else self.state.lower()
+        if self.outcome is Outcome.RUN_FAILED:
+            return f"failed: {self.record.failure_class}"
         if self.outcome is Outcome.DUPLICATE:
             duplicate_of = self.record.duplicate_of
             return f"duplicate of {duplicate_of}" if duplicate_of is not None else "duplicate"
@@ -115,6 +117,8 @@ class TrialView:
             return "rejected (SGLang rules)"
         if self.outcome is Outcome.DEPLOY_FAILED:
             return self.record.failure_class or "failed to start"
+        if self.outcome is Outcome.RUN_FAILED:
+            return self.record.failure_class or "failed while measured"
         if self.violations:
             return "violates " + ", ".join(sorted(self.violations))
         return None

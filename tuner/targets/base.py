@@ -6,6 +6,7 @@ contract test suite. The study loop only ever sees this module's types.
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -21,6 +22,41 @@ FailureClass = Literal["invalid-flags", "out-of-memory", "startup-timeout", "unr
 FAILURE_CLASSES: tuple[FailureClass, ...] = (
     "invalid-flags", "out-of-memory", "startup-timeout", "unreachable", "crashed", "other",
 )
+#: Failures of a server that did start: the configuration's fault as much as a failed start is
+#: (tuner/engine/trial.py stores them as infeasible, never queues them again).
+RunFailureClass = Literal["crashed-under-load", "hung", "wrong-output"]
+RUN_FAILURE_CLASSES: tuple[RunFailureClass, ...] = ("crashed-under-load", "hung", "wrong-output")
+
+
+class FailureCause(enum.StrEnum):
+    """Why a configuration failed, typed (tuner/targets/classify.py decides it from SGLang's own messages).
+
+    The samplers act on the cause: a too-small KV pool is cured by a *larger* static memory fraction, an
+    out-of-memory in graph capture or decode by a smaller one (or smaller graphs, fewer draft tokens)."""
+
+    KV_POOL_TOO_SMALL = "kv-pool-too-small"  # "Not enough memory. Please try to increase --mem-fraction-static."
+    WEIGHTS_OOM = "weights-oom"  # out of memory while loading weights: the model does not fit
+    GRAPH_CAPTURE_OOM = "graph-capture-oom"  # "Capture cuda graph failed: CUDA out of memory ..."
+    DECODE_OOM = "decode-oom"  # torch.OutOfMemoryError once serving: a decode batch beyond the free memory
+    OUT_OF_MEMORY = "out-of-memory"  # out of memory at a stage the log does not tell
+    INVALID_FLAGS = "invalid-flags"  # argparse or SGLang's validation refused the command line
+    STARTUP_TIMEOUT = "startup-timeout"
+    UNREACHABLE = "unreachable"
+    CRASH = "crash"  # the process died (while starting, or under load without an out-of-memory)
+    HANG = "hang"  # it stopped answering: no progress, health check unanswered
+    SERVER_ERRORS = "server-errors"  # it kept running but answered a burst of 5xx / reset connections
+    WRONG_OUTPUT = "wrong-output"  # different text at temperature 0 than the reference configuration
+    OTHER = "other"
+
+    @property
+    def out_of_memory(self) -> bool:
+        return self in (FailureCause.KV_POOL_TOO_SMALL, FailureCause.WEIGHTS_OOM, FailureCause.GRAPH_CAPTURE_OOM,
+                        FailureCause.DECODE_OOM, FailureCause.OUT_OF_MEMORY)
+
+    @property
+    def needs_less_memory(self) -> bool:
+        """More memory for graphs, draft tokens or batches makes it worse (unlike a too-small KV pool)."""
+        return self.out_of_memory and self is not FailureCause.KV_POOL_TOO_SMALL
 
 
 class DeployFailed(SpectuneError):
@@ -34,9 +70,11 @@ class DeployFailed(SpectuneError):
     """
 
     def __init__(self, failure_class: FailureClass, message: str, log_tail: str = "", *,
-                 timings: Mapping[str, float] | None = None) -> None:
+                 timings: Mapping[str, float] | None = None, cause: FailureCause | None = None) -> None:
         self.failure_class = failure_class
         self.log_tail = log_tail
+        #: The typed cause where the raiser knows it; None: tuner/targets/classify.py ``cause_of`` decides.
+        self.cause = cause
         self.timings: dict[str, float] = dict(timings or {})
         super().__init__(f"{failure_class}: {message}")
 
@@ -123,6 +161,11 @@ class Target(ABC):
         """What the target's own SGLang will run for ``config`` — its effective values (tuner/targets/resolver.py)
         — without starting anything; None when SGLang cannot be asked there (spectune's rules then judge).
         Raises ``DeployFailed("invalid-flags")`` with SGLang's own error when it refuses the command line."""
+        return None
+
+    def exit_info(self) -> Any:
+        """How the server this target started last has ended (a ``tuner.targets.classify.ExitInfo``), or None
+        while it runs or where the target cannot tell: asked after a phase whose requests failed."""
         return None
 
     def detect_leftover(self) -> str | None:

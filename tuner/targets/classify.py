@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tuner.targets.base import FailureClass
+from tuner.targets.base import FailureCause, FailureClass
 
 #: Lines that mean the GPU ran out of memory (any stage). Checked before everything but argparse errors.
 _OOM = re.compile(
@@ -30,6 +30,16 @@ _ARGPARSE = re.compile(
 _EXCEPTION = re.compile(r"(?:^|[\s\]:])(ValueError|AssertionError)(?::|\s*$)", re.MULTILINE)
 #: Reached only once the configuration was accepted: the server began loading the model.
 _WEIGHTS_BEGIN = "Load weight begin"
+#: SGLang's messages that tell *where* memory ran out (model_runner.py / pool_configurator.py raise the first
+#: when the static pool leaves no room for a KV cache; cuda_graph_runner.py wraps a capture failure in the
+#: second; the others are SGLang's own progress lines before and after those stages).
+_KV_POOL = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static", re.IGNORECASE)
+_GRAPH_CAPTURE = re.compile(r"Capture cuda graph failed|Capture .*CUDA graph begin|Capture cuda graph begin",
+                            re.IGNORECASE)
+_WEIGHTS_END = "Load weight end"
+_GRAPH_END = re.compile(r"Capture cuda graph end", re.IGNORECASE)
+#: The server's last line once it is ready (http_server.py): anything after it happened while serving.
+_READY = "The server is fired up and ready to roll!"
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class ExitInfo:
 class Classification:
     failure_class: FailureClass
     reason: str  # one line: the log line that decided it, or what was seen
+    cause: FailureCause = FailureCause.OTHER  # the typed cause the samplers read
 
 
 def classify(log_tail: str, exit: ExitInfo | None = None) -> Classification:
@@ -58,27 +69,65 @@ def classify(log_tail: str, exit: ExitInfo | None = None) -> Classification:
 
     argparse_line = _last_match(lines, _ARGPARSE)
     if argparse_line is not None and (exit is None or exit.code in (2, None) or "usage:" in log_tail):
-        return Classification("invalid-flags", argparse_line)
+        return Classification("invalid-flags", argparse_line, FailureCause.INVALID_FLAGS)
 
     oom_line = _first_match(lines, _OOM)
     if oom_line is not None:
-        return Classification("out-of-memory", oom_line)
+        return Classification("out-of-memory", oom_line, oom_stage(log_tail))
 
     weights_at = next((i for i, line in enumerate(lines) if _WEIGHTS_BEGIN in line), None)
     before_weights = "\n".join(lines if weights_at is None else lines[:weights_at])
     exc = _EXCEPTION.search(before_weights)
     if exc is not None and (exit is None or exit.signal is None):
         line = before_weights[exc.start(1):].splitlines()[0]
-        return Classification("invalid-flags", f"{line} (raised before loading weights)")
+        return Classification("invalid-flags", f"{line} (raised before loading weights)", FailureCause.INVALID_FLAGS)
 
     if exit is not None and exit.code == 2 and weights_at is None and "usage:" in log_tail:
-        return Classification("invalid-flags", f"{how} after printing its usage")
+        return Classification("invalid-flags", f"{how} after printing its usage", FailureCause.INVALID_FLAGS)
 
     last = next((line for line in reversed(lines) if line.strip()), "")
     if exit is not None and (exit.signal is not None or weights_at is not None):
         # It got past argument checking (or something killed it): a crash while starting.
-        return Classification("crashed", f"{how}; last line: {last}" if last else how)
+        return Classification("crashed", f"{how}; last line: {last}" if last else how, FailureCause.CRASH)
     return Classification("other", f"{how}; last line: {last}" if last else f"{how} without output")
+
+
+def oom_stage(text: str) -> FailureCause:
+    """Which memory ran out, from SGLang's own lines: the KV pool (its "Not enough memory" refusal, cured by a
+    *larger* static fraction), graph capture, decode (after the server was ready), or loading weights. Never
+    by looking for a word such as "kv" in the message: SGLang's pool message has none."""
+    if _KV_POOL.search(text):
+        return FailureCause.KV_POOL_TOO_SMALL
+    oom_at = _OOM.search(text)
+    before = text[: oom_at.start()] if oom_at else text
+    if _READY in before:
+        return FailureCause.DECODE_OOM
+    if "Capture cuda graph failed" in text or (_GRAPH_CAPTURE.search(before) and not _GRAPH_END.search(before)):
+        return FailureCause.GRAPH_CAPTURE_OOM
+    if _WEIGHTS_BEGIN in before and _WEIGHTS_END not in before.rsplit(_WEIGHTS_BEGIN, 1)[-1]:
+        return FailureCause.WEIGHTS_OOM
+    return FailureCause.OUT_OF_MEMORY
+
+
+#: A stored failure class → its cause when the text says no more (records written before causes were stored).
+_CAUSE_OF_CLASS: dict[str, FailureCause] = {
+    "invalid-flags": FailureCause.INVALID_FLAGS, "startup-timeout": FailureCause.STARTUP_TIMEOUT,
+    "unreachable": FailureCause.UNREACHABLE, "crashed": FailureCause.CRASH,
+    "crashed-under-load": FailureCause.CRASH, "hung": FailureCause.HANG, "wrong-output": FailureCause.WRONG_OUTPUT,
+}
+
+
+def cause_of(failure_class: str | None, text: str = "") -> FailureCause | None:
+    """The typed cause of a failure stored as ``failure_class`` with ``text`` (its message and log tail);
+    None when nothing failed. Out-of-memory is split by stage (``oom_stage``); a run that crashed with an
+    out-of-memory in its log is a decode OOM."""
+    if not failure_class:
+        return None
+    if failure_class == "out-of-memory" or (failure_class == "crashed-under-load" and _OOM.search(text)):
+        cause = oom_stage(text)
+        return FailureCause.DECODE_OOM if failure_class == "crashed-under-load" and \
+            cause is FailureCause.OUT_OF_MEMORY else cause
+    return _CAUSE_OF_CLASS.get(failure_class, FailureCause.OTHER)
 
 
 def _first_match(lines: list[str], pattern: re.Pattern[str]) -> str | None:

@@ -198,6 +198,9 @@ class LocalTarget(Target):
     def _target_marker(self) -> str:
         return str(self.settings.log_dir.resolve())
 
+    def exit_info(self) -> ExitInfo | None:
+        return self._exit_info()
+
     def _exit_info(self) -> ExitInfo | None:
         code = self._proc.poll() if self._proc is not None else None
         if code is None:

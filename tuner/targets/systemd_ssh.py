@@ -202,6 +202,9 @@ class SystemdSshTarget(Target):
                                 f"never answered ({exc.last_error}); check --host/server_host and firewalls", tail)
         return DeployFailed("startup-timeout", f"{self.where}: {exc}", tail)
 
+    def exit_info(self) -> ExitInfo | None:
+        return self._exit_info(force=True)
+
     def _exit_info(self, force: bool = False) -> ExitInfo | None:
         """None while the unit runs (or is starting); how it ended otherwise. At most one SSH round trip per
         ``status_interval_s``: readiness polls more often than that."""

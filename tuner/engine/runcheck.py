@@ -1,0 +1,131 @@
+"""Did the server survive the phase? A crash, a hang or a burst of server errors under load is the configuration's
+fault, not the machine's.
+
+After a phase in which requests failed (or none completed), the measurer asks three things, in order:
+
+1. has the server process / unit exited (the target's ``exit_info``)? → ``crashed-under-load``;
+2. does its port still accept connections? Refused → ``crashed-under-load`` (it stopped listening);
+3. does ``/health_generate`` (else ``/health``) answer 200 within ``HEALTH_TIMEOUT_S``? No → ``hung``.
+
+A server that is alive and healthy but failed at least ``RUN_ERROR_SHARE`` of the phase's requests with
+server-side errors (5xx, reset or refused connections, error events, stalls) is ``crashed-under-load`` too
+(cause ``server-errors``): such a phase measured a failing server, and its partial figures must never rank.
+Fewer errors leave the phase measured; the study's ``error_rate`` constraint judges those.
+
+The machine's own trouble is not judged here: a phase the simulator could not keep its schedule for
+(``simulator-overloaded``), storage outages and interrupts keep their own paths and are queued again.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from tuner.core.net import probe
+from tuner.targets.base import FailureCause
+from tuner.targets.classify import ExitInfo, cause_of
+
+#: A healthy server that failed this share of a phase's requests with server-side errors still failed the run.
+RUN_ERROR_SHARE: Final = 0.10
+#: How long the health check may take: SGLang's own health check gives a generation 20 s (its
+#: SGLANG_HEALTH_CHECK_TIMEOUT); an idle server answers in milliseconds.
+HEALTH_TIMEOUT_S: Final = 10.0
+CONNECT_TIMEOUT_S: Final = 3.0
+HEALTH_PATHS: Final = ("/health_generate", "/health")
+#: Request failures the server is to blame for (objectives.records.ErrorKind values); a client-side bug is not.
+SERVER_SIDE: Final = frozenset({"connect", "timeout", "stall", "http_5xx", "disconnect", "malformed", "server_error"})
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What the measurer found after the phase."""
+
+    exit: ExitInfo | None  # the process / unit has ended (None: alive, or the target cannot tell)
+    listening: bool  # its port accepts connections
+    health: int | None  # the health check's status (None: no answer in time)
+
+
+@dataclass(frozen=True)
+class RunFailure:
+    failure_class: str  # crashed-under-load | hung
+    cause: FailureCause
+    message: str
+    evidence: dict[str, Any]
+
+    def to_metrics(self) -> dict[str, Any]:
+        """What a phase's metrics carry (``failure`` as ``objectives.overload`` phases do, plus the evidence)."""
+        return {"failure": self.failure_class, "failure_message": self.message, "failure_cause": str(self.cause),
+                "run_failure": self.evidence}
+
+
+def needs_check(metrics: Mapping[str, Any]) -> bool:
+    """Whether a phase's result is suspicious enough to ask the server how it is."""
+    return bool(metrics.get("failed")) or not metrics.get("completed")
+
+
+def server_state(base_url: str, exit_info: Callable[[], ExitInfo | None]) -> ServerState:
+    exit = exit_info()
+    if exit is not None:
+        return ServerState(exit, listening=False, health=None)
+    listening = _listening(base_url)
+    health = None
+    if listening:
+        for path in HEALTH_PATHS:
+            health = probe(base_url, path, HEALTH_TIMEOUT_S)
+            if health != 404:
+                break
+    # The process may have died while we asked.
+    return ServerState(exit_info(), listening, health)
+
+
+def judge(metrics: Mapping[str, Any], concurrency: int, state: ServerState, log_tail: str) -> RunFailure | None:
+    """The run failure this phase shows, or None (the phase stands as measured)."""
+    errors = {str(k): int(v) for k, v in (metrics.get("errors") or {}).items()}
+    completed, failed = int(metrics.get("completed") or 0), int(metrics.get("failed") or 0)
+    server_errors = sum(n for kind, n in errors.items() if kind in SERVER_SIDE)
+    evidence: dict[str, Any] = {"phase": f"c{concurrency}", "concurrency": concurrency, "completed": completed,
+                                "failed": failed, "errors": errors,
+                                "exit": state.exit.describe() if state.exit is not None else None,
+                                "health": state.health}
+    where = f"at C={concurrency} after {completed} requests completed and {failed} failed"
+    if state.exit is not None or not state.listening:
+        how = state.exit.describe() if state.exit is not None else "stopped accepting connections"
+        cause = cause_of("crashed-under-load", log_tail) or FailureCause.CRASH
+        return RunFailure("crashed-under-load", cause, f"the server {how} {where}{_last_line(log_tail)}", evidence)
+    if state.health != 200:
+        answer = f"answered {state.health}" if state.health is not None else f"no answer in {HEALTH_TIMEOUT_S:g} s"
+        return RunFailure("hung", FailureCause.HANG,
+                          f"the server stopped answering {where}: health check {answer}{_last_line(log_tail)}",
+                          evidence)
+    total = completed + failed
+    if total and server_errors / total >= RUN_ERROR_SHARE:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items()) if kind in SERVER_SIDE)
+        return RunFailure("crashed-under-load", FailureCause.SERVER_ERRORS,
+                          f"the server failed {server_errors} of {total} requests {where.split(' after')[0]} "
+                          f"({kinds}; {RUN_ERROR_SHARE:.0%} or more fails the run)", evidence)
+    return None
+
+
+def _listening(base_url: str) -> bool:
+    parts = urlsplit(base_url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            return True
+    except TimeoutError:
+        return True  # a full accept queue is a hang, not a crash: the health check decides
+    except OSError:
+        return False
+
+
+def _last_line(log_tail: str) -> str:
+    """``; log: <the most telling line>``: an out-of-memory or traceback line if there is one, else the last."""
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    telling = next((line for line in reversed(lines) if "Error" in line or "out of memory" in line), lines[-1])
+    return f"; log: {telling[:300]}"
