@@ -20,7 +20,7 @@ from objectives.confidence import Interval
 from objectives.phase import PhaseProgress
 from objectives.scoring import phase_interval, primary_metric
 from tuner.core.durations import format_duration
-from tuner.engine.record import Outcome, TrialRecord, skipped_text
+from tuner.engine.record import Outcome, RejectedBy, TrialRecord, skipped_text
 
 
 class LiveView:
@@ -116,7 +116,8 @@ def summary_line(record: TrialRecord) -> str:
     values = " ".join(f"{k.removeprefix('--speculative-').removeprefix('--')}={v}"
                       for k, v in record.params_decoded.items())
     if outcome is Outcome.REJECTED:
-        return f"#{number} rejected before deploying: {record.reason}  [{values}]"
+        by = (record.rejected_by or RejectedBy.RULES).label
+        return f"#{number} {by} before deploying: {record.reason}  [{values}]"
     if outcome is Outcome.TAKEN:
         return f"#{number} taken: trial #{record.taken_by} is measuring this configuration  [{values}]"
     if outcome is Outcome.DEPLOY_FAILED:

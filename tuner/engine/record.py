@@ -60,6 +60,22 @@ class Outcome(enum.StrEnum):
     QUEUED = "queued"  # WAITING: enqueued, not started yet
 
 
+class RejectedBy(enum.StrEnum):
+    """Who refused a rejected proposal (``Key.REJECTED_BY``): kept apart wherever a rejection is shown."""
+
+    SGLANG = "sglang"  # the target's own SGLang, asked before deploying (tuner/targets/resolver.py)
+    RULES = "rules"  # spectune's rules (tuner/sglang/rules.py, held to the real SGLang) or option table
+
+    @property
+    def label(self) -> str:
+        return "refused by SGLang" if self is RejectedBy.SGLANG else "refused by spectune's rules"
+
+
+#: How a refusal by the target's own SGLang reads (tuner.targets.resolver.refusal): how the records stored before
+#: ``Key.REJECTED_BY`` existed are told apart.
+_SGLANG_REFUSAL = " refuses this configuration (exit "
+
+
 STORED_OUTCOMES: Final = frozenset({Outcome.MEASURED, Outcome.DEPLOY_FAILED, Outcome.REJECTED,
                                     Outcome.DUPLICATE, Outcome.TAKEN, Outcome.PHASE_FAILED, Outcome.RUN_FAILED})
 
@@ -74,6 +90,7 @@ class Key:
     PARAMS_DECODED: Final = "params_decoded"  # the proposal's flag values, before repairs
     REPAIRS: Final = "repairs"
     REASON: Final = "reason"  # why a proposal was rejected
+    REJECTED_BY: Final = "rejected_by"  # a RejectedBy: the target's own SGLang, or spectune's rules
     CONFIG: Final = "config"  # ServerConfig.to_json()
     CONFIG_KEY: Final = "config_key"  # the effective key (Proposal.key): stored first, so other workers see it
     EFFECTIVE: Final = "effective"  # what SGLang runs: auto-chosen tree, page size, backend, graphs, request cap
@@ -181,6 +198,8 @@ class TrialRecord:
     params_decoded: Mapping[str, Any] = field(default_factory=dict)
     repairs: tuple[str, ...] = ()
     reason: str | None = None
+    #: Who refused a rejected proposal (None for any other outcome).
+    rejected_by: RejectedBy | None = None
     config: ServerConfig | None = None
     config_key: str | None = None
     #: The values SGLang runs (tuner.sglang.rules.Verdict.effective); None values were SGLang's to choose.
@@ -232,6 +251,7 @@ class TrialRecord:
             params_decoded=dict(attrs.get(Key.PARAMS_DECODED) or {}),
             repairs=tuple(attrs.get(Key.REPAIRS) or ()),
             reason=attrs.get(Key.REASON),
+            rejected_by=_rejected_by(state, attrs),
             config=ServerConfig.from_json(config) if config else None,
             config_key=attrs.get(Key.CONFIG_KEY),
             effective=dict(attrs[Key.EFFECTIVE]) if attrs.get(Key.EFFECTIVE) else None,
@@ -322,6 +342,15 @@ def _outcome(state: TrialState, stored: Any) -> Outcome | None:
     if state == TrialState.WAITING:
         return Outcome.QUEUED
     return None
+
+
+def _rejected_by(state: TrialState, attrs: Mapping[str, Any]) -> RejectedBy | None:
+    if _outcome(state, attrs.get(Key.OUTCOME)) is not Outcome.REJECTED:
+        return None
+    stored = attrs.get(Key.REJECTED_BY)
+    if isinstance(stored, str) and stored in {r.value for r in RejectedBy}:
+        return RejectedBy(stored)
+    return RejectedBy.SGLANG if _SGLANG_REFUSAL in str(attrs.get(Key.REASON) or "") else RejectedBy.RULES
 
 
 def skip_bounds(skip: Mapping[str, Any] | None) -> dict[int, float]:

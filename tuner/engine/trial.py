@@ -26,6 +26,7 @@ from tuner.engine.record import (
     REUSED,
     Key,
     Outcome,
+    RejectedBy,
     StudyKey,
     TrialRecord,
     encode_phases,
@@ -37,7 +38,7 @@ from tuner.engine.score import fix_references, study_scorer, trial_score
 from tuner.sglang.launch import ServerConfig
 from tuner.study.space import Proposal, SearchSpace, effective_key
 from tuner.study.spec import StudySpec
-from tuner.targets.base import RUN_FAILURE_CLASSES, DeployFailed
+from tuner.targets.base import RUN_FAILURE_CLASSES, DeployFailed, SGLangRefused
 from tuner.targets.classify import cause_of
 
 #: The optimistic bound for a phase not measured yet: the best value seen so far times this.
@@ -135,7 +136,7 @@ class TrialRunner:
         if proposal.config is None:
             self._proposed()
             return self._finish(trial, attrs, Outcome.REJECTED, {VALID_KEY: 1.0}, metrics=None,
-                                extra={Key.REASON: proposal.reason})
+                                extra={Key.REASON: proposal.reason, Key.REJECTED_BY: RejectedBy.RULES.value})
         config = proposal.config
         attrs[Key.CONFIG] = config.to_json()
         # What SGLang will run, and the key of those values: another spelling of one server is a duplicate. The
@@ -144,8 +145,10 @@ class TrialRunner:
             resolved = self.measurer.resolve(config) if isinstance(self.measurer, Resolving) else None
         except DeployFailed as exc:
             self._proposed()
+            judge = RejectedBy.SGLANG if isinstance(exc, SGLangRefused) else RejectedBy.RULES
             return self._finish(trial, attrs, Outcome.REJECTED, {VALID_KEY: 1.0}, metrics=None,
-                                extra={Key.REASON: str(exc).removeprefix("invalid-flags: ")})
+                                extra={Key.REASON: str(exc).removeprefix("invalid-flags: "),
+                                       Key.REJECTED_BY: judge.value})
         attrs[Key.EFFECTIVE] = dict(resolved) if resolved is not None else proposal.effective
         attrs[Key.CONFIG_KEY] = (effective_key(config, dict(resolved)) if resolved is not None
                                  else proposal.key or config.key())

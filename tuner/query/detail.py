@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from objectives.scoring import primary_metric
+from tuner.engine.record import RejectedBy
 from tuner.query.answers import Answer, ranking_for, require_trials, weights_text
 from tuner.query.effective import Change, changes
 from tuner.query.load import StudyNotFound, open_stored_study
@@ -62,6 +63,7 @@ def as_dict(view: TrialView, *, is_best: bool, weights: str) -> dict[str, Any]:
         "phases": {f"c{c}": dict(m) for c, m in sorted(r.metrics.items())},
         "skipped_phases": list(r.skipped_phases), "constraints": dict(r.constraints),
         "violations": dict(view.violations), "duplicate_of": r.duplicate_of, "reason": r.reason,
+        "rejected_by": str(r.rejected_by) if r.rejected_by else None,
         "failure_class": r.failure_class or view.failure, "failure": r.failure, "log": r.log, "log_tail": r.log_tail,
     }
 
@@ -97,7 +99,8 @@ def render(d: Mapping[str, Any]) -> str:
     if d["violations"]:
         lines.append("violates: " + ", ".join(f"{k} (by {v:g})" for k, v in sorted(d["violations"].items())))
     if d["reason"]:
-        lines.append(f"rejected before deploying: {d['reason']}")
+        by = RejectedBy(d["rejected_by"]).label if d.get("rejected_by") else "rejected"
+        lines.append(f"{by} before deploying: {d['reason']}")
     if d["failure"] or d["failure_class"]:
         cls = d["failure_class"] or "?"
         message = (d["failure"] or "").removeprefix(f"{cls}: ")  # DeployFailed's text starts with its class

@@ -23,7 +23,7 @@ import optuna
 from objectives.confidence import Interval
 from objectives.scoring import Scorer, constraint_values, phase_value
 from tuner.engine.confirm import Verdict, choose_winner
-from tuner.engine.record import Outcome, TrialRecord, records, skipped_text
+from tuner.engine.record import Outcome, RejectedBy, TrialRecord, records, skipped_text
 from tuner.engine.score import references_for
 from tuner.sglang.launch import FlagValue, ServerConfig
 from tuner.study.spec import ConstraintSpec, StudySpec
@@ -114,7 +114,7 @@ class TrialView:
         if self.state != "COMPLETE":
             return None
         if self.outcome is Outcome.REJECTED:
-            return "rejected (SGLang rules)"
+            return (self.record.rejected_by or RejectedBy.RULES).label
         if self.outcome is Outcome.DEPLOY_FAILED:
             return self.record.failure_class or "failed to start"
         if self.outcome is Outcome.RUN_FAILED:

@@ -22,6 +22,13 @@ GPU_CAPABILITIES: tuple[tuple[str, Capability], ...] = (
     ("L40S", (8, 9)), ("L40", (8, 9)), ("L4", (8, 9)), ("RTX 4090", (8, 9)), ("RTX 6000 Ada", (8, 9)),
     ("A100", (8, 0)), ("A800", (8, 0)), ("A30", (8, 0)), ("A10", (8, 6)), ("RTX 3090", (8, 6)),
 )
+#: GPU names → the memory ``nvidia-smi --query-gpu=memory.total`` reports (MiB), for showing SGLang a GPU named
+#: in ``[target] gpu`` where nvidia-smi cannot be asked (SGLang's memory-dependent defaults read it). A GPU not
+#: listed is not shown from its name (never guessed).
+GPU_MEMORY_MB: tuple[tuple[str, int], ...] = (
+    ("GH200", 97871), ("H200", 143771), ("H100", 81559), ("H800", 81559), ("H20", 97871), ("B200", 183359),
+    ("RTX PRO 6000", 97887), ("A100", 81920), ("L40S", 46068), ("L4", 23034),
+)
 #: One capability per GPU family SGLang's hooks tell apart (Ampere/Ada, Hopper, Blackwell SM100, SM12x): an
 #: unknown GPU is resolved for each of these.
 CAPABILITY_FAMILIES: tuple[Capability, ...] = ((8, 0), (9, 0), (10, 0), (12, 0))
@@ -31,6 +38,12 @@ def capability_of_gpu(name: str) -> Capability | None:
     """The compute capability of a GPU named ``name`` (None when spectune does not know the GPU)."""
     folded = name.casefold()
     return next((cap for key, cap in GPU_CAPABILITIES if key.casefold() in folded), None)
+
+
+def memory_of_gpu(name: str) -> int | None:
+    """The memory (MiB) nvidia-smi reports for a GPU named ``name``; None when spectune does not know it."""
+    folded = name.casefold()
+    return next((mb for key, mb in GPU_MEMORY_MB if key.casefold() in folded), None)
 
 
 def parse_capability(text: str) -> Capability:

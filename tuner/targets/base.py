@@ -79,6 +79,14 @@ class DeployFailed(SpectuneError):
         super().__init__(f"{failure_class}: {message}")
 
 
+class SGLangRefused(DeployFailed):
+    """``Target.resolve``: the target's own SGLang refuses the command line (``invalid-flags``, with its own error
+    line) — its verdict, told apart from a refusal by spectune's rules wherever a rejection is shown."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__("invalid-flags", message, log_tail)
+
+
 class TargetUnavailable(SpectuneError):
     """The target itself cannot be used (host unreachable, SSH refused, host key mismatch) — not the config's
     fault. The study retries with backoff and then stops with this message; nothing is recorded as measured."""

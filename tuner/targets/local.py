@@ -41,13 +41,13 @@ from tuner.targets.process_group import (
 )
 from tuner.targets.readiness import NotReady, wait_ready
 from tuner.targets.resolver import (
-    RESOLVER_ENV,
     RESOLVER_SCRIPT,
     ProcessPipe,
     SGLangResolver,
     check_version,
     interpreter_of_script,
     is_sglang_script,
+    resolver_env,
     server_args_of,
 )
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
@@ -67,6 +67,10 @@ class LocalSettings:
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     help_timeout_s: float = 120.0
     study: str = "spectune"
+    #: ``[target] when_sglang_cannot_judge = "rules"``: spectune's rules judge where SGLang cannot (else exit 3).
+    resolver_fallback: bool = False
+    #: ``[target] gpu`` for the resolver where nvidia-smi cannot be asked (``TargetSettings.resolver_gpu``).
+    resolver_gpu: str | None = None
 
 
 class LocalTarget(Target):
@@ -123,9 +127,9 @@ class LocalTarget(Target):
                 python = interpreter_of_script(Path(script).read_text(errors="replace")[:512]) if script else None
         if python is None:
             return
-        env = {**self._env(()), **RESOLVER_ENV}
+        env = {**self._env(()), **resolver_env(self.settings.resolver_gpu)}
         self._resolver = SGLangResolver.start(lambda: ProcessPipe.spawn([python, "-c", RESOLVER_SCRIPT], env),
-                                              where="this machine")
+                                              where="this machine", fallback=self.settings.resolver_fallback)
         if self._resolver is not None:
             check_version(self._resolver, self.table.version)
 
@@ -324,4 +328,5 @@ class LocalTargetSettings(TargetSettings):
     def make_target(self, placement: Placement, table: OptionTable) -> LocalTarget:
         return LocalTarget(LocalSettings(
             command=self.command, log_dir=log_dir_of(placement, self.log_dir), host=self.host, port=self.port,
-            stop_grace_s=self.stop_grace, startup_timeout_s=self.startup_timeout, study=placement.study), table)
+            stop_grace_s=self.stop_grace, startup_timeout_s=self.startup_timeout, study=placement.study,
+            resolver_fallback=self.when_sglang_cannot_judge == "rules", resolver_gpu=self.resolver_gpu()), table)

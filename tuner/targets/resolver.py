@@ -1,13 +1,14 @@
 """Ask the target's own SGLang what it does with a command line, without starting a server.
 
-Where the target's Python can import ``sglang``, one long-lived process per study runs ``RESOLVER_SCRIPT`` with
-that interpreter — a child process for ``local``, a command over the target's SSH connection for
-``systemd-ssh`` (``Pipe`` is all the two differ in). It imports SGLang once, then answers one JSON line per
-command line with what ``sglang serve`` does before it touches a GPU — ``prepare_server_args`` (argparse, exit
-2), ``ServerArgs.resolve_once()`` and ``check_server_args()`` (exit 1, with the last line of the traceback) — or
-the effective values it resolved (the same fields as tests/fixtures/sglang-0.5.23-fidelity.json, from
-bench/sglang_fidelity/generate.py). Answers are cached by command line. Where SGLang is not importable,
-``start`` returns None (one logged line) and spectune's own rules (tuner.sglang.rules) are all there is.
+One long-lived process per study runs ``RESOLVER_SCRIPT`` (tuner/targets/resolver_script.py) with the target's
+interpreter — a child process for ``local``, a command over the target's SSH connection for ``systemd-ssh``
+(``Pipe`` is all the two differ in). It imports SGLang once, then answers one JSON line per command line with what
+``sglang serve`` does before it touches a GPU — ``prepare_server_args`` (argparse, exit 2),
+``ServerArgs.resolve_once()`` and ``check_server_args()`` (exit 1, with the last line of the traceback) — or the
+effective values it resolved. Answers are cached by command line. It can also list the target's own option table.
+
+A setup error is never a verdict (tuner/targets/setup_errors.py): when SGLang cannot judge, the study stops with
+one line (exit 3), or — where the study allows — spectune's own rules (tuner.sglang.rules) judge instead.
 """
 
 from __future__ import annotations
@@ -19,131 +20,28 @@ import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
-from tuner.targets.base import DeployFailed
+from tuner.targets.base import DeployFailed, SGLangRefused
+from tuner.targets.setup_errors import SGLangCannotJudge, cannot_judge, is_verdict, setup_problem
 
 log = logging.getLogger(__name__)
 
-#: Runs under the target's interpreter (any Python ≥ 3.9 with SGLang): imports nothing from spectune. The same text
-#: runs locally and over SSH. Before SGLang (and torch) are imported the GPUs are hidden (``CUDA_VISIBLE_DEVICES``
-#: empty), so resolving can never create a CUDA context or allocate GPU memory next to a running server; what
-#: SGLang's checks read about the GPU (name, compute capability, memory) comes from ``nvidia-smi`` instead — the
-#: driver's tool, no CUDA context — and is handed to SGLang the way bench/sglang_fidelity/generate.py fakes it
-#: (torch.cuda probes plus SGLang's own ``override_platform``).
-RESOLVER_SCRIPT = r"""
-import contextlib, importlib.util, io, json, logging, os, subprocess, sys
-
-def say(data):
-    print(json.dumps(data, default=str), flush=True)
-
-def gpus():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap,memory.total",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30).stdout
-    except Exception:
-        return []
-    rows = []
-    for row in out.splitlines():
-        parts = [p.strip() for p in row.split(",")]
-        try:
-            major, minor = (int(x) for x in parts[1].split("."))
-            rows.append((parts[0], major, minor, int(float(parts[2]))))
-        except (IndexError, ValueError):
-            pass
-    return rows
-
-GPUS = gpus()
-os.environ["CUDA_VISIBLE_DEVICES"] = ""
-try:
-    import sglang
-except Exception as exc:
-    say({"unavailable": f"{type(exc).__name__}: {exc}"})
-    raise SystemExit(0)
-
-def present(gpus):
-    import torch
-    name, major, minor, memory_mb = gpus[0]
-    torch.cuda.is_available = lambda: True
-    torch.cuda.device_count = lambda: len(gpus)
-    torch.cuda.get_device_capability = lambda *a, **k: (major, minor)
-    torch.cuda.get_device_name = lambda *a, **k: name
-    from sglang.srt.utils import common
-    common.get_nvgpu_memory_capacity = lambda: memory_mb
-    from sglang.srt.runtime_context import override_platform
-    override_platform(
-        is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
-        is_sm90=(major, minor) == (9, 0), is_sm100=major == 10, is_sm100_or_sm110=major in (10, 11),
-        is_sm110=major == 11, is_sm120=major == 12, is_blackwell=major in (10, 11, 12),
-        is_hopper_with_cuda_12_3=major == 9, has_amx=False,
-        has_flashinfer=importlib.util.find_spec("flashinfer") is not None,
-        device_sm=major * 10 + minor, device_capability=(major, minor),
-    ).install()
-
-if GPUS:
-    try:
-        present(GPUS)
-    except Exception as exc:
-        say({"unavailable": f"cannot show SGLang {getattr(sglang, '__version__', '?')} the GPU without touching "
-                            f"it: {type(exc).__name__}: {exc}"})
-        raise SystemExit(0)
-try:  # after the GPU is presented: SGLang caches what it probes at import
-    from sglang.srt.server_args import prepare_server_args
-except Exception as exc:
-    say({"unavailable": f"{type(exc).__name__}: {exc}"})
-    raise SystemExit(0)
-logging.disable(logging.CRITICAL)
-say({"version": getattr(sglang, "__version__", None), "gpu": GPUS[0][0] if GPUS else None})
-
-def line(exc):
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-def effective(args):
-    try:
-        from sglang.srt.arg_groups.overrides import resolving_view
-        v = resolving_view(args)
-    except Exception:
-        v = args
-    graphs = getattr(v, "cuda_graph_config", None)
-    decode = getattr(graphs, "decode", None)
-    return {
-        "speculative_algorithm": v.speculative_algorithm, "speculative_num_steps": v.speculative_num_steps,
-        "speculative_eagle_topk": v.speculative_eagle_topk,
-        "speculative_num_draft_tokens": v.speculative_num_draft_tokens, "page_size": v.page_size,
-        "attention_backend": v.attention_backend,
-        "cuda_graph_disabled": (str(getattr(decode, "backend", "")) in ("disabled", "Backend.DISABLED"))
-        or bool(getattr(v, "disable_cuda_graph", False)),
-        "cuda_graph_max_bs": getattr(decode, "max_bs", None),
-        "max_running_requests": v.max_running_requests,
-    }
-
-for raw in sys.stdin:
-    argv = json.loads(raw)
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            args = prepare_server_args(argv)
-    except SystemExit as exc:
-        lines = [x for x in err.getvalue().splitlines() if x.strip()]
-        answer = {"verdict": "refused", "exit_code": int(exc.code or 0), "error": lines[-1] if lines else ""}
-    else:
-        try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                if hasattr(args, "resolve_once"):
-                    args.resolve_once()
-                args.check_server_args()
-            answer = {"verdict": "accepted", "effective": effective(args)}
-        except Exception as exc:
-            answer = {"verdict": "refused", "exit_code": 1, "error": line(exc)}
-    say(answer)
-"""
+#: The resolver process's source (tuner/targets/resolver_script.py), sent as ``python -c``: the same text runs
+#: locally and over SSH, under the target's interpreter.
+RESOLVER_SCRIPT = (Path(__file__).parent / "resolver_script.py").read_text(encoding="utf-8")
 
 #: How long importing SGLang may take (it imports torch) and how long one answer may take.
 START_TIMEOUT_S = 120.0
 ANSWER_TIMEOUT_S = 30.0
 #: The environment the resolver runs with: no GPU visible (see RESOLVER_SCRIPT), unbuffered answers.
 RESOLVER_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
+
+
+def resolver_env(gpu: str | None) -> dict[str, str]:
+    """``RESOLVER_ENV``, plus ``SPECTUNE_GPU`` (``TargetSettings.resolver_gpu``) where the study names the GPU."""
+    return {**RESOLVER_ENV, **({"SPECTUNE_GPU": gpu} if gpu else {})}
 
 
 @dataclass(frozen=True)
@@ -221,44 +119,82 @@ class ProcessPipe:
 
 class SGLangResolver:
     """Asks one SGLang installation about command lines, through a resolver process ``spawn`` starts (locally
-    or over SSH). Answers are cached by command line. A resolver that stops answering is started once more;
-    if that fails too, ``resolve`` returns None from then on (spectune's rules judge) and says so once."""
+    or over SSH). Answers are cached by command line.
+
+    Only a verdict on the configuration is ever returned as one. When SGLang cannot judge — the process does not
+    start, crashes or does not answer, or its error is a setup problem (``setup_errors``) — it raises
+    ``SGLangCannotJudge`` (exit 3, one line), unless the study allows spectune's rules to judge instead
+    (``fallback``): then one line is logged and ``resolve`` returns None from then on. A refusal of an unfamiliar
+    kind (not an argument-check exception) counts as a verdict only while SGLang still accepts the first
+    command line it accepted: otherwise the installation changed under the study."""
 
     def __init__(self, spawn: Callable[[], Pipe | None], pipe: Pipe, version: str | None, where: str,
-                 gpu: str | None = None) -> None:
+                 gpu: str | None = None, *, fallback: bool = False, seams: Sequence[str] = ()) -> None:
         self._spawn = spawn
         self._pipe: Pipe | None = pipe
         self.version = version
         self.where = where
         self.gpu = gpu
+        self.fallback = fallback
+        #: How the GPU was shown to SGLang (torch.cuda probes, SGLang's helpers, override_platform).
+        self.seams = tuple(seams)
         self._cache: dict[tuple[str, ...], Answer] = {}
+        self._known_good: tuple[str, ...] | None = None
         self._lock = threading.Lock()
 
     @classmethod
-    def start(cls, spawn: Callable[[], Pipe | None], *, where: str) -> SGLangResolver | None:
-        """Start the resolver; None — with one logged line saying why — when SGLang cannot be imported there
-        (or the interpreter does not run at all): spectune's rules then judge every configuration."""
+    def start(cls, spawn: Callable[[], Pipe | None], *, where: str, fallback: bool = False) -> SGLangResolver | None:
+        """Start the resolver. When SGLang cannot be asked there: ``SGLangCannotJudge`` naming the cause and the
+        fix — or, with ``fallback``, None and one logged line (spectune's rules then judge)."""
         pipe, first = _started(spawn)
-        if pipe is None or first is None or "version" not in first:
-            why = (first or {}).get("unavailable") or "the interpreter did not start or did not answer"
-            log.warning("SGLang cannot be asked on %s (%s); spectune's own rules judge the configurations", where, why)
+        if pipe is None or first is None or "version" not in first or first.get("unavailable"):
+            why = (first or {}).get("unavailable")
+            give_up(cannot_judge(where, why) if why else SGLangCannotJudge(
+                where, f"its Python did not start or did not answer within {START_TIMEOUT_S:g} s",
+                "check that the interpreter of [target] command (or [target] python) runs there"), fallback)
             return None
-        return cls(spawn, pipe, first.get("version"), where, first.get("gpu"))
+        return cls(spawn, pipe, first.get("version"), where, first.get("gpu"), fallback=fallback,
+                   seams=first.get("seams") or ())
 
     def resolve(self, server_argv: Sequence[str]) -> Answer | None:
         """SGLang's answer for ``server_argv`` (server arguments only, as ``sglang serve`` gets them); None when
-        the resolver is gone."""
+        spectune's rules judge instead (``fallback``)."""
         key = tuple(server_argv)
         with self._lock:
             if key not in self._cache:
                 data = self._ask(json.dumps(list(server_argv)))
                 if data is None:
                     return None
-                self._cache[key] = Answer(data.get("verdict") == "accepted", data.get("error"),
-                                          data.get("exit_code"), data.get("effective"))
+                answer = Answer(data.get("verdict") == "accepted", data.get("error"), data.get("exit_code"),
+                                data.get("effective"))
+                if not answer.accepted and not self._is_verdict(answer):
+                    self._stop(cannot_judge(self.where, answer.error or "no error line"))
+                    return None
+                if answer.accepted and self._known_good is None:
+                    self._known_good = key
+                self._cache[key] = answer
             return self._cache[key]
 
-    def _ask(self, request: str) -> dict[str, Any] | None:
+    def _is_verdict(self, answer: Answer) -> bool:
+        error = answer.error or ""
+        if setup_problem(error) is not None:
+            return False
+        if is_verdict(error, answer.exit_code):
+            return True
+        if self._known_good is None:  # nothing accepted yet to compare with: SGLang cannot be shown to judge
+            return False
+        again = self._ask(json.dumps(list(self._known_good)))
+        return again is not None and again.get("verdict") == "accepted"
+
+    def option_table(self) -> dict[str, Any] | None:
+        """This SGLang's own option table (``ServerArgs.add_cli_args`` on a fresh parser, the format of
+        tuner/sglang/data); None when this SGLang cannot list it (or the resolver is gone)."""
+        with self._lock:
+            data = self._ask(json.dumps({"table": True}), key="table")
+        table = (data or {}).get("table")
+        return table if isinstance(table, dict) else None
+
+    def _ask(self, request: str, key: str = "verdict") -> dict[str, Any] | None:
         if self._pipe is None:
             return None  # gone earlier (and said so then)
         for attempt in (1, 2):
@@ -268,32 +204,55 @@ class SGLangResolver:
                 data = _json_line(pipe.receive(ANSWER_TIMEOUT_S))
             except OSError:
                 data = None
-            if data is not None and "verdict" in data:
+            if data is not None and key in data:
                 return data
             pipe.close()
             self._pipe = None
             if attempt == 1:  # a dropped SSH connection or a crashed process: one fresh start
                 fresh, first = _started(self._spawn)
-                if fresh is not None and first is not None and first.get("version") == self.version:
+                if fresh is not None and first is not None and first.get("version") == self.version \
+                        and not first.get("unavailable"):
                     self._pipe = fresh
                     continue
                 if fresh is not None:
                     fresh.close()
             break
-        log.warning("the SGLang resolver on %s stopped answering; spectune's own rules judge from now on", self.where)
+        self._stop(SGLangCannotJudge(self.where, f"its resolver stopped answering (twice, {ANSWER_TIMEOUT_S:g} s "
+                                     "each)", "check the target's SGLang installation, then run the study again "
+                                     "(it resumes)"))
         return None
+
+    def _stop(self, exc: SGLangCannotJudge) -> None:
+        """Stop asking: raise ``exc`` — or, with ``fallback``, say once that the rules judge from now on."""
+        if self._pipe is not None:
+            self._pipe.close()
+            self._pipe = None
+        give_up(exc, self.fallback)
 
     def check(self, server_argv: Sequence[str]) -> Answer | None:
         """``resolve``, raising ``DeployFailed("invalid-flags")`` with SGLang's own error when it refuses."""
         answer = self.resolve(server_argv)
         if answer is not None and not answer.accepted:
-            raise DeployFailed("invalid-flags", refusal(answer, self.version, self.where), answer.error or "")
+            raise SGLangRefused(refusal(answer, self.version, self.where), answer.error or "")
         return answer
 
     def close(self) -> None:
         if self._pipe is not None:
             self._pipe.close()
             self._pipe = None
+
+
+def give_up(exc: SGLangCannotJudge, fallback: bool) -> None:
+    """Raise ``exc`` — or, where the study lets spectune's rules judge instead, say so in one logged line."""
+    if not fallback:
+        raise exc
+    log.warning("%s; spectune's own rules judge the configurations instead ([target] when_sglang_cannot_judge = "
+                "\"rules\")", str(exc).split(" — ", 1)[0])
+
+
+#: The prefix of every refusal by the target's own SGLang (``refusal``): how a stored reason is told from one by
+#: spectune's rules in records written before the reason carried its source.
+REFUSAL_PREFIX = "SGLang "
 
 
 def refusal(answer: Answer, version: str | None, where: str) -> str:
@@ -315,7 +274,7 @@ def _started(spawn: Callable[[], Pipe | None]) -> tuple[Pipe | None, dict[str, A
     if pipe is None:
         return None, None
     first = _json_line(pipe.receive(START_TIMEOUT_S))
-    if first is None or "version" not in first:
+    if first is None or "version" not in first or first.get("unavailable"):
         pipe.close()
         return None, first
     return pipe, first

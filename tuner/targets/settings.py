@@ -12,12 +12,12 @@ import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from tuner.core.fields import FileModel, PositiveDuration
-from tuner.sglang.hardware import Hardware, capability_of_gpu, parse_capability
+from tuner.sglang.hardware import Hardware, capability_of_gpu, memory_of_gpu, parse_capability
 
 if TYPE_CHECKING:
     from tuner.sglang.options import OptionTable
@@ -53,6 +53,11 @@ class TargetSettings(FileModel):
     compute_capability: str | None = Field(None, description=(
         "The GPU's compute capability (e.g. \"9.0\"), for a GPU spectune does not know by name; wins over gpu."),
         json_schema_extra={"pattern": r"^\d{1,2}\.\d$"})
+    when_sglang_cannot_judge: Literal["stop", "rules"] = Field("stop", description=(
+        "When the target's own SGLang cannot judge configurations (not importable, no GPU visible to it, a "
+        "missing module such as sgl_kernel, a resolver that crashes or does not answer): \"stop\" ends the "
+        "preflight with exit 3 and one line naming the cause and the fix; \"rules\" says so in one line and "
+        "lets spectune's own rules judge instead. Never a rejected trial either way."))
 
     #: Whether the target's own launch command is the command a user would run (``spectune best --export``).
     launch_is_exact: ClassVar[bool] = True
@@ -89,6 +94,18 @@ class TargetSettings(FileModel):
     def starter_examples(cls) -> dict[str, Any]:
         """Example values of keys without a default, shown commented out by ``spectune init``."""
         return {"gpu": "H100", "compute_capability": "9.0"}
+
+    def resolver_gpu(self) -> str | None:
+        """``[target] gpu`` as the resolver reads it where nvidia-smi cannot be asked (``SPECTUNE_GPU``:
+        ``name|major.minor|memory_mb|count``); None when unnamed or its memory is not known."""
+        if self.gpu is None:
+            return None
+        capability = parse_capability(self.compute_capability) if self.compute_capability else \
+            capability_of_gpu(self.gpu)
+        memory = memory_of_gpu(self.gpu)
+        if capability is None or memory is None:
+            return None
+        return f"{self.gpu}|{capability[0]}.{capability[1]}|{memory}|1"
 
     def hardware(self) -> Hardware:
         """What this target tells about the GPU (and, for the simulator, the model); None parts unknown."""

@@ -28,16 +28,18 @@ from tuner.targets.plan import DeployPlan, systemd_access, systemd_plan
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, probe, wait_ready
 from tuner.targets.resolver import (
-    RESOLVER_ENV,
     RESOLVER_SCRIPT,
     Pipe,
     SGLangResolver,
     check_version,
+    give_up,
     interpreter_of_script,
     is_sglang_script,
+    resolver_env,
     server_args_of,
 )
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings
+from tuner.targets.setup_errors import SGLangCannotJudge
 from tuner.targets.ssh import Connection, RemoteCommandFailed, Result, SSHSettings
 from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
 
@@ -63,6 +65,9 @@ class SystemdSettings:
     study: str = "spectune"
     #: The Python whose SGLang the preflight asks (default: the one ``command`` runs).
     python: str | None = None
+    #: ``[target] when_sglang_cannot_judge = "rules"``; ``[target] gpu`` as the resolver reads it (LocalSettings).
+    resolver_fallback: bool = False
+    resolver_gpu: str | None = None
 
     @property
     def dropin_path(self) -> str:
@@ -119,12 +124,12 @@ class SystemdSshTarget(Target):
             return
         self._resolver_tried = True
         python = self._interpreter()
+        fallback, where = self.settings.resolver_fallback, self.settings.ssh.host
         if python is None:
-            log.warning("%s: no Python interpreter in [target] command %s, so SGLang cannot be asked (set "
-                        "[target] python); spectune's own rules judge the configurations", self.where,
-                        list(self.settings.command))
+            give_up(SGLangCannotJudge(where, f"no Python in [target] command {list(self.settings.command)}",
+                                      "set [target] python"), fallback)
             return
-        self._resolver = SGLangResolver.start(lambda: self._spawn_resolver(python), where=self.settings.ssh.host)
+        self._resolver = SGLangResolver.start(lambda: self._spawn_resolver(python), where=where, fallback=fallback)
         if self._resolver is not None:
             check_version(self._resolver, self.table.version)
 
@@ -142,7 +147,7 @@ class SystemdSshTarget(Target):
 
     def _spawn_resolver(self, python: str) -> Pipe | None:
         try:
-            return self.conn.start([python, "-c", RESOLVER_SCRIPT], env=RESOLVER_ENV)
+            return self.conn.start([python, "-c", RESOLVER_SCRIPT], env=resolver_env(self.settings.resolver_gpu))
         except TargetUnavailable as exc:
             log.warning("%s: cannot start the SGLang resolver: %s", self.where, exc)
             return None
@@ -404,4 +409,5 @@ class SystemdSshTargetSettings(TargetSettings):
         return SystemdSshTarget(SystemdSettings(
             ssh=ssh, unit=self.unit, command=self.command, server_port=self.server_port,
             server_host=self.server_host, listen_host=self.listen_host, systemd_dir=self.systemd_dir,
-            startup_timeout_s=self.startup_timeout, study=placement.study, python=self.python), table)
+            startup_timeout_s=self.startup_timeout, study=placement.study, python=self.python,
+            resolver_fallback=self.when_sglang_cannot_judge == "rules", resolver_gpu=self.resolver_gpu()), table)
