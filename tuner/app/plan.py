@@ -19,11 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from objectives.spec import PhaseSpec
+from tuner.app.preflight import COUNT_LIMIT, count_by_sglang, run_preflight
 from tuner.app.validate import ValidationReport
 from tuner.engine.confirm import DEFAULT_REPEATS, DEFAULT_TOP
 from tuner.engine.cost import phase_seconds
 from tuner.engine.record import TrialRecord
+from tuner.sglang.options import load_option_table
 from tuner.study.hosts import spec_for_host
+from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 from tuner.study.target import make_target
 from tuner.targets.plan import DeployPlan
@@ -105,13 +108,24 @@ def plan_study(report: ValidationReport, *, confirm: int = DEFAULT_TOP, repeats:
 
 def check_target(spec: StudySpec) -> tuple[str, ...]:
     """Contact the study's target — every host of ``[target] hosts`` — as a study first would (SSH login and
-    systemctl, or the command and port); raises ``TargetUnavailable`` (exit 3) at the first that cannot be
-    used."""
+    systemctl, or the command and port), then run the preflight ``tune`` runs (tuner/app/preflight.py: the
+    server's options, its SGLang's version and verdict on the first configuration); raises
+    ``TargetUnavailable`` (exit 3) at the first host that cannot be used, ``DeployFailed`` for options it lacks.
+    On the first host, the space's configurations are also counted by what its SGLang runs."""
     lines: list[str] = []
-    for host in spec.target.hosts or (None,):
+    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    for index, host in enumerate(spec.target.hosts or (None,)):
         target = make_target(spec if host is None else spec_for_host(spec, host))
         try:
-            found = target.check_access()
+            found = list(target.check_access())
+            result = run_preflight(target, spec, space)
+            found += [f"preflight: {line}" for line in result.lines] or ["preflight: passed"]
+            counted = count_by_sglang(target, space) if index == 0 else None
+            if counted is not None:
+                distinct, refused, asked = counted
+                found.append(f"SGLang {result.installed} runs the {asked:,} distinct valid configurations by "
+                             f"spectune's rules as {distinct:,} distinct servers ({refused:,} refused by SGLang)"
+                             + (" — the first ones only" if asked >= COUNT_LIMIT else ""))
         finally:
             target.close()
         lines += [f"{host}: {line}" for line in found] if len(spec.target.hosts) > 1 else found

@@ -36,6 +36,8 @@ def finish_text(spec: StudySpec, best: TrialRecord | None) -> str:
         return "target: left as the last trial deployed it ([finish] deploy = \"leave\")"
     if settings.outlives_spectune:
         return f"target: {settings.restored_message()} ([finish] deploy = \"original\")"
+    if best is None:  # nothing measured to deploy: never suggest deploying a "best"
+        return "target: the server started for the last trial was stopped ([finish] deploy = \"original\")"
     return ("target: the server started for the last trial was stopped ([finish] deploy = \"original\"); "
             f"`spectune deploy {spec.path} --best` starts the winner")
 

@@ -19,6 +19,7 @@ from typing import Any
 import optuna
 from rich.console import Console
 
+from tuner.app.preflight import run_preflight
 from tuner.app.progress import LiveView
 from tuner.core import interrupts
 from tuner.core.console import make_console
@@ -132,7 +133,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         finished = False
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
-                target.preflight(space.emittable_flags())
+                run_preflight(target, spec, space, say)
                 if (installed := target.installed_sglang()) is not None:
                     study.set_user_attr(StudyKey.SGLANG_VERSION, installed)
                 stored = measured_records(study)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.app.preflight import first_proposal
 from tuner.core.errors import SpectuneError
 from tuner.engine.opening import StudyNotFound
 from tuner.engine.record import TrialRecord, measured_records
@@ -48,9 +49,7 @@ def validate_study(path: str) -> ValidationReport:
     # and validate should answer in seconds).
     summary = space.enumerate(limit=SIZE_SAMPLE)
     # The baseline when there is one (it is what runs first), else the first valid point.
-    proposal = space.decode(space.encode(spec.baseline)) if _covers(space, spec) else None
-    if proposal is None or proposal.config is None:
-        proposal = next(p for p in map(space.decode, space.points()) if p.config is not None)
+    proposal = first_proposal(space, spec)
     assert proposal.config is not None
     prefix = spec.target.settings.launch_prefix() or DEFAULT_PREFIX
     stored, stored_warnings, measured = describe_stored(spec)
@@ -73,6 +72,3 @@ def describe_stored(spec: StudySpec) -> tuple[str, tuple[str, ...], tuple[TrialR
     notes = tuple(f"{w} (`spectune tune` refuses to resume it: use a new [study] name)" for w in stored.warnings)
     return text, notes, measured
 
-
-def _covers(space: SearchSpace, spec: StudySpec) -> bool:
-    return bool(spec.baseline) and set(space.encode(spec.baseline)) == {d.name for d in space.dimensions}

@@ -44,11 +44,11 @@ from tuner.targets.resolver import (
     RESOLVER_SCRIPT,
     ProcessPipe,
     SGLangResolver,
-    check_version,
     interpreter_of_script,
     is_sglang_script,
     resolver_env,
     server_args_of,
+    start_resolver,
 )
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
@@ -125,13 +125,10 @@ class LocalTarget(Target):
             with contextlib.suppress(OSError):
                 script = shutil.which(first)
                 python = interpreter_of_script(Path(script).read_text(errors="replace")[:512]) if script else None
-        if python is None:
-            return
         env = {**self._env(()), **resolver_env(self.settings.resolver_gpu)}
-        self._resolver = SGLangResolver.start(lambda: ProcessPipe.spawn([python, "-c", RESOLVER_SCRIPT], env),
-                                              where="this machine", fallback=self.settings.resolver_fallback)
-        if self._resolver is not None:
-            check_version(self._resolver, self.table.version)
+        self._resolver = start_resolver(
+            None if python is None else lambda: ProcessPipe.spawn([python, "-c", RESOLVER_SCRIPT], env),
+            self.settings.command, self.table, where="this machine", fallback=self.settings.resolver_fallback)
 
     def installed_sglang(self) -> str | None:
         return self._resolver.version if self._resolver is not None else None

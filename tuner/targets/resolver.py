@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from tuner.sglang.options import OptionTable
 from tuner.targets.base import DeployFailed, SGLangRefused
 from tuner.targets.setup_errors import SGLangCannotJudge, cannot_judge, is_verdict, setup_problem
 
@@ -240,6 +241,24 @@ class SGLangResolver:
         if self._pipe is not None:
             self._pipe.close()
             self._pipe = None
+
+
+def start_resolver(spawn: Callable[[], Pipe | None] | None, command: Sequence[str], table: OptionTable, *,
+                   where: str, fallback: bool) -> SGLangResolver | None:
+    """The resolver of a target whose server runs ``command``: ``spawn`` starts it under the command's Python
+    (None: the command names none). A command that is not SGLang's launcher (the simulator) has no SGLang to
+    ask: spectune's rules judge, as for the simulated target. One that is, but whose Python cannot be told,
+    cannot be judged (``SGLangCannotJudge``, or the rules after one line with ``fallback``)."""
+    if spawn is None:
+        if any(is_sglang_script(word) or word.startswith("sglang") for word in command):
+            give_up(SGLangCannotJudge(where, f"no Python in [target] command {list(command)}",
+                                      "set [target] python (systemd-ssh), or name the interpreter in the command"),
+                    fallback)
+        return None
+    resolver = SGLangResolver.start(spawn, where=where, fallback=fallback)
+    if resolver is not None:
+        check_version(resolver, table.version)
+    return resolver
 
 
 def give_up(exc: SGLangCannotJudge, fallback: bool) -> None:

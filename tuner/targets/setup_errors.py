@@ -36,7 +36,7 @@ class _Known:
 
 
 _KNOWN: tuple[_Known, ...] = (
-    _Known(re.compile(r"No module named '(sglang)'"),
+    _Known(re.compile(r"No module named 'sglang'"),
            "SGLang is not installed in that Python",
            "set [target] python (or the interpreter of [target] command) to the Python the server runs"),
     _Known(re.compile(r"No accelerator \(|No CUDA GPUs are available|Found no NVIDIA driver|"

@@ -31,15 +31,13 @@ from tuner.targets.resolver import (
     RESOLVER_SCRIPT,
     Pipe,
     SGLangResolver,
-    check_version,
-    give_up,
     interpreter_of_script,
     is_sglang_script,
     resolver_env,
     server_args_of,
+    start_resolver,
 )
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings
-from tuner.targets.setup_errors import SGLangCannotJudge
 from tuner.targets.ssh import Connection, RemoteCommandFailed, Result, SSHSettings
 from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
 
@@ -124,14 +122,9 @@ class SystemdSshTarget(Target):
             return
         self._resolver_tried = True
         python = self._interpreter()
-        fallback, where = self.settings.resolver_fallback, self.settings.ssh.host
-        if python is None:
-            give_up(SGLangCannotJudge(where, f"no Python in [target] command {list(self.settings.command)}",
-                                      "set [target] python"), fallback)
-            return
-        self._resolver = SGLangResolver.start(lambda: self._spawn_resolver(python), where=where, fallback=fallback)
-        if self._resolver is not None:
-            check_version(self._resolver, self.table.version)
+        self._resolver = start_resolver(None if python is None else lambda: self._spawn_resolver(python),
+                                        self.settings.command, self.table, where=self.settings.ssh.host,
+                                        fallback=self.settings.resolver_fallback)
 
     def _interpreter(self) -> str | None:
         """``[target] python``, else the interpreter of the command the drop-in's ExecStart runs

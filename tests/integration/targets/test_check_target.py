@@ -8,6 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from tests.integration.targets.harness import SshServer
+from tests.integration.targets.test_ssh_resolver import python_wrapper
 from tuner.cli import main
 from tuner.core.net import free_port
 from tuner.targets.unit_file import DROPIN_NAME
@@ -38,11 +39,20 @@ def study_for(sshd: SshServer, tmp_path: Path) -> tuple[Path, str]:
 
 def test_check_target_logs_in_and_asks_systemd(sshd: SshServer, tmp_path: Path) -> None:
     path, unit = study_for(sshd, tmp_path)
+    # The preflight tune runs is part of the check: the starter's /opt/sglang/.venv/bin/python is not on this host.
+    result = cli("validate", "--check-target", str(path))
+    assert result.exit_code == 3 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: `/opt/sglang/.venv/bin/python -m sglang.launch_server --help` on ")
+    # With the interpreter the host has (its SGLang a stand-in), every step passes and SGLang is asked.
+    python = python_wrapper(tmp_path)
+    path.write_text(path.read_text().replace('"/opt/sglang/.venv/bin/python"', f'"{python}"'))
     result = cli("validate", "--check-target", str(path))
     assert result.exit_code == 0, result.stderr
     assert f"SSH login {sshd.user}@{sshd.host}:{sshd.port}: ok" in result.output
     assert f"\n  {unit}: " in result.output
     assert f"no drop-in at {sshd.systemd_dir}/{unit}.d/{DROPIN_NAME} yet" in result.output
+    assert "preflight: the target runs SGLang 0.5.23; it judges every configuration" in result.output
+    assert "distinct servers" in result.output
     assert not (sshd.systemd_dir / f"{unit}.d").exists()  # nothing written
 
 

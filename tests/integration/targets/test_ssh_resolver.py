@@ -1,7 +1,8 @@
 """The systemd-ssh target asks the SGLang of the unit's interpreter on the host, over the real sshd login: one
 resolver process per study (started again after a dropped connection), no GPU visible to it, a refused
 configuration fails before the unit restarts, the installed version is checked, and a host whose Python cannot
-import SGLang falls back to spectune's rules with one logged line. The stand-in ``sglang`` (standin_sglang/) is
+import SGLang stops the preflight with one line (exit 3) — or, where the study allows it, falls back to
+spectune's rules with one logged line. The stand-in ``sglang`` (standin_sglang/) is
 put on the remote interpreter's path by a ``python`` wrapper on the test host."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.integration.targets.test_systemd_ssh import dropin, ssh_settings
 from tuner.core.net import free_port
 from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import DeployFailed
+from tuner.targets.setup_errors import SGLangCannotJudge
 from tuner.targets.systemd_ssh import SystemdSettings, SystemdSshTarget
 
 STANDIN = Path(__file__).parent / "standin_sglang"
@@ -41,13 +43,14 @@ def python_wrapper(tmp_path: Path, **env: str) -> Path:
     return wrapper
 
 
-def make_target(sshd: SshServer, python: Path, *, interpreter: str | None = None) -> tuple[SystemdSshTarget, str]:
+def make_target(sshd: SshServer, python: Path, *, interpreter: str | None = None,
+                fallback: bool = False) -> tuple[SystemdSshTarget, str]:
     port = free_port()
     unit = sshd.add_unit(port)
     target = SystemdSshTarget(SystemdSettings(
         ssh=ssh_settings(sshd), unit=unit, command=(str(python), "-m", "sglang.launch_server"), server_port=port,
         listen_host="127.0.0.1", systemd_dir=str(sshd.systemd_dir), startup_timeout_s=30, status_interval_s=0.5,
-        study="ssh-resolver-tests", python=interpreter))
+        study="ssh-resolver-tests", python=interpreter, resolver_fallback=fallback))
     return target, unit
 
 
@@ -90,17 +93,26 @@ def test_the_hosts_sglang_judges_in_one_process_without_a_gpu(sshd: SshServer, t
         target.close()
 
 
-def test_a_host_without_sglang_falls_back_to_the_rules(sshd: SshServer, tmp_path: Path,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_a_host_without_sglang_stops_at_preflight_or_falls_back_where_allowed(
+        sshd: SshServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # The unit's command imports the stand-in, but the interpreter asked (``[target] python``) has no SGLang.
     target, _ = make_target(sshd, python_wrapper(tmp_path), interpreter=sys.executable)
+    try:
+        with pytest.raises(SGLangCannotJudge, match=r"^SGLang on 127\.0\.0\.1 cannot judge configurations: SGLang "
+                                                    r"is not installed in that Python .*set \[target\] python"):
+            target.preflight(["--model-path"])
+    finally:
+        target.close()
+    target, _ = make_target(sshd, python_wrapper(tmp_path), interpreter=sys.executable, fallback=True)
     with caplog.at_level(logging.WARNING, logger="tuner.targets.resolver"):
         target.preflight(["--model-path"])
     try:
         assert target.installed_sglang() is None
         assert target.resolve(ServerConfig.build(REFUSED)) is None  # spectune's rules judge instead
         lines = [r.getMessage() for r in caplog.records]
-        assert len(lines) == 1 and "SGLang cannot be asked on 127.0.0.1 (ModuleNotFoundError" in lines[0]
+        assert len(lines) == 1 and "(ModuleNotFoundError: No module named 'sglang')" in lines[0]
+        assert lines[0].endswith("spectune's own rules judge the configurations instead ([target] "
+                                 "when_sglang_cannot_judge = \"rules\")")
     finally:
         target.close()
 

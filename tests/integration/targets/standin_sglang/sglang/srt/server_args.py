@@ -12,6 +12,12 @@ from tuner.sglang import rules
 from tuner.sglang.hardware import Hardware
 from tuner.sglang.parse import InvalidServerArgs, parse_server_args
 
+#: A broken installation, as users meet them: ``no-accelerator`` — SGLang sees no GPU and says so for every
+#: command line; ``no-sgl-kernel`` — a module SGLang imports is missing (the server's --help still works).
+BROKEN_ENV = "STANDIN_SGLANG_BROKEN"
+if os.environ.get(BROKEN_ENV) == "no-sgl-kernel":
+    raise ModuleNotFoundError("No module named 'sgl_kernel'", name="sgl_kernel")
+
 #: Marks that the stand-in ran (the test checks it ran where the resolver runs).
 MARKER_ENV = "STANDIN_SGLANG_MARKER"
 
@@ -37,6 +43,8 @@ class ServerArgs(SimpleNamespace):
 
 
 def prepare_server_args(argv: list[str]) -> Any:
+    if os.environ.get(BROKEN_ENV) == "no-accelerator":
+        raise RuntimeError("No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is available")
     try:
         return ServerArgs(**parse_server_args(argv, exit_on_error=False))
     except InvalidServerArgs as exc:

@@ -1,0 +1,106 @@
+"""The preflight ``tune`` runs before its first trial — and ``validate --check-target`` runs the same, so every
+problem ``tune`` would meet there is reported before a study starts.
+
+1. The target's own check (``Target.preflight``): its server's ``--help`` lists every option the study can emit;
+   where its SGLang can be imported, the resolver starts (tuner/targets/resolver.py) and the installed version
+   is compared with the study's.
+2. SGLang is asked about the configuration ``tune`` deploys first (the baseline, else the first valid point). An
+   answer that is no verdict — SGLang sees no GPU, a module is missing, the resolver crashed — stops here, once,
+   with one line and exit 3 (``SGLangCannotJudge``), instead of coming back as a rejected trial for every
+   proposal. A refusal of that configuration is reported (it will be a rejected trial, the sampler learns
+   from it) but does not stop the study.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from tuner.sglang.launch import ServerConfig
+from tuner.study.space import Proposal, SearchSpace, effective_key
+from tuner.study.spec import StudySpec
+from tuner.targets.base import DeployFailed, SGLangRefused, Target
+
+#: At most this many distinct configurations are put to the target's SGLang to count them by its effective
+#: values (``count_by_sglang``); a question costs milliseconds.
+COUNT_LIMIT = 2_000
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """What the preflight found, one line each (``validate --check-target`` prints them; ``tune`` says the
+    notes)."""
+
+    installed: str | None  # the SGLang version the target runs (None: not asked — e.g. the simulator)
+    lines: tuple[str, ...]
+
+
+def first_proposal(space: SearchSpace, spec: StudySpec) -> Proposal:
+    """What ``tune`` deploys first: the baseline when the study has one that covers the space, else the first
+    valid point."""
+    proposal = None
+    if spec.baseline and set(space.encode(spec.baseline)) == {d.name for d in space.dimensions}:
+        proposal = space.decode(space.encode(spec.baseline))
+    if proposal is None or proposal.config is None:
+        proposal = next(p for p in map(space.decode, space.points()) if p.config is not None)
+    return proposal
+
+
+def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
+                  say: Callable[[str], None] = lambda _line: None) -> PreflightResult:
+    """The preflight of ``tune`` (module docstring). Raises ``TargetUnavailable`` (``SGLangCannotJudge``: exit 3)
+    when SGLang cannot judge there, ``DeployFailed("invalid-flags")`` for an option the target does not have."""
+    target.preflight(space.emittable_flags())
+    installed = target.installed_sglang()
+    lines: list[str] = []
+    if installed is not None:
+        lines.append(f"the target runs SGLang {installed}; it judges every configuration before it is deployed")
+        config = first_proposal(space, spec).config
+        assert config is not None
+        try:
+            target.resolve(config)
+        except SGLangRefused as exc:
+            line = f"SGLang {installed} refuses the first configuration (it will be a rejected trial): " \
+                   f"{str(exc).removeprefix('invalid-flags: ')}"
+            lines.append(line)
+            say(line)
+        except DeployFailed:
+            pass  # an option this table lacks: the trial says so, as any rules refusal
+        else:
+            lines.append(f"SGLang {installed} accepts the first configuration")
+    return PreflightResult(installed, tuple(lines))
+
+
+def count_by_sglang(target: Target, space: SearchSpace, limit: int = COUNT_LIMIT) -> tuple[int, int, int] | None:
+    """``(distinct, refused, asked)``: the valid configurations of ``space`` (up to ``limit`` distinct ones by
+    spectune's rules) counted by what the target's SGLang runs — two that SGLang runs as one server are one —
+    and how many of them it refuses; None when the target cannot ask SGLang."""
+    if target.installed_sglang() is None:
+        return None
+    keys: set[str] = set()
+    refused = asked = 0
+    for config in _distinct_configs(space, limit):
+        asked += 1
+        try:
+            effective = target.resolve(config)
+        except DeployFailed:
+            refused += 1
+            continue
+        keys.add(effective_key(config, dict(effective)) if effective is not None else config.key())
+    return len(keys), refused, asked
+
+
+def _distinct_configs(space: SearchSpace, limit: int) -> Iterator[ServerConfig]:
+    seen: set[str] = set()
+    points = space.points() if space.raw_size() <= 20 * limit else space.sample_points(20 * limit)
+    for params in points:
+        proposal = space.decode(params)
+        if proposal.config is None:
+            continue
+        key = proposal.key or proposal.config.key()
+        if key in seen:
+            continue
+        seen.add(key)
+        yield proposal.config
+        if len(seen) >= limit:
+            return
