@@ -2,12 +2,12 @@
 
 The matrix: {SIGINT, SIGTERM} × {one signal, a second one while the first is handled} × the stages — before
 the study loop, during a deploy, the readiness wait, the C=1 phase, the C=64 phase, between two trials, the
-confirmation stage and the final restore. Each case stops the tuner at its stage with a ``wait`` fault point
-(tuner/core/faults.py: the tuner stops there and says so), sends a real signal from outside, and for the
-second signal waits at the cleanup (``cleanup``; before the loop there is none, so on the way out: ``exiting``).
-It asserts the documented exit code (128 + the first signal: 130 / 143, docs/study.md), one line of error, no
-server of the study left (the targets' marker scan), and nothing lost: no trial left RUNNING, the interrupted
-one queued again.
+confirmation stage, the final restore, and while Optuna stores a measured trial (``tell``). Each case stops
+the tuner at its stage with a ``wait`` fault point (tuner/core/faults.py: the tuner stops there and says so),
+sends a real signal from outside, and for the second signal waits at the cleanup (``cleanup``; before the loop
+there is none, so on the way out: ``exiting``). It asserts the documented exit code (128 + the first signal:
+130 / 143, docs/study.md), one line of error, no server of the study left (the targets' marker scan), and
+nothing lost: no trial left RUNNING, the interrupted one queued again, the one being stored stored whole.
 
 Cheap by construction (tests/faults/quick.py): a three-point space, one measured study prepared once and
 copied per case, and every ``spectune tune`` forked from a server that has imported it (forkserver.py).
@@ -24,7 +24,7 @@ import pytest
 
 from tests.faults.conftest import assert_one_line, load, wait_gone
 from tests.faults.forkserver import ForkServer
-from tests.faults.quick import DEADLINE_S, copy_of, err, name_of, reach, reached, start, tiny_study
+from tests.faults.quick import DEADLINE_S, copy_of, counted, err, name_of, reach, reached, start, tiny_study
 from tuner.engine.storage import has_retry
 
 #: stage → (its fault point, whether it starts from the measured study, the arguments of `spectune tune`).
@@ -35,11 +35,15 @@ STAGES: dict[str, tuple[str, bool, list[str]]] = {
     "c1": ("phase_c1", True, ["--n-trials", "3"]),
     "c64": ("phase_c64", True, ["--n-trials", "3"]),
     "between_trials": ("between_trials@2", True, ["--n-trials", "4"]),  # trial 2 measured, its server still up
+    # Trial 2 measured and returned to Optuna, which is storing it (its ``tell``): issue 26.
+    "tell": ("tell", True, ["--n-trials", "4"]),
     "confirmation": ("confirmation", True, ["--n-trials", "2", "--confirm", "1", "--repeats", "1"]),
     "final_restore": ("final_finish", True, ["--n-trials", "2", "--confirm", "0"]),
 }
 #: Stages that catch a trial mid-flight: it must be FAIL and queued again.
 IN_TRIAL = {"deploy", "readiness", "c1", "c64"}
+#: Stages that catch a trial measured, its result being stored: it must be stored whole (COMPLETE, counted).
+STORED = {"tell"}
 SIGNALS = {"int": signal.SIGINT, "term": signal.SIGTERM}
 
 pytestmark = pytest.mark.fault("signals")
@@ -73,3 +77,5 @@ def test_signal_at_every_stage(forks: ForkServer, measured: Path, tmp_path: Path
     if stage in IN_TRIAL:
         hit = trials[2]  # the measured study's next trial
         assert hit.state == optuna.trial.TrialState.FAIL and has_retry(trials, hit.number)
+    if stage in STORED:
+        assert [t.number for t in counted(trials)] == [0, 1, 2], [(t.number, t.state) for t in trials]

@@ -168,7 +168,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             with deferred():
                 requeue_interrupted(study, runner.current if runner else None)
             raise  # the host belongs to another worker now: leave it alone
-        except (Interrupted, TargetUnavailable, KeyboardInterrupt, StorageUnavailable):
+        except BaseException:  # an interrupt, the target or storage gone, a bug: the target is left as it says
             with deferred():  # a second signal must not cut the restore short
                 _clean_up(study, spec, target, runner, table, console, pareto=pareto, restore=not finished)
             raise
@@ -203,6 +203,8 @@ def _clean_up(study: optuna.Study, spec: StudySpec, target: Target, runner: Tria
             best = None if pareto else best_record(study)
         except StorageUnavailable:
             pass
+        except Exception as exc:  # the restore below matters more than this record (a resume re-queues it)
+            console.print(f"could not record the interrupted trial: {exc}", markup=False)
     if not restore:
         return
     try:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from objectives.prompts import FixedPrompts, load_source
 from tuner.app.preflight import first_proposal
 from tuner.core.errors import SpectuneError
 from tuner.engine.opening import StudyNotFound
 from tuner.engine.record import TrialRecord, measured_records
+from tuner.engine.storage import StorageUnavailable, redact, sqlite_unwritable
 from tuner.query.load import open_stored_study
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import load_option_table
@@ -34,6 +36,10 @@ class ValidationReport:
     stored_warnings: tuple[str, ...] = ()
     #: The stored study's measured trials (timings for ``--plan``'s estimate).
     measured: tuple[TrialRecord, ...] = ()
+    #: Why ``tune`` could not use the storage now (it would stop with this error's exit code), or None.
+    storage_failure: SpectuneError | None = None
+    #: How many prompts the benchmark's dataset holds (None: synthetic prompts, made on demand).
+    prompts: int | None = None
 
 
 #: Points decoded to describe the space's size.
@@ -52,23 +58,32 @@ def validate_study(path: str) -> ValidationReport:
     proposal = first_proposal(space, spec)
     assert proposal.config is not None
     prefix = spec.target.settings.launch_prefix() or DEFAULT_PREFIX
-    stored, stored_warnings, measured = describe_stored(spec)
+    stored, stored_warnings, measured, failure = describe_stored(spec)
     return ValidationReport(spec, space.dimensions, summary, launch_command(prefix, proposal.config, table),
-                            proposal.repairs, proposal.config, stored, stored_warnings, measured)
+                            proposal.repairs, proposal.config, stored, stored_warnings, measured, failure,
+                            count_prompts(spec))
 
 
-def describe_stored(spec: StudySpec) -> tuple[str, tuple[str, ...], tuple[TrialRecord, ...]]:
-    """One line on the stored study and its warnings. A storage that cannot be read is said, not raised:
-    the study file can be valid while its database server is down."""
+def count_prompts(spec: StudySpec) -> int | None:
+    """The prompts of the benchmark's dataset (the study file's validation has read them once already)."""
+    source = load_source(spec.benchmark.workload)
+    return len(source.prompts) if isinstance(source, FixedPrompts) else None
+
+
+def describe_stored(spec: StudySpec) -> tuple[str, tuple[str, ...], tuple[TrialRecord, ...], SpectuneError | None]:
+    """One line on the stored study, its warnings, its measured trials, and why ``tune`` could not use the
+    storage now (None: it could). Read only: the study's folder is probed, never written."""
+    unwritable = sqlite_unwritable(spec.study.storage)
+    failure = StorageUnavailable(f"storage {redact(spec.study.storage)}: {unwritable}") if unwritable else None
     try:
         stored = open_stored_study(spec)
     except StudyNotFound:
-        return f"none yet (`spectune tune {spec.path}` starts the study)", (), ()
+        return f"none yet (`spectune tune {spec.path}` starts the study)", (), (), failure
     except SpectuneError as exc:  # StorageUnavailable: its message names the URL redacted
-        return f"cannot be read now ({exc})", (), ()
+        return f"cannot be read now ({exc})", (), (), exc
     trials = stored.study.get_trials(deepcopy=False)
     measured = tuple(measured_records(stored.study))
     text = f"{len(trials)} trials, {len(measured)} measured (`spectune tune` resumes it)"
     notes = tuple(f"{w} (`spectune tune` refuses to resume it: use a new [study] name)" for w in stored.warnings)
-    return text, notes, measured
+    return text, notes, measured, failure
 

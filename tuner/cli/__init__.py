@@ -2,34 +2,91 @@
 
 Each command module parses its options and calls one function elsewhere in the package; heavy imports
 happen inside the command so ``spectune --help`` stays instant.
+
+Whatever goes wrong ends in one ``error:`` line and an exit code, never a traceback: a ``SpectuneError`` with
+its own code, a signal with 130 / 143 (from the first line of start-up on), click's usage errors with 2, an
+operating-system error (a full disk, a file that cannot be read) and, last, anything else (a bug) with 1.
 """
 
 from __future__ import annotations
 
-import sys
+from tuner.core.interrupts import exit_while_starting
 
-import click
+# First of all: a Ctrl-C or SIGTERM while the rest imports (about a second: every command's module) ends the
+# program with one line and 130 / 143 — not a KeyboardInterrupt traceback, not a death by the signal.
+exit_while_starting(program="spectune", module="tuner.cli")
 
-from tuner import __version__
-from tuner.core.errors import Interrupted, SpectuneError
-from tuner.core.faults import fault_point
+import os  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+
+import click  # noqa: E402
+
+from tuner import __version__  # noqa: E402
+from tuner.core.errors import Interrupted, SpectuneError  # noqa: E402
+from tuner.core.faults import fault_point  # noqa: E402
+from tuner.core.interrupts import interruptible  # noqa: E402
+
+#: Set (to anything) to see the traceback of an unexpected error besides its one line.
+DEBUG_VARIABLE = "SPECTUNE_DEBUG"
 
 
 class SpectuneGroup(click.Group):
-    """A click group that turns ``SpectuneError`` into a message and its exit code — never a traceback."""
+    """A click group that turns every error into one ``error:`` line and its exit code."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
-            return super().invoke(ctx)
+            # A signal anywhere in a command (its imports included) raises ``Interrupted``; after one, the
+            # handlers stay and only count, so a second one cannot change the exit (tuner/core/interrupts.py).
+            with interruptible(then_exit=True):
+                fault_point("command")
+                return super().invoke(ctx)
         except (SpectuneError, Interrupted) as exc:
             if isinstance(exc, Interrupted):
                 fault_point("exiting")  # the way out after an interrupt: a second signal must not change it
-            for line in str(exc).splitlines() or [type(exc).__name__]:
-                click.echo(f"error: {line}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:  # a Ctrl-C before a command installed its handlers: not click's "Aborted!"
-            click.echo("error: interrupted by SIGINT", err=True)
-            sys.exit(130)
+            _fail(str(exc).splitlines() or [type(exc).__name__], exc.exit_code)
+        except KeyboardInterrupt:  # a Ctrl-C where no handler of ours was installed: not click's "Aborted!"
+            _fail(["interrupted by SIGINT"], 130)
+        except (click.exceptions.Exit, click.exceptions.NoArgsIsHelpError):
+            raise  # --help, --version: not errors
+        except click.Abort:  # a prompt's input ended
+            _fail(["aborted"], 1)
+        except click.ClickException as exc:  # a usage error of a command: one line, like every other error
+            where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else ctx.command_path
+            _fail([f"{where}: {exc.format_message()}"], exc.exit_code)
+        except OSError as exc:  # the operating system refused (a full disk, a file that cannot be read)
+            _debug()
+            _fail([_os_error(exc)], 1)
+        except Exception as exc:  # a bug: still one line, the traceback on request
+            _debug()
+            _fail([f"unexpected {type(exc).__name__}: {exc} (a bug in spectune; {DEBUG_VARIABLE}=1 shows where)"],
+                  1)
+        raise AssertionError("unreachable")
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # not an error: the help
+        except click.UsageError as exc:  # e.g. an unknown option of ``spectune`` itself
+            _fail([f"{ctx.command_path}: {exc.format_message()}"], exc.exit_code)
+            raise AssertionError("unreachable") from None
+
+
+def _fail(lines: list[str], code: int) -> None:
+    for line in lines:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(code)
+
+
+def _os_error(exc: OSError) -> str:
+    what = exc.strerror or str(exc) or type(exc).__name__
+    return f"{exc.filename}: {what}" if exc.filename else what
+
+
+def _debug() -> None:
+    if os.environ.get(DEBUG_VARIABLE):
+        traceback.print_exc()
 
 
 @click.group(cls=SpectuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -60,4 +117,5 @@ def _register() -> None:
         main.add_command(module.command)
 
 
+fault_point("importing")  # the commands' modules about to be imported: the start-up window
 _register()

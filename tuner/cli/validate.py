@@ -15,7 +15,9 @@ def command(study: str, plan: bool, check_target: bool) -> None:
     """Check a study file and show the search space it defines.
 
     Prints every problem (one line each, exit code 2), or the tuned flags with their encoding, the size of
-    the space and an example launch command. Nothing is deployed, and nothing but the study's storage is
+    the space and an example launch command; then, if the study's storage cannot be used now (a database
+    server that does not answer, a folder that takes no file), one error line and the exit code `tune`
+    would stop with. Nothing is deployed, and nothing but the study's storage is
     contacted unless --check-target is given.
     """
     from rich.console import Console
@@ -54,8 +56,9 @@ def command(study: str, plan: bool, check_target: bool) -> None:
         console.print(f"  rejected {n:,}×: {escape(reason)}")
     phases = ", ".join(f"C={p.concurrency}" for p in spec.benchmark.phases)
     weights = ", ".join(f"c{c}={w:g}" for c, w in sorted(spec.objective.weights.items()))
+    counted = f": {report.prompts:,}" if report.prompts is not None else ""
     console.print(f"Benchmark: {phases} ({spec.benchmark.workload.api} API, {spec.benchmark.workload.dataset} "
-                  f"prompts); objective {spec.objective.mode}: {weights}")
+                  f"prompts{counted}); objective {spec.objective.mode}: {weights}")
     label = "Baseline launch command" if spec.baseline else "Example launch command"
     console.print(f"{label}:")
     click.echo(report.example.shell(multiline=True))
@@ -72,3 +75,5 @@ def command(study: str, plan: bool, check_target: bool) -> None:
         console.print(f"Target check ({spec.target.kind}):")
         for line in contact(spec):
             console.print(f"  {escape(line)}")
+    if report.storage_failure is not None:  # the file is valid, but `tune` would stop at once: say it first
+        raise report.storage_failure

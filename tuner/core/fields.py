@@ -43,12 +43,19 @@ def resolve_path(value: str, info: ValidationInfo) -> Path:
     return (base_dir(info) / Path(value).expanduser()).resolve()
 
 
+#: The longest duration a study file may give: past a year no wait or study means anything, and an event loop's
+#: timer cannot take an arbitrary float (1e300 seconds overflows it).
+MAX_DURATION_S = 366 * 86_400
+
+
 def duration_value(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"must be a duration such as \"30m\" or a number of seconds, not {value!r}")
     seconds = parse_duration(value)
     if not math.isfinite(seconds):
         raise ValueError(f"must be a finite duration, not {value!r}")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"must be at most 366 days ({MAX_DURATION_S:,} s), not {value!r}")
     return seconds
 
 

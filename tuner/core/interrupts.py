@@ -11,10 +11,12 @@ they swallowed are dropped: an interrupt is reported in one line, by the CLI.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
 
@@ -48,6 +50,32 @@ def silence_tracebacks(logger_name: str, *errors: type[BaseException]) -> None:
 silence_tracebacks("asyncio", Interrupted)
 
 
+def _exit_now(signum: int, _frame: FrameType | None) -> None:
+    # Nothing has started that needs stopping, and raising would print a traceback from whatever module was
+    # importing: say it, end here. What the program wrote so far goes out first (best effort: the signal may
+    # have landed inside a write to the same stream).
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(Exception):  # a reentrant write, a closed stream: the line below still goes out
+            stream.flush()
+    os.write(2, f"error: interrupted by {signal.Signals(signum).name}\n".encode())
+    os._exit(128 + signum)
+
+
+def exit_while_starting(*, program: str, module: str) -> None:
+    """When this process is ``program`` (its console script, or ``python -m module``): from now until a command
+    opens ``interruptible()`` — and again after it, on the way out — a SIGINT or SIGTERM ends the process at once
+    with one ``error:`` line and exit 128 + the signal. A library import of the package (tests, a notebook)
+    keeps its own handlers."""
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    as_module = "-m" in argv[:-1] and argv[argv.index("-m") + 1] == module
+    if os.path.basename(sys.argv[0]) != program and not as_module:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _exit_now)
+
+
 def check() -> None:
     """Raise the interrupt that arrived earlier and could not be delivered where it landed (or was deferred)."""
     if _pending:
@@ -77,6 +105,9 @@ def interruptible(*, then_exit: bool = False) -> Iterator[None]:
     unless ``then_exit`` (a command: the process ends once the block is left) and a signal came: then the
     handlers stay, only counting further signals, so that a second Ctrl-C or SIGTERM on the way out can turn
     the one-line exit 130/143 neither into a traceback nor into a kill by the default SIGTERM action."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # no handler can be installed off the main thread (a test running a command in a thread)
+        return
     if _depth[0]:
         _depth[0] += 1
         try:
@@ -114,6 +145,35 @@ def deferred() -> Iterator[None]:
         yield
     finally:
         _deferring[0] -= 1
+
+
+# The open ``deferrable()`` blocks, innermost last: whether code inside has begun deferring (``defer_from_here``).
+_spans: list[bool] = []
+
+
+@contextmanager
+def deferrable() -> Iterator[None]:
+    """A block in which code may begin deferring signals (``defer_from_here``) until the block ends.
+
+    For a step whose end lies outside the code that knows it began: Optuna stores a trial's result (``tell``)
+    after the objective has returned, and catches only ``Exception`` there — an interrupt raised inside leaves
+    Optuna's own state half set (``UnboundLocalError: … 'updated_state'``), the trial RUNNING and the server up.
+    The objective defers from its bookkeeping on; the study loop's ``deferrable()`` around ``optimize`` ends the
+    deferral once the trial is stored, and its ``check()`` then raises what came meanwhile."""
+    _spans.append(False)
+    try:
+        yield
+    finally:
+        if _spans.pop():
+            _deferring[0] -= 1
+
+
+def defer_from_here() -> None:
+    """Inside a ``deferrable()`` block: remember signals from now to the block's end instead of raising them
+    (idempotent). Outside one, nothing: no caller could end the deferral."""
+    if _spans and not _spans[-1]:
+        _spans[-1] = True
+        _deferring[0] += 1
 
 
 def received() -> int:

@@ -88,7 +88,9 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
             try:
                 decision = _decide(study, limits, free)
                 if decision == "run":
-                    study.optimize(runner, n_trials=1, catch=(ConfigTaken, PhaseFailed))
+                    with interrupts.deferrable():  # the trial defers signals from its bookkeeping to after tell
+                        study.optimize(runner, n_trials=1, catch=(ConfigTaken, PhaseFailed))
+                    interrupts.check()  # one that came meanwhile: now, with the trial stored
                     if _phase_failed(study, runner):
                         requeue_unretried(study)  # measured again later (at most MAX_RETRIES times)
                         return "phase-failed"

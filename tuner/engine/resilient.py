@@ -171,6 +171,8 @@ class ResilientRDBStorage(RDBStorage):
         return trial
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
+        if state.is_finished():
+            fault_point("tell")  # Optuna storing a trial's end: the objective has returned, the trial is RUNNING
         updated = self._call("set_trial_state_values", super().set_trial_state_values, trial_id, state, values)
         if updated and state == TrialState.RUNNING:  # a queued trial taken by ``ask``
             self._started(trial_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -166,6 +167,27 @@ def first_line(exc: BaseException) -> str:
     return redact(text[0]) if text else type(exc).__name__
 
 
+def sqlite_unwritable(url: str) -> str | None:
+    """Why a SQLite study at ``url`` could not be written — its folder takes no new file (the database, its
+    journal, the lock file), or the database cannot be opened for writing — or None (also for a server
+    database). Writes nothing: the probe is an unnamed temporary file, gone when closed."""
+    path = sqlite_path(url)
+    if path is None:
+        return None
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        return f"cannot create files in {path.parent}: {exc.strerror or exc}"
+    try:
+        if path.exists():
+            with open(path, "r+b"):  # opened for writing, nothing written
+                pass
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return None
+
+
 @contextmanager
 def study_lock(url: str) -> Iterator[None]:
     """Exclusive use of a SQLite study for this process (no-op for server databases)."""
@@ -174,7 +196,11 @@ def study_lock(url: str) -> Iterator[None]:
         yield
         return
     lock_path = path.with_name(path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # a read-only or pseudo file system, a folder without write permission
+        raise StorageUnavailable(f"cannot open storage {redact(url)}: cannot create its lock file {lock_path}: "
+                                 f"{exc.strerror or exc}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

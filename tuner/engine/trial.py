@@ -21,6 +21,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.scoring import STARTED_KEY, VALID_KEY, Scorer, constraint_values, is_feasible, phase_value
+from tuner.core.interrupts import defer_from_here
 from tuner.engine.record import (
     DEPLOY_FACTS,
     REUSED,
@@ -240,6 +241,7 @@ class TrialRunner:
 
     def _phase_failed(self, trial: optuna.Trial, attrs: dict[str, Any], timings: dict[str, Any],
                       metrics: Mapping[int, Mapping[str, Any]], concurrency: int, result: Mapping[str, Any]) -> None:
+        defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
         failure_class = str(result["failure"])
         message = f"C={concurrency} failed {PHASE_ATTEMPTS} times: {result.get('failure_message') or failure_class}"
         attrs.update({Key.TIMINGS: timings, Key.PHASES: encode_phases(metrics), Key.OUTCOME: Outcome.PHASE_FAILED,
@@ -250,6 +252,7 @@ class TrialRunner:
 
     def _reuse(self, trial: optuna.Trial, attrs: dict[str, Any], previous: FrozenTrial) -> float | tuple[float, float]:
         """A configuration already measured is not deployed again: copy its result (free, not counted)."""
+        defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
         attrs.update({key: previous.user_attrs[key] for key in REUSED if key in previous.user_attrs})
         attrs[Key.DUPLICATE_OF] = previous.number
         constraints = dict(previous.constraints or {})
@@ -264,6 +267,7 @@ class TrialRunner:
     def _taken(self, trial: optuna.Trial, attrs: dict[str, Any], running: FrozenTrial) -> float:
         """Another worker is measuring this configuration: give the point up now (free) rather than idle a host
         until that trial ends."""
+        defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
         attrs.update({Key.OUTCOME: Outcome.TAKEN, Key.COUNTS: False, Key.TAKEN_BY: running.number})
         write(trial, attrs)
         self._done(trial, TrialState.FAIL, attrs, {})
@@ -272,6 +276,7 @@ class TrialRunner:
     def _finish(self, trial: optuna.Trial, attrs: dict[str, Any], outcome: Outcome, forced: dict[str, float],
                 metrics: Mapping[int, Mapping[str, Any]] | None, *, counts: bool = False,
                 extra: Mapping[str, Any] | None = None) -> float | tuple[float, float]:
+        defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
         attrs.update(extra or {})
         attrs[Key.OUTCOME] = outcome
         attrs[Key.COUNTS] = counts

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tuner.core.errors import UsageError
+from tuner.core.errors import SpectuneError, UsageError
 from tuner.engine.record import Outcome, StudyKey
 from tuner.engine.storage import redact
 from tuner.query.answers import ranking_for, require_trials, weights_text
@@ -93,8 +95,8 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         ("generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),  # noqa: UP017 - explicit
     )
     files = (out / SUMMARY, out / TRIALS_CSV)
-    files[0].write_text(summary_markdown(stored, ranking), encoding="utf-8")
-    files[1].write_text(trials_csv(table, ranking), encoding="utf-8")
+    _write(files[0], summary_markdown(stored, ranking))
+    _write(files[1], trials_csv(table, ranking))
     import plotly.offline
 
     content = PageContent(
@@ -104,9 +106,29 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         best_number=best.number if best else None, concurrencies=ranking.concurrencies,
         plotly_js=plotly.offline.get_plotlyjs(), files=tuple(f.name for f in files))
     page = out / PAGE
-    page.write_text(render(content), encoding="utf-8")
+    _write(page, render(content))
     notes = tuple(f"warning: {w}" for w in stored.warnings)
     return ReportResult(page, files, notes)
+
+
+class ReportNotWritten(SpectuneError):
+    """A file of the report could not be written (a full disk, a folder made read-only): exit 1."""
+
+    exit_code = 1
+
+
+def _write(path: Path, text: str) -> None:
+    """``text`` into ``path`` whole or not at all: written beside it, then renamed over it, so a full disk
+    leaves the previous report as it was, not a truncated page."""
+    part = path.with_name(f".{path.name}.part")
+    try:
+        part.write_text(text, encoding="utf-8")
+        os.replace(part, path)
+    except OSError as exc:
+        with suppress(OSError):
+            part.unlink()
+        raise ReportNotWritten(f"-o: cannot write {path}: {exc.strerror or exc} (a report already there is "
+                               "left as it was)") from None
 
 
 def _sglang_text(stored: StoredStudy) -> str:

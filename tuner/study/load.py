@@ -8,6 +8,7 @@ checked by hand (tuner/study/flags.py, tuner/study/objective.py). Nothing here t
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 import types
@@ -45,6 +46,17 @@ from tuner.targets.settings import TargetSettings
 _CHOICE_NOUNS = {"sampler": "sampler", "deploy": "action", "api": "API", "preset": "preset", "mode": "mode"}
 
 
+#: The longest text one value may hold, in UTF-8 bytes. A flag or environment value past it could not be passed
+#: to the server at all (Linux takes at most 128 KiB per argument) and no real value comes near it; checked before
+#: anything else, so a hostile value is refused at once rather than after minutes of validation.
+MAX_VALUE_BYTES = 65_536
+#: The largest study file read at all (its values are each bounded above; this bounds the time to parse it).
+MAX_FILE_BYTES = 8 * 1_048_576
+#: The largest magnitude of any number in the file: beyond every count, size and duration a study can mean
+#: (each key has its own, tighter bound where one is known), and within a 64-bit integer.
+MAX_MAGNITUDE = 1e18
+
+
 def load_study_file(path: str | Path) -> StudySpec:
     """Read and validate ``path``; raise ``StudyFileError`` listing every problem."""
     path = Path(path)
@@ -53,15 +65,24 @@ def load_study_file(path: str | Path) -> StudySpec:
         raise StudyFileError([f"{path}: file not found"])
     if not path.is_file():
         raise StudyFileError([f"{path}: not a file"])
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise StudyFileError([f"{path}: {path.stat().st_size:,} bytes; a study file may hold at most "
+                              f"{MAX_FILE_BYTES:,}"])
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise StudyFileError([f"{path}: not a UTF-8 text file"]) from None
+    except OSError as exc:  # unreadable (permissions), or gone since the check above
+        raise StudyFileError([f"{path}: cannot be read: {exc.strerror or exc}"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise StudyFileError([f"{path}: invalid TOML: {exc}"]) from None
     except RecursionError:  # tomllib parses nested arrays and inline tables recursively
         raise StudyFileError([f"{path}: invalid TOML: values nested too deeply"]) from None
 
+    for key, problem in _unbounded(raw, ()):
+        problems.add(key, problem)
+    if problems:  # the rest would only repeat them, slowly (a megabyte string through every check)
+        raise StudyFileError(problems.lines)
     sections = tuple(StudyFile.model_fields)
     for name in raw:
         if name not in sections:
@@ -104,6 +125,35 @@ def load_study_file(path: str | Path) -> StudySpec:
     if problems:
         raise StudyFileError(problems.lines)
     return spec
+
+
+def _unbounded(value: Any, loc: tuple[str | int, ...]) -> Iterable[tuple[str, str]]:
+    """``(key, problem)`` for every key and value of the file that no field could accept: text holding a NUL
+    byte (no argument, path or environment variable can) or longer than ``MAX_VALUE_BYTES``, a number beyond
+    ``MAX_MAGNITUDE``. Every section, every depth: the bound holds for keys that have no model of their own
+    (flags, environment variables) as for those that do."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            bad = list(_text_problems(_dotted(loc) or "(top level)", key, f"key {key[:20]!r}…"))
+            yield from bad
+            if not bad:  # a key is named in every line below it: only a sane one
+                yield from _unbounded(item, (*loc, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unbounded(item, (*loc, index))
+    elif isinstance(value, str):
+        yield from _text_problems(_dotted(loc), value, "value")
+    elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+            and abs(value) > MAX_MAGNITUDE:
+        yield _dotted(loc), f"must be at most {MAX_MAGNITUDE:g} in size, not {float(value):g}"
+
+
+def _text_problems(where: str, text: str, what: str) -> Iterable[tuple[str, str]]:
+    if "\0" in text:
+        yield where, f"the {what} holds a NUL byte (\\0), which no flag, path or variable can carry"
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_VALUE_BYTES:
+        yield where, f"the {what} is {size:,} bytes long; at most {MAX_VALUE_BYTES:,} are allowed"
 
 
 def _section(problems: Problems, raw: dict[str, Any], name: str, kind: Any, context: dict[str, Any]) -> Any:

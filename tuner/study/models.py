@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, PlainValidator, ValidationInfo, WithJsonSchema, field_validator
 
+from objectives.prompts import WorkloadError, parse_jsonl
 from objectives.spec import Api, BenchmarkSpec, PhaseSpec, WorkloadSpec
 from tuner.core.extras import gp_available
 from tuner.core.fields import FileModel, Number, PositiveDuration, base_dir, resolve_path
@@ -177,15 +178,24 @@ def _env_value(value: Any) -> str:
     return str(value)
 
 
+#: The largest weight: only the weights' ratios count, and past this their sum, or a score under them, could
+#: overflow a float (the grey-box sampler divides by both).
+MAX_WEIGHT = 1e6
+
+
 def _weight(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ValueError(f"must be a number ≥ 0, not {value!r}")
     if not math.isfinite(value):
         raise ValueError(f"must be a finite number, not {value!r}")
+    if value > MAX_WEIGHT:
+        raise ValueError(f"must be at most {MAX_WEIGHT:g}, not {value!r} (only the ratios count: c1 = 0.7, "
+                         "c64 = 0.3)")
     return float(value)
 
 
-Weight = Annotated[float, PlainValidator(_weight), WithJsonSchema({"type": "number", "minimum": 0})]
+Weight = Annotated[float, PlainValidator(_weight),
+                   WithJsonSchema({"type": "number", "minimum": 0, "maximum": MAX_WEIGHT})]
 EnvValue = Annotated[str, PlainValidator(_env_value), WithJsonSchema({"type": ["string", "number"]})]
 #: Any TOML value: SGLang's option table, not the schema, knows what each flag takes (tuner.study.flags).
 FlagValueField = Annotated[Any, WithJsonSchema({})]
@@ -280,6 +290,18 @@ class BenchmarkSection(FileModel):
         resolved = resolve_path(value, info)
         if not resolved.is_file():
             raise ValueError(f"prompt file not found: {resolved}")
+        # Read and parsed here, as every trial would: a file that is not JSONL, or holds no prompt, is refused
+        # by `validate` rather than by the first trial's benchmark.
+        try:
+            parse_jsonl(resolved.read_text(encoding="utf-8"), str(resolved))
+        except OSError as exc:
+            raise ValueError(f"cannot read prompt file {resolved}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"prompt file {resolved} is not UTF-8 text") from None
+        except WorkloadError as exc:
+            more = len(exc.problems) - 1
+            raise ValueError(f"not a JSONL prompt file: {exc.problems[0]}"
+                             + (f" (and {more} more problems)" if more > 0 else "")) from None
         return str(resolved)
 
     def check(self) -> Iterator[tuple[str, str]]:
