@@ -29,3 +29,16 @@ def require_binary(name: str, *candidates: str) -> str:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def faulty_profile(directory: Path, faults: str, name: str = "faulty.toml") -> Path:
+    """The default simulator profile with ``faults`` (``[[faults]]`` TOML tables, tuner/simulator/faults.py)
+    appended: how a test asks the simulator to fail like SGLang does once it is up."""
+    from tuner.simulator.profile import DEFAULT_PROFILE, load_profile
+
+    source = Path(load_profile(DEFAULT_PROFILE).source)
+    if not source.is_file():
+        source = REPO / "tuner" / "simulator" / "profiles" / f"{DEFAULT_PROFILE}.toml"
+    path = directory / name
+    path.write_text(source.read_text(encoding="utf-8") + "\n" + faults, encoding="utf-8")
+    return path

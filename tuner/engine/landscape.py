@@ -34,7 +34,8 @@ from tuner.engine.samplers import make_sampler, resolve_sampler_name
 from tuner.engine.trial import Measurer, TrialRunner
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable, load_option_table
-from tuner.simulator.config import InvalidServerArgs
+from tuner.simulator import faults
+from tuner.simulator.config import InvalidServerArgs, resolve
 from tuner.simulator.ground_truth import expected_metrics
 from tuner.simulator.profile import Profile, load_profile
 from tuner.simulator.startup import startup_s
@@ -179,8 +180,10 @@ def true_scores(space: SearchSpace, measurer: Measurer) -> dict[str, float]:
         except DeployFailed:
             metrics_by_key[config.key()] = {}
             continue
-        metrics_by_key[config.key()] = {phase.concurrency: dict(measurer.measure(index))
-                                        for index, phase in enumerate(spec.benchmark.phases)}
+        measured = {phase.concurrency: dict(measurer.measure(index))
+                    for index, phase in enumerate(spec.benchmark.phases)}
+        # A configuration that crashes, hangs or answers wrongly cannot be the answer whatever its speed.
+        metrics_by_key[config.key()] = {} if any(m.get("failure") for m in measured.values()) else measured
     reference_metrics = metrics_by_key.get(baseline.key()) if baseline is not None else None
     refs = references_from(reference_metrics or {}, spec.objective.weights) or {}
     scorer = Scorer(spec.objective.weights, refs)
@@ -223,6 +226,10 @@ class OracleMeasurer:
         self.timed = timed
         self._metrics: dict[int, dict[str, Any]] = {}
         self.deploys = 0
+        self._faults = faults.ActiveFaults()
+        self._oom_batch: int | None = None
+        self._max_running = 0
+        self._served = 0
 
     def deploy(self, config: ServerConfig) -> Mapping[str, Any]:
         self.deploys += 1
@@ -233,15 +240,49 @@ class OracleMeasurer:
         except InvalidServerArgs as exc:
             raise DeployFailed(_FAILURE_CLASS.get(exc.kind, "other"), str(exc),  # type: ignore[arg-type]
                                timings=timings) from None
+        self._faults, self._served = faults.ActiveFaults(), 0
+        if self.profile.faults:
+            resolved = resolve(self.profile, argv, exit_on_error=False)
+            self._faults = faults.active(self.profile.faults, resolved.args)
+            headroom = resolved.memory.free_for_graphs_gb - resolved.memory.graph_gb
+            self._oom_batch = faults.oom_batch(self._faults, headroom, resolved.draft_tokens)
+            self._max_running = resolved.max_running_requests
         return {"launch": " ".join(argv), "timings": timings}
 
     def measure(self, phase_index: int) -> Mapping[str, Any]:
-        concurrency = self.benchmark.phases[phase_index].concurrency
+        phase = self.benchmark.phases[phase_index]
+        concurrency = phase.concurrency
+        failure = self._fault(phase_index, concurrency, (phase.requests or 0) + phase.warmup) \
+            if self._faults.any else None
+        if failure is not None:
+            return {**self._metrics[concurrency], "error_rate": None, **failure}
         metrics = dict(self._metrics[concurrency])
         if self.noise:
             for key in ("per_request_tok_s_mean", "aggregate_tok_s"):
                 metrics[key] *= float(1.0 + self.rng.normal(0.0, self.noise))
         return metrics
+
+
+    def _fault(self, phase_index: int, concurrency: int, requests: int) -> dict[str, Any] | None:
+        """The profile's failure modes (tuner/simulator/faults.py) as a ``Measurer`` reports them: a phase whose
+        ``failure`` is a run failure (tuner/engine/trial.py stores the trial as run-failed)."""
+        f, batch = self._faults, min(concurrency, self._max_running or concurrency)
+        where = {"phase": f"c{concurrency}", "concurrency": concurrency}
+        if f.diverge_after_tokens is not None and phase_index == 0:
+            return {"failure": "wrong-output", "failure_cause": "wrong-output", "run_failure": where,
+                    "failure_message": f"outputs leave the reference after {f.diverge_after_tokens} tokens"}
+        if self._oom_batch is not None and batch >= self._oom_batch:
+            return {"failure": "crashed-under-load", "failure_cause": "decode-oom", "run_failure": where,
+                    "failure_message": f"torch.OutOfMemoryError: CUDA out of memory at a decode batch of {batch} "
+                                       f"(≥ {self._oom_batch})"}
+        if f.errors_above_running is not None and batch > f.errors_above_running:
+            return {"failure": "crashed-under-load", "failure_cause": "server-errors", "run_failure": where,
+                    "failure_message": f"500s with more than {f.errors_above_running} requests in flight"}
+        self._served += requests
+        if f.hang_after_requests is not None and self._served > f.hang_after_requests:
+            return {"failure": "hung", "failure_cause": "hang", "run_failure": where,
+                    "failure_message": f"no progress after {f.hang_after_requests} requests"}
+        return None
 
 
 def _is_landscape(value: object) -> bool:

@@ -97,7 +97,8 @@ class TargetMeasurer:
     def _run_failure(self, metrics: Mapping[str, Any], concurrency: int) -> runcheck.RunFailure | None:
         """A crash, hang or burst of server errors in this phase (tuner/engine/runcheck.py), or None."""
         assert self.deployment is not None
-        state = runcheck.server_state(self.deployment.base_url, self._exit_info)
+        state = runcheck.server_state(self.deployment.base_url, self._exit_info,
+                                      runcheck.health_timeout(self.target.time_scale))
         interrupts.check()
         return runcheck.judge(metrics, concurrency, state, self.target.log_tail(80))
 

@@ -19,6 +19,7 @@ The machine's own trouble is not judged here: a phase the simulator could not ke
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -31,9 +32,13 @@ from tuner.targets.classify import ExitInfo, cause_of
 #: A healthy server that failed this share of a phase's requests with server-side errors still failed the run.
 RUN_ERROR_SHARE: Final = 0.10
 #: How long the health check may take: SGLang's own health check gives a generation 20 s (its
-#: SGLANG_HEALTH_CHECK_TIMEOUT); an idle server answers in milliseconds.
+#: SGLANG_HEALTH_CHECK_TIMEOUT); an idle server answers in milliseconds. A simulator running X times faster than
+#: real gets a X times shorter wait, but never under ``MIN_HEALTH_TIMEOUT_S``.
 HEALTH_TIMEOUT_S: Final = 10.0
+MIN_HEALTH_TIMEOUT_S: Final = 2.0
 CONNECT_TIMEOUT_S: Final = 3.0
+#: How long a server that stopped listening is given to report its exit status.
+EXIT_WAIT_S: Final = 3.0
 HEALTH_PATHS: Final = ("/health_generate", "/health")
 #: Request failures the server is to blame for (objectives.records.ErrorKind values); a client-side bug is not.
 SERVER_SIDE: Final = frozenset({"connect", "timeout", "stall", "http_5xx", "disconnect", "malformed", "server_error"})
@@ -66,7 +71,12 @@ def needs_check(metrics: Mapping[str, Any]) -> bool:
     return bool(metrics.get("failed")) or not metrics.get("completed")
 
 
-def server_state(base_url: str, exit_info: Callable[[], ExitInfo | None]) -> ServerState:
+def health_timeout(time_scale: float) -> float:
+    return max(MIN_HEALTH_TIMEOUT_S, HEALTH_TIMEOUT_S / max(time_scale, 1.0))
+
+
+def server_state(base_url: str, exit_info: Callable[[], ExitInfo | None],
+                 timeout_s: float = HEALTH_TIMEOUT_S) -> ServerState:
     exit = exit_info()
     if exit is not None:
         return ServerState(exit, listening=False, health=None)
@@ -74,11 +84,16 @@ def server_state(base_url: str, exit_info: Callable[[], ExitInfo | None]) -> Ser
     health = None
     if listening:
         for path in HEALTH_PATHS:
-            health = probe(base_url, path, HEALTH_TIMEOUT_S)
+            health = probe(base_url, path, timeout_s)
             if health != 404:
                 break
-    # The process may have died while we asked.
-    return ServerState(exit_info(), listening, health)
+    # The process may have died while we asked, or be on its way out (a closed port before the exit status).
+    exit = exit_info()
+    deadline = time.monotonic() + (EXIT_WAIT_S if not listening else 0.0)
+    while exit is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        exit = exit_info()
+    return ServerState(exit, listening, health)
 
 
 def judge(metrics: Mapping[str, Any], concurrency: int, state: ServerState, log_tail: str) -> RunFailure | None:
@@ -96,7 +111,7 @@ def judge(metrics: Mapping[str, Any], concurrency: int, state: ServerState, log_
         cause = cause_of("crashed-under-load", log_tail) or FailureCause.CRASH
         return RunFailure("crashed-under-load", cause, f"the server {how} {where}{_last_line(log_tail)}", evidence)
     if state.health != 200:
-        answer = f"answered {state.health}" if state.health is not None else f"no answer in {HEALTH_TIMEOUT_S:g} s"
+        answer = f"answered {state.health}" if state.health is not None else "no answer in time"
         return RunFailure("hung", FailureCause.HANG,
                           f"the server stopped answering {where}: health check {answer}{_last_line(log_tail)}",
                           evidence)

@@ -124,6 +124,8 @@ class TrialView:
         return None
 
     def value(self, concurrency: int) -> float | None:
+        if (self.metrics.get(concurrency) or {}).get("failure"):
+            return None  # the phase the server crashed or hung in: its partial figures are no speed
         return phase_value(self.metrics, concurrency)
 
     def accept_length(self) -> float | None:

@@ -45,13 +45,14 @@ class TrialRow:
     #: Where SGLang runs other values than the command line gives (tuner/query/effective.py).
     changes: tuple[Change, ...] = ()
     effective: dict[str, Any] | None = None  # every value SGLang runs, as stored on the trial
+    cause: str | None = None  # the typed failure cause (tuner/targets/classify.py), e.g. decode-oom
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "status": self.status, "flags": dict(self.flags),
                 **{f"c{c}_tok_s": v for c, v in self.speeds},
                 **{f"c{c}_tok_s_ci": _pair(i) for c, i in self.speed_intervals}, "accept_length": self.accept_length,
                 "score": self.score, "score_ci": _pair(self.score_interval), "feasible": self.feasible,
-                "failure": self.failure, "message": self.message,
+                "failure": self.failure, "cause": self.cause, "message": self.message,
                 "confirmed": self.confirmed.to_json() if self.confirmed else None, "effective": self.effective,
                 "sglang_changes": [c.to_json() for c in self.changes]}
 
@@ -103,6 +104,7 @@ def _row(t: TrialView, ranking: Ranking, tuned_flags: Sequence[str]) -> TrialRow
                     score=t.score, feasible=t.feasible, failure=t.failure,
                     speed_intervals=tuple((c, phase_interval(t.metrics, c)) for c in ranking.concurrencies),
                     score_interval=t.interval, confirmed=confirmed, message=t.record.failure or t.record.reason,
+                    cause=str(t.record.failure_cause) if t.record.failure_cause else None,
                     changes=changes(t.config, t.record.effective),
                     effective=dict(t.record.effective) if t.record.effective else None)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tuner.core.errors import SpectuneError
+from tuner.simulator.faults import FaultRule, parse_faults
 
 DEFAULT_PROFILE = "qwen3.5-122b-a10b-eagle3-4x-rtx-pro-6000"
 
@@ -122,6 +123,8 @@ class Profile:
     acceptance: AcceptanceSpec
     memory: MemorySpec
     startup: StartupSpec
+    #: How a started server fails (tuner/simulator/faults.py); none in the shipped profiles.
+    faults: tuple[FaultRule, ...] = ()
 
 
 _T = TypeVar("_T")
@@ -149,6 +152,10 @@ def _section(cls: type[_T], data: dict[str, Any], name: str, source: str) -> _T:
 
 
 def parse_profile(data: dict[str, Any], source: str) -> Profile:
+    try:
+        faults = parse_faults(data.get("faults"), source)
+    except ValueError as exc:
+        raise ProfileError(str(exc)) from None
     return Profile(
         name=str(data.get("name", Path(source).stem)),
         description=str(data.get("description", "")),
@@ -159,6 +166,7 @@ def parse_profile(data: dict[str, Any], source: str) -> Profile:
         acceptance=_section(AcceptanceSpec, data, "acceptance", source),
         memory=_section(MemorySpec, data, "memory", source),
         startup=_section(StartupSpec, data, "startup", source),
+        faults=faults,
     )
 
 

@@ -60,8 +60,20 @@ async def serve(profile: Profile, config: ServerConfig, *, time_scale: float, se
         return 1 if not stop.is_set() else 0
 
     log(_server_args_line(config))
+    fatal: list[str] = []
+
+    def die(lines: list[str]) -> None:
+        # The scheduler process died (a decode batch out of memory): SGLang's launcher then takes the whole
+        # process tree down, so the server exits while clients are connected.
+        fatal.extend(lines)
+        log(lines[0], scheduler=True)
+        for line in lines[1:-1]:
+            _write(line)
+        log(lines[-1])
+        stop.set()
+
     engine = Engine(profile, config, time_scale=time_scale, seed=seed,
-                    on_log=lambda line: log(line, scheduler=True))
+                    on_log=lambda line: log(line, scheduler=True), on_fatal=die)
     state = ServerState(profile=profile, config=config, engine=engine, startup_time=plan.timings)
     try:
         runner = await start_http(SimulatorApp(state).build(), config.host, config.port)
@@ -79,11 +91,12 @@ async def serve(profile: Profile, config: ServerConfig, *, time_scale: float, se
         if not config.args.get("skip_server_warmup"):
             await _until(_warmup(engine, log), stop)
         if stop.is_set():
-            return 0
+            return 1 if fatal else 0
         state.ready = True
+        engine.mark_ready()
         log(READY_LINE)
         await stop.wait()
-        return 0
+        return 1 if fatal else 0
     finally:
         await engine.stop()
         with contextlib.suppress(Exception):

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tuner.simulator import protocol
+from tuner.simulator import faults, protocol
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.engine import EVENT_BUDGET_PER_S, Engine, GenerationFailed, GenerationRequest, RequestHandle
 from tuner.simulator.profile import Profile
@@ -185,6 +185,9 @@ class SimulatorApp:
     # ----- generation ------------------------------------------------------------------------------------
     def _not_ready(self) -> web.Response | None:
         if self.engine.started:
+            if self.engine.refuses_new():  # the profile's server-errors fault (tuner/simulator/faults.py)
+                return _json(protocol.error_body(faults.SERVER_ERROR, status=500, kind="InternalServerError"),
+                             status=500)
             return None
         return _json(protocol.error_body("The server is not ready yet.", status=503,
                                          kind="ServiceUnavailableError"), status=503)

@@ -73,10 +73,23 @@ def expected_output_length(profile: Profile, max_tokens: int, ignore_eos: bool) 
 
 
 class TokenWriter:
-    """Deterministic words for one request: the same (seed, prompt) always says the same thing."""
+    """Deterministic words for one request: the same (seed, prompt) always says the same thing — up to
+    ``diverge_after`` tokens, where a configuration with the ``wrong-output`` fault (tuner/simulator/faults.py)
+    starts saying something else."""
 
-    def __init__(self, seed: int, prompt: str) -> None:
+    def __init__(self, seed: int, prompt: str, diverge_after: int | None = None) -> None:
         self._rng = random.Random(stable_hash("text", seed, prompt))
+        self._wrong = random.Random(stable_hash("wrong", seed, prompt)) if diverge_after is not None else None
+        self._diverge_after = diverge_after
+        self._written = 0
 
     def take(self, n: int) -> list[str]:
-        return [" " + self._rng.choice(_WORDS) for _ in range(n)]
+        words = []
+        for _ in range(n):
+            right = self._rng.choice(_WORDS)
+            if self._wrong is not None and self._diverge_after is not None and self._written >= self._diverge_after:
+                # Never the right word by chance: the divergence is where the texts differ.
+                right = _WORDS[(_WORDS.index(right) + 1 + self._wrong.randrange(len(_WORDS) - 1)) % len(_WORDS)]
+            self._written += 1
+            words.append(" " + right)
+        return words
