@@ -131,14 +131,8 @@ class Engine:
         self._task: asyncio.Task[None] | None = None
         self._survival_cache: dict[tuple[float, float], tuple[float, ...]] = {}
         self._late_logged_at = 0.0
-        # The profile's failure modes this configuration has (tuner/simulator/faults.py; none by default).
-        self.faults = faults.active(profile.faults, config.args)
-        memory = config.memory
-        self._headroom_gb = memory.free_for_graphs_gb - memory.graph_gb
-        self.oom_batch = faults.oom_batch(self.faults, self._headroom_gb, config.draft_tokens)
-        self._on_fatal = on_fatal
-        self.dead = False  # the scheduler died (decode out of memory) or hangs: nothing more is served
-        self.served = 0  # requests completed since the server was ready (``mark_ready``): what a hang counts
+        self.faults = faults.FaultRuntime.of(profile.faults, config, on_fatal)  # the profile's failure modes
+        self.served = 0  # requests completed since the warmup (run.py resets it): what a hang counts
 
     # ----- public ---------------------------------------------------------------------------------------
     @property
@@ -190,20 +184,11 @@ class Engine:
         self._waiting.append(_Running(
             request=request, handle=handle, survival=self._survival(request.temperature, multiplier),
             u=random.Random(text.stable_hash("accept", self.seed, number)).random(),
-            writer=text.TokenWriter(self.seed, request.prompt, self.faults.diverge_after_tokens),
+            writer=text.TokenWriter(self.seed, request.prompt, self.faults.faults.diverge_after_tokens),
             reserved=prompt_tokens + max(request.max_new_tokens, 1) + self.config.draft_tokens,
         ))
         self._wake.set()
         return handle
-
-    def mark_ready(self) -> None:
-        """The warmup is done: from now on requests count towards a ``hang`` fault."""
-        self.served = 0
-
-    def refuses_new(self) -> bool:
-        """A ``server-errors`` fault: more requests in flight than the configuration survives."""
-        limit = self.faults.errors_above_running
-        return limit is not None and self.num_running + self.num_waiting >= limit
 
     def cancel(self, handle: RequestHandle) -> None:
         """The client went away: free its slot at the next iteration (SGLang aborts the request)."""
@@ -262,8 +247,8 @@ class Engine:
                 if self._settle_s:
                     await self._settle()
                 self._restart()
-            if self._hangs():
-                await asyncio.Event().wait()  # stuck: requests and health checks go unanswered until stop()
+            if self.faults.stuck(None, self.served):
+                await asyncio.Event().wait()  # requests and health checks go unanswered until stop()
             admitted = self._admit()
             if admitted:
                 prompt = sum(r.handle.prompt_tokens for r in admitted)
@@ -280,35 +265,14 @@ class Engine:
             if not self._running:
                 continue
             batch = len(self._running)
-            if self._failing(batch):
-                await asyncio.Event().wait()  # the scheduler is dead or stuck; only stop() ends this task
+            if self.faults.stuck(batch, self.served):
+                await asyncio.Event().wait()
             context = sum(r.handle.prompt_tokens + r.generated for r in self._running)
             noise = self.profile.timing.noise
             ms = model.decode_iteration_ms(self.profile, self.config, batch, context)
             ms *= 1.0 + self._rng.uniform(-noise, noise)
             await self._advance(ms)
             self._decode()
-
-    def _hangs(self) -> bool:
-        """A ``hang`` fault: after its number of completed requests the scheduler makes no more progress."""
-        hang = self.faults.hang_after_requests
-        if hang is None or self.served < hang:
-            return False
-        self.dead = True
-        return True
-
-    def _failing(self, batch: int) -> bool:
-        """Whether this decode iteration is where a configured fault strikes (and strike it)."""
-        if self._hangs():
-            return True
-        if self.oom_batch is not None and batch >= self.oom_batch:
-            per_request = (self.faults.decode_gb_per_token or 0.0) * max(self.config.draft_tokens, 1)
-            lines = faults.decode_oom_lines(per_request * batch, self.config.memory.gpu_gb, self._headroom_gb)
-            self.dead = True
-            if self._on_fatal is not None:
-                self._on_fatal(lines)
-            return True
-        return False
 
     def _restart(self) -> None:
         self.clock.restart()

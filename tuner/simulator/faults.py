@@ -23,7 +23,7 @@ empty ``when`` matches every configuration) and the kind's parameters:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -121,3 +121,50 @@ def oom_batch(faults: ActiveFaults, headroom_gb: float, draft_tokens: int) -> in
 
 def decode_oom_lines(need_gb: float, total_gb: float, free_gb: float) -> list[str]:
     return [SCHEDULER_EXCEPTION, DECODE_OOM.format(need=need_gb, total=total_gb, free=max(free_gb, 0.0)), SIGQUIT]
+
+
+class FaultRuntime:
+    """One configuration's faults as the engine asks about them while it runs."""
+
+    def __init__(self, rules: tuple[FaultRule, ...], args: Mapping[str, Any], *, free_for_graphs_gb: float,
+                 graph_gb: float, gpu_gb: float, draft_tokens: int,
+                 on_fatal: Callable[[list[str]], object] | None = None) -> None:
+        self.faults = active(rules, args)
+        self.on_fatal = on_fatal
+        self.dead = False  # the scheduler died (a decode batch out of memory) or hangs: nothing more is served
+        self.headroom_gb = free_for_graphs_gb - graph_gb
+        self.gpu_gb = gpu_gb
+        self.draft_tokens = max(draft_tokens, 1)
+        self.oom_batch = oom_batch(self.faults, self.headroom_gb, draft_tokens)
+
+    @classmethod
+    def of(cls, rules: tuple[FaultRule, ...], config: Any,
+           on_fatal: Callable[[list[str]], object] | None = None) -> FaultRuntime:
+        """For a resolved ``tuner.simulator.config.ServerConfig``; ``on_fatal(lines)`` when the server dies."""
+        memory = config.memory
+        return cls(rules, config.args, free_for_graphs_gb=memory.free_for_graphs_gb, graph_gb=memory.graph_gb,
+                   gpu_gb=memory.gpu_gb, draft_tokens=config.draft_tokens, on_fatal=on_fatal)
+
+    def stuck(self, batch: int | None, served: int) -> bool:
+        """Whether the scheduler is dead or stuck now: a decode ``batch`` out of memory kills it (``on_fatal``
+        with the lines it logs), ``served`` requests past a hang fault's number stop it."""
+        lines = self.oom_lines(batch) if batch is not None and not self.dead else None
+        if lines is not None and self.on_fatal is not None:
+            self.on_fatal(lines)
+        self.dead = self.dead or lines is not None or self.hangs(served)
+        return self.dead
+
+    def hangs(self, served: int) -> bool:
+        hang = self.faults.hang_after_requests
+        return hang is not None and served >= hang
+
+    def refuses(self, in_flight: int) -> bool:
+        limit = self.faults.errors_above_running
+        return limit is not None and in_flight >= limit
+
+    def oom_lines(self, batch: int) -> list[str] | None:
+        """What the server logs as it dies when ``batch`` runs out of memory, or None when it fits."""
+        if self.oom_batch is None or batch < self.oom_batch:
+            return None
+        need = (self.faults.decode_gb_per_token or 0.0) * self.draft_tokens * batch
+        return decode_oom_lines(need, self.gpu_gb, self.headroom_gb)

@@ -93,7 +93,7 @@ async def serve(profile: Profile, config: ServerConfig, *, time_scale: float, se
         if stop.is_set():
             return 1 if fatal else 0
         state.ready = True
-        engine.mark_ready()
+        engine.served = 0  # a hang fault counts the requests served from here on
         log(READY_LINE)
         await stop.wait()
         return 1 if fatal else 0

@@ -185,7 +185,8 @@ class SimulatorApp:
     # ----- generation ------------------------------------------------------------------------------------
     def _not_ready(self) -> web.Response | None:
         if self.engine.started:
-            if self.engine.refuses_new():  # the profile's server-errors fault (tuner/simulator/faults.py)
+            # The profile's server-errors fault (tuner/simulator/faults.py).
+            if self.engine.faults.refuses(self.engine.num_running + self.engine.num_waiting):
                 return _json(protocol.error_body(faults.SERVER_ERROR, status=500, kind="InternalServerError"),
                              status=500)
             return None
