@@ -53,6 +53,9 @@ class Answer:
     error: str | None = None
     exit_code: int | None = None
     effective: dict[str, Any] | None = None
+    #: Where SGLang refuses it when not in its argument checks: "loading the draft model" (its draft backend
+    #: table, read without loading anything).
+    stage: str | None = None
 
 
 class Pipe(Protocol):
@@ -130,7 +133,8 @@ class SGLangResolver:
     command line it accepted: otherwise the installation changed under the study."""
 
     def __init__(self, spawn: Callable[[], Pipe | None], pipe: Pipe, version: str | None, where: str,
-                 gpu: str | None = None, *, fallback: bool = False, seams: Sequence[str] = ()) -> None:
+                 gpu: str | None = None, *, fallback: bool = False, seams: Sequence[str] = (),
+                 build: str | None = None) -> None:
         self._spawn = spawn
         self._pipe: Pipe | None = pipe
         self.version = version
@@ -139,6 +143,8 @@ class SGLangResolver:
         self.fallback = fallback
         #: How the GPU was shown to SGLang (torch.cuda probes, SGLang's helpers, override_platform).
         self.seams = tuple(seams)
+        #: Tells builds of one version apart (a hash of SGLang's server_args.py): the option table cache's key.
+        self.build = build
         self._cache: dict[tuple[str, ...], Answer] = {}
         self._known_good: tuple[str, ...] | None = None
         self._lock = threading.Lock()
@@ -155,7 +161,7 @@ class SGLangResolver:
                 "check that the interpreter of [target] command (or [target] python) runs there"), fallback)
             return None
         return cls(spawn, pipe, first.get("version"), where, first.get("gpu"), fallback=fallback,
-                   seams=first.get("seams") or ())
+                   seams=first.get("seams") or (), build=first.get("build"))
 
     def resolve(self, server_argv: Sequence[str]) -> Answer | None:
         """SGLang's answer for ``server_argv`` (server arguments only, as ``sglang serve`` gets them); None when
@@ -167,7 +173,7 @@ class SGLangResolver:
                 if data is None:
                     return None
                 answer = Answer(data.get("verdict") == "accepted", data.get("error"), data.get("exit_code"),
-                                data.get("effective"))
+                                data.get("effective"), data.get("stage"))
                 if not answer.accepted and not self._is_verdict(answer):
                     self._stop(cannot_judge(self.where, answer.error or "no error line"))
                     return None
@@ -276,7 +282,8 @@ REFUSAL_PREFIX = "SGLang "
 
 def refusal(answer: Answer, version: str | None, where: str) -> str:
     """What a trial SGLang refuses is told (SGLang's own error line)."""
-    return f"SGLang {version} on {where} refuses this configuration (exit {answer.exit_code}): {answer.error}"
+    stage = f", while {answer.stage}" if answer.stage else ""
+    return f"SGLang {version} on {where} refuses this configuration (exit {answer.exit_code}{stage}): {answer.error}"
 
 
 def check_version(resolver: SGLangResolver, table_version: str) -> None:

@@ -15,6 +15,7 @@ probes, patched before SGLang is imported (releases up to 0.5.20 read them once,
 memory helper, and — from the release that has one — SGLang's ``override_platform``.
 """
 
+import ast
 import contextlib
 import importlib
 import importlib.util
@@ -93,7 +94,7 @@ def present_sglang(rows, seams):
     except ImportError:
         return seams
     facts = dict(is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
-                 is_cpu=False, is_sm90=(major, minor) == (9, 0), is_sm100=major == 10,
+                 is_sm90=(major, minor) == (9, 0), is_sm100=major == 10,
                  is_sm100_or_sm110=major in (10, 11), is_sm110=major == 11, is_sm120=major == 12,
                  is_blackwell=major in (10, 11, 12), is_hopper_with_cuda_12_3=major == 9, has_amx=False,
                  has_flashinfer=importlib.util.find_spec("flashinfer") is not None,
@@ -101,7 +102,11 @@ def present_sglang(rows, seams):
     params = inspect.signature(override_platform).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         facts = {k: v for k, v in facts.items() if k in params}
-    override_platform(**facts).install()
+    try:
+        override_platform(**facts).install()
+    except ValueError as exc:  # "unknown platform fact(s): [...]": a release that names fewer facts
+        unknown = ast.literal_eval(str(exc).split(":", 1)[1].strip())
+        override_platform(**{k: v for k, v in facts.items() if k not in unknown}).install()
     seams.append("sglang.srt.runtime_context.override_platform")
     return seams
 
@@ -111,12 +116,17 @@ def line(exc):
     return f"{type(exc).__name__}: {text[-1]}" if text else type(exc).__name__
 
 
-def effective(args):
+def view(args):
+    """The values SGLang resolved (0.5.22+: through its resolving view; before: the arguments themselves)."""
     try:
         from sglang.srt.arg_groups.overrides import resolving_view
-        v = resolving_view(args)
+        return resolving_view(args)
     except Exception:
-        v = args
+        return args
+
+
+def effective(args):
+    v = view(args)
     graphs = getattr(v, "cuda_graph_config", None)
     decode = getattr(graphs, "decode", None)
     max_bs = getattr(decode, "max_bs", None) if decode is not None else getattr(v, "cuda_graph_max_bs", None)
@@ -131,6 +141,62 @@ def effective(args):
         "max_running_requests": v.max_running_requests,
         "mem_fraction_static": getattr(v, "mem_fraction_static", None),
     }
+
+
+#: The speculative algorithms whose draft worker builds its attention backends from SGLang's draft backend table.
+DRAFT_TABLE_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE")
+
+
+def draft_tables():
+    """SGLang's draft attention backend tables, read from its source without importing it or loading a model:
+    ``[(kind, backends, error template)]``, kind ``decode`` (the multi-step draft) or ``extend``. Every release
+    builds them the same way — a ``backend_map = {...}`` dict in the draft worker's ``*decode_backend`` and
+    ``*draft_extend_backend`` methods, refused with ``ValueError(template.format(backend_type=...))`` while the
+    draft model loads (speculative/draft_utils.py from 0.5.6, speculative/eagle_worker.py before)."""
+    for module in ("sglang.srt.speculative.draft_utils", "sglang.srt.speculative.eagle_worker"):
+        try:
+            spec = importlib.util.find_spec(module)
+        except Exception:
+            spec = None
+        if spec is None or not spec.origin:
+            continue
+        with open(spec.origin, encoding="utf-8") as source:
+            tree = ast.parse(source.read())
+        tables = []
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef) or "backend" not in fn.name:
+                continue
+            keys = template = None
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+                        isinstance(t, ast.Name) and t.id == "backend_map" for t in node.targets):
+                    keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "{backend_type}" in node.value:
+                    template = node.value
+            if keys and template:
+                tables.append(("decode" if "decode" in fn.name else "extend", keys, template))
+        if tables:
+            return sorted(tables, key=lambda t: t[0] != "decode")  # SGLang builds the decode backend first
+    return []
+
+
+def draft_refusal(v, tables):
+    """SGLang's refusal of the draft attention backend, or None: what loading the draft model would raise."""
+    if v.speculative_algorithm not in DRAFT_TABLE_ALGORITHMS:
+        return None
+    draft = getattr(v, "speculative_draft_attention_backend", None)
+    decode = getattr(v, "decode_attention_backend", None) or v.attention_backend
+    prefill = getattr(v, "prefill_attention_backend", None) or v.attention_backend
+    for kind, backends, template in tables:
+        if kind == "decode":
+            if (v.speculative_num_steps or 0) <= 1:  # no multi-step draft backend
+                continue
+            backend = draft or decode
+        else:
+            backend = draft or (decode if getattr(v, "speculative_attention_mode", None) == "decode" else prefill)
+        if backend is not None and backend not in backends:
+            return "ValueError: " + template.format(backend_type=backend)
+    return None
 
 
 def option_table(version):
@@ -158,7 +224,7 @@ def option_table(version):
             "options": options}
 
 
-def judge(prepare, argv):
+def judge(prepare, argv, tables=()):
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -175,7 +241,19 @@ def judge(prepare, argv):
             args.check_server_args()
     except Exception as exc:
         return {"verdict": "refused", "exit_code": 1, "error": line(exc)}
+    refused = draft_refusal(view(args), tables)
+    if refused is not None:
+        return {"verdict": "refused", "exit_code": 1, "error": refused, "stage": "loading the draft model"}
     return {"verdict": "accepted", "effective": effective(args)}
+
+
+def build():
+    """Tells builds of one version apart: a hash of SGLang's server_args.py, read without importing more."""
+    import hashlib
+
+    spec = importlib.util.find_spec("sglang.srt.server_args")
+    with open(spec.origin, "rb") as source:
+        return hashlib.sha256(source.read()).hexdigest()[:16]
 
 
 def main():
@@ -195,7 +273,9 @@ def main():
         return
     logging.disable(logging.CRITICAL)
     version = getattr(sglang, "__version__", None)
-    say({"version": version, "gpu": rows[0][0] if rows else None, "seams": seams})
+    tables = draft_tables()
+    say({"version": version, "gpu": rows[0][0] if rows else None, "seams": seams, "build": build(),
+         "draft_tables": [kind for kind, _, _ in tables]})
     for raw in sys.stdin:
         request = json.loads(raw)
         if isinstance(request, dict) and request.get("table"):
@@ -204,7 +284,7 @@ def main():
             except Exception as exc:
                 say({"table": None, "error": line(exc)})
             continue
-        say(judge(prepare_server_args, request))
+        say(judge(prepare_server_args, request, tables))
 
 
 if __name__ == "__main__":
