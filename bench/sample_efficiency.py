@@ -60,7 +60,6 @@ from bench.gpu_hours import HoursRow, Run, hours_table, landscape_hours, ratio_t
 from tuner.engine.landscape import Landscape, MeasuredLandscape, evaluate_search, simulator_landscape
 from tuner.engine.record import TrialRecord, measured_records
 from tuner.engine.trial import TrialRunner
-from tuner.sglang.options import load_option_table
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -270,7 +269,7 @@ def main() -> None:
     for study_path, factory_text in cases_from(args):
         factory = load_landscape_factory(factory_text) if factory_text else None
         spec = load_study_file(REPO / study_path)
-        space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+        space = SearchSpace(spec, spec.option_table)
         landscape = make_landscape(spec, factory, args.noise)
         name = (Path(study_path).stem if args.studies or args.landscape
                 else Path(factory_text.rpartition(":")[0]).stem if factory_text else f"{Path(study_path).stem} (sim)")

@@ -32,7 +32,6 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tuner.engine.samplers import gp_available, make_sampler
-from tuner.sglang.options import load_option_table
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 
@@ -84,7 +83,7 @@ def main() -> None:
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
 
     spec = load_study_file(args.study)
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    space = SearchSpace(spec, spec.option_table)
     samplers = [s for s in args.samplers if s != "gp" or gp_available()]
     if len(samplers) < len(args.samplers):
         print("(GP skipped: torch/scipy not installed)", file=sys.stderr)

@@ -38,7 +38,6 @@ from objectives.prompts import load_source
 from objectives.runner import PHASE_INDEX_STRIDE, run_benchmark
 from objectives.spec import BenchmarkSpec
 from tuner.sglang.launch import ServerConfig
-from tuner.sglang.options import load_option_table
 from tuner.simulator import ground_truth, replay, text
 from tuner.simulator.process import running_simulator
 from tuner.simulator.profile import load_profile
@@ -129,7 +128,7 @@ def main() -> None:
     args = parser.parse_args()
 
     spec = load_study_file(args.study)
-    table = load_option_table(spec.study.sglang_version)
+    table = spec.option_table
     argv = ServerConfig.build({**spec.server_flags, **spec.baseline}).argv(table)
     profile_name = getattr(spec.target.settings, "profile", None)
     scale = args.time_scale or float(getattr(spec.target.settings, "time_scale", 1.0))

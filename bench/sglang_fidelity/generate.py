@@ -1,15 +1,18 @@
 """Record what the real SGLang does with a few hundred command lines: the fidelity fixture.
 
-Run by hand, with the SGLang wheel in a throw-away venv (recipe: docs/sglang-fidelity.md)::
+Run by hand under one release's Python (bench/sglang_versions/env.py builds them; docs/sglang-fidelity.md)::
 
-    /tmp/sglvenv/bin/python bench/sglang_fidelity/generate.py --out tests/fixtures/sglang-0.5.23-fidelity.json
+    R=/work/.cache/sglang; PYTHONPATH=$(cat $R/releases/0.5.23/.pythonpath) $R/base/bin/python \
+        bench/sglang_fidelity/generate.py --out tests/fixtures/sglang-0.5.23-fidelity.json
+
+or for every release at once: ``python3.11 bench/sglang_versions/fixtures.py``.
 
 For every command line it runs SGLang's own ``prepare_server_args`` (argparse, exit 2 on bad flags),
 ``ServerArgs.resolve_once()`` (the arg_groups hooks) and ``check_server_args()`` — what ``sglang serve`` does
 before it touches a GPU — and records the verdict (exit code and the error line SGLang prints) and the effective
 values. Nothing downloads: models are local directories holding only a ``config.json``. The GPU is faked
-(``torch.cuda`` answers plus SGLang's own ``override_platform``), one worker process per GPU kind, because some
-of SGLang's probes are cached per process.
+(``torch.cuda`` answers plus, from SGLang 0.5.20, its own ``override_platform``: ``_fake_gpu``), one worker
+process per GPU kind, because some of SGLang's probes are cached per process.
 
 This file runs under the wheel's venv, not spectune's: it imports nothing from ``tuner``.
 """
@@ -44,8 +47,15 @@ def _fake_models(root: Path) -> dict[str, str]:
     return paths
 
 
-def _fake_gpu(gpu: str) -> None:
-    """Make SGLang believe it runs on ``gpu``: torch.cuda probes + SGLang's own platform override."""
+def _fake_gpu(gpu: str) -> str:
+    """Make SGLang believe it runs on ``gpu``; the seam used, as the fixture records it.
+
+    Every release reads ``torch.cuda`` (faked here) and its own ``get_nvgpu_memory_capacity`` (patched in
+    ``sglang.srt.utils.common``, or ``sglang.srt.utils`` in 0.5.3 and older, where it is one module). From 0.5.20
+    SGLang caches what it probes in a platform record: ``sglang.srt.runtime_context.override_platform`` sets
+    it. Older releases (no ``override_platform``) ask torch.cuda each time, through their ``is_sm90_supported``
+    and kin, so the torch.cuda answers are the whole seam there; their lru-cached probes are cleared after.
+    """
     import stubs  # noqa: F401  (kernel packages that only exist for CUDA: import stand-ins)
     import torch
 
@@ -55,11 +65,19 @@ def _fake_gpu(gpu: str) -> None:
     torch.cuda.device_count = lambda: 8  # type: ignore[assignment]
     torch.cuda.get_device_capability = lambda *a, **k: (major, minor)  # type: ignore[assignment]
     torch.cuda.get_device_name = lambda *a, **k: name  # type: ignore[assignment]
-    from sglang.srt.utils import common
+    try:
+        from sglang.srt.utils import common
+    except ImportError:  # 0.5.3 and older: sglang/srt/utils.py
+        import sglang.srt.utils as common  # type: ignore[no-redef]
 
     common.get_nvgpu_memory_capacity = lambda: mem_mb
-    from sglang.srt.runtime_context import override_platform
-
+    for value in list(vars(common).values()):
+        if callable(getattr(value, "cache_clear", None)):
+            value.cache_clear()  # probes an earlier import cached before torch.cuda answered
+    try:
+        from sglang.srt.runtime_context import override_platform
+    except ImportError:
+        return "torch.cuda"
     override_platform(
         is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
         is_sm90=(major, minor) == (9, 0), is_sm100=major == 10, is_sm100_or_sm110=major in (10, 11),
@@ -67,28 +85,31 @@ def _fake_gpu(gpu: str) -> None:
         is_hopper_with_cuda_12_3=major == 9, has_amx=False, has_flashinfer=True,
         device_sm=major * 10 + minor, device_capability=(major, minor),
     ).install()
+    return "override_platform"
 
 
 def _effective(server_args: Any) -> dict[str, Any]:
-    from sglang.srt.arg_groups.overrides import resolving_view
+    """The values SGLang resolved. Releases without ``arg_groups`` (before 0.5.14) or a per-phase
+    ``cuda_graph_config`` (before 0.5.20) keep them on ``ServerArgs`` itself; absent ones are None."""
+    try:
+        from sglang.srt.arg_groups.overrides import resolving_view
 
-    v = resolving_view(server_args)
-    graphs = v.cuda_graph_config
-    return {
-        "speculative_algorithm": v.speculative_algorithm,
-        "speculative_num_steps": v.speculative_num_steps,
-        "speculative_eagle_topk": v.speculative_eagle_topk,
-        "speculative_num_draft_tokens": v.speculative_num_draft_tokens,
-        "page_size": v.page_size,
-        "attention_backend": v.attention_backend,
-        "prefill_attention_backend": v.prefill_attention_backend,
-        "decode_attention_backend": v.decode_attention_backend,
-        "speculative_draft_attention_backend": v.speculative_draft_attention_backend,
-        "cuda_graph_disabled": str(graphs.decode.backend) in ("disabled", "Backend.DISABLED"),
-        "cuda_graph_max_bs": graphs.decode.max_bs,
-        "max_running_requests": v.max_running_requests,
-        "context_length": v.context_length,
-    }
+        v = resolving_view(server_args)
+    except ImportError:
+        v = server_args
+    decode = getattr(getattr(v, "cuda_graph_config", None), "decode", None)
+    if decode is not None:
+        disabled = str(decode.backend) in ("disabled", "Backend.DISABLED")
+        max_bs = decode.max_bs
+    else:
+        disabled = bool(getattr(v, "disable_cuda_graph", False))
+        max_bs = getattr(v, "cuda_graph_max_bs", None)
+    fields = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+              "speculative_num_draft_tokens", "page_size", "attention_backend", "prefill_attention_backend",
+              "decode_attention_backend", "speculative_draft_attention_backend")
+    return {**{f: getattr(v, f, None) for f in fields}, "cuda_graph_disabled": disabled, "cuda_graph_max_bs": max_bs,
+            "max_running_requests": getattr(v, "max_running_requests", None),
+            "context_length": getattr(v, "context_length", None)}
 
 
 def _error_line(exc: BaseException) -> str:
@@ -108,17 +129,18 @@ def run_one(argv: list[str]) -> dict[str, Any]:
         lines = [line for line in err.getvalue().splitlines() if line.strip()]
         return {"verdict": "refused", "exit_code": int(exc.code or 0), "error": lines[-1] if lines else ""}
     try:
-        server_args.resolve_once()
+        if hasattr(server_args, "resolve_once"):  # 0.5.20 and newer; older releases resolve in __post_init__
+            server_args.resolve_once()
         server_args.check_server_args()
     except Exception as exc:  # what `sglang serve` dies of: a traceback, exit 1
         return {"verdict": "refused", "exit_code": 1, "error": _error_line(exc)}
     return {"verdict": "accepted", "exit_code": None, "error": None, "effective": _effective(server_args)}
 
 
-def _worker(gpu: str, models: dict[str, str], indices: list[int]) -> list[dict[str, Any]]:
+def _worker(gpu: str, models: dict[str, str], indices: list[int]) -> dict[str, Any]:
     import logging
 
-    _fake_gpu(gpu)
+    seam = _fake_gpu(gpu)
     logging.disable(logging.CRITICAL)
     all_cases = cases()
     out = []
@@ -126,7 +148,7 @@ def _worker(gpu: str, models: dict[str, str], indices: list[int]) -> list[dict[s
         case = all_cases[i]
         argv = [models[a.removeprefix(MODEL_TOKEN)] if a.startswith(MODEL_TOKEN) else a for a in case["argv"]]
         out.append({"index": i, **run_one(argv)})
-    return out
+    return {"seam": seam, "results": out}
 
 
 def main() -> int:
@@ -144,6 +166,7 @@ def main() -> int:
 
     all_cases = cases()
     results: dict[int, dict[str, Any]] = {}
+    seams: set[str] = set()
     with tempfile.TemporaryDirectory() as tmp:
         models = _fake_models(Path(tmp) / "models")
         for gpu in GPUS:
@@ -151,11 +174,14 @@ def main() -> int:
             part = Path(tmp) / f"{gpu}.json"
             worker = f"{gpu}|{json.dumps(models)}|{','.join(map(str, indices))}"
             subprocess.run([sys.executable, __file__, "--out", str(part), "--worker", worker], check=True)
-            for row in json.loads(part.read_text(encoding="utf-8")):
+            answer = json.loads(part.read_text(encoding="utf-8"))
+            seams.add(answer["seam"])
+            for row in answer["results"]:
                 results[row.pop("index")] = row
     fixture = {
         "sglang_version": sglang.__version__,
         "generator": "bench/sglang_fidelity/generate.py",
+        "platform_seam": " + ".join(sorted(seams)),
         "architectures": {k: v["architectures"][0] for k, v in ARCHITECTURES.items()},
         "gpus": {k: {"name": v["name"], "capability": list(v["capability"])} for k, v in GPUS.items()},
         "cases": [{**case, **results[i]} for i, case in enumerate(all_cases)],

@@ -27,12 +27,12 @@ def test_validate_accepts_example_studies(name: str) -> None:
 def test_validate_rejects_broken_file_with_exit_2_and_no_traceback(tmp_path: Path) -> None:
     study = tmp_path / "broken.toml"
     study.write_text((STUDIES / "simulated.toml").read_text().replace("speculative-num-steps =",
-                                                                       "cuda-graph-max-bs = { choices = [8] }\n"
+                                                                       "speculative-num = { choices = [8] }\n"
                                                                        "speculative-num-steps ="))
     result = run("validate", str(study))
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert f"error: {study}: search.cuda-graph-max-bs: ambiguous SGLang 0.5.23 option" in result.stderr
+    assert f"error: {study}: search.speculative-num: ambiguous SGLang 0.5.23 option" in result.stderr
     assert result.stdout == ""
 
 

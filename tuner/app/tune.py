@@ -45,7 +45,6 @@ from tuner.engine.storage import (
 )
 from tuner.engine.trial import ConfigTaken, TrialEvents, TrialRunner
 from tuner.sglang.launch import launch_command
-from tuner.sglang.options import load_option_table
 from tuner.study.hosts import hosts_of, spec_for_host
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -83,7 +82,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     n_trials = n_trials or spec.study.n_trials
     timeout_s = timeout_s if timeout_s is not None else spec.study.timeout_s
-    table = load_option_table(spec.study.sglang_version)
+    table = spec.option_table
     space = SearchSpace(spec, table)
     pareto = spec.objective.mode == "pareto"
     directions = ["maximize", "maximize"] if pareto else ["maximize"]

@@ -12,7 +12,6 @@ from tuner.engine.record import TrialRecord, measured_records
 from tuner.engine.storage import StorageUnavailable, redact, sqlite_unwritable
 from tuner.query.load import open_stored_study
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
-from tuner.sglang.options import load_option_table
 from tuner.study.file import load_study_file
 from tuner.study.space import Dimension, SearchSpace, SpaceSummary
 from tuner.study.spec import StudySpec
@@ -49,7 +48,7 @@ SIZE_SAMPLE = 20_000
 def validate_study(path: str) -> ValidationReport:
     """Load ``path`` (raises ``StudyFileError``) and describe the space it defines."""
     spec = load_study_file(path)
-    table = load_option_table(spec.study.sglang_version)
+    table = spec.option_table
     space = SearchSpace(spec, table)
     # Every point of a space up to this size; a random sample of a larger one (decoding costs ~0.2 ms a point,
     # and validate should answer in seconds).

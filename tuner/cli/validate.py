@@ -36,6 +36,9 @@ def command(study: str, plan: bool, check_target: bool) -> None:
     console.print(f"Stored: {escape(report.stored)}")
     for warning in report.stored_warnings:
         console.print(f"  warning: {escape(warning)}")
+    # Which SGLang's flags the file was checked against: without a target, a shipped table (docs/targets.md).
+    console.print(f"Option table: SGLang {spec.option_table.version} — "
+                  f"{escape(spec.table_note or '[study] sglang_version')}")
     table = Table(title="Search space")
     table.add_column("flag", no_wrap=True)
     table.add_column("Optuna parameter", no_wrap=True)

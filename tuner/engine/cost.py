@@ -32,7 +32,6 @@ from typing import Any, Literal
 from objectives.spec import BenchmarkSpec, PhaseSpec
 from tuner.engine.record import Outcome, TrialRecord
 from tuner.sglang.launch import ServerConfig
-from tuner.sglang.options import load_option_table
 from tuner.simulator.profile import load_profile
 from tuner.simulator.startup import startup_s
 from tuner.study.spec import StudySpec
@@ -118,7 +117,7 @@ def study_startup(spec: StudySpec) -> StartupModel:
     ready (a failure late in start-up, as the usual CUDA-graph capture out-of-memory is)."""
     chosen = getattr(spec.target.settings, "profile", None)
     profile = load_profile(chosen) if chosen else load_profile()
-    table = load_option_table(spec.study.sglang_version)
+    table = spec.option_table
 
     def model(config: ServerConfig, failed: bool) -> float:
         return startup_s(profile, config.argv(table))

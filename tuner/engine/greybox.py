@@ -91,7 +91,7 @@ _CACHE: dict[str, Candidates] = {}
 def candidates(space: SearchSpace, seed: int = 0) -> Candidates:
     """``Candidates`` of ``space`` (cached per space: the bench runs many studies on one)."""
     fingerprint = repr((space.spec.search, sorted(space.spec.server_flags.items()), space.spec.server_env,
-                        space.spec.hardware, space.spec.study.sglang_version))
+                        space.spec.hardware, space.table.version, space.table.fingerprint))
     if fingerprint not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.clear()

@@ -33,7 +33,7 @@ from tuner.engine.record import TrialRecord, best_of, measured_records
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
 from tuner.engine.trial import Measurer, TrialRunner
 from tuner.sglang.launch import ServerConfig
-from tuner.sglang.options import OptionTable, load_option_table
+from tuner.sglang.options import OptionTable
 from tuner.simulator import faults
 from tuner.simulator.config import InvalidServerArgs, resolve
 from tuner.simulator.ground_truth import expected_metrics
@@ -102,7 +102,7 @@ def evaluate_search(study: StudySpec | str | Path, landscape: Landscape | Measur
     (how plain random search is measured, tuner/engine/baseline.py)."""
     spec = study if isinstance(study, StudySpec) else load_study_file(study)
     spec = replace(spec, study=replace(spec.study, sampler=sampler or spec.study.sampler, seed=seed))
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    space = SearchSpace(spec, spec.option_table)
     pareto = spec.objective.mode == "pareto"
     storage = storage if storage is not None else optuna.storages.InMemoryStorage()
     optuna_study = optuna.create_study(
@@ -147,7 +147,7 @@ class MeasuredLandscape:
     def true_scores(self) -> dict[str, float]:
         """Config key → true score of every configuration that can be the answer."""
         if self._scores is None:
-            space = SearchSpace(self.spec, load_option_table(self.spec.study.sglang_version))
+            space = SearchSpace(self.spec, self.spec.option_table)
             self._scores = true_scores(space, self._truth or self.make_measurer(0))
         return self._scores
 
@@ -159,7 +159,7 @@ def simulator_landscape(spec: StudySpec, *, noise: float = 0.02, profile: str | 
     # Only a simulated target names a profile; any other study is evaluated on the default one.
     chosen = profile if profile is not None else getattr(spec.target.settings, "profile", None)
     loaded = chosen if isinstance(chosen, Profile) else load_profile(chosen) if chosen else load_profile()
-    table = load_option_table(spec.study.sglang_version)
+    table = spec.option_table
     return MeasuredLandscape(
         spec, lambda seed: OracleMeasurer(loaded, table, spec.benchmark, noise=noise, seed=seed),
         truth=OracleMeasurer(loaded, table, spec.benchmark, timed=False))

@@ -146,6 +146,11 @@ class StudyKey:
     def interrupted(number: int) -> str:
         return f"interrupted_{number}"
 
+    @staticmethod
+    def sglang_table(version: str, build: str) -> str:
+        """The option table a target's SGLang ``version`` (``build``) supplied (tuner/engine/tables.py)."""
+        return f"sglang_table:{version}:{build}"
+
 
 def write(trial: optuna.Trial, attrs: Mapping[str, Any]) -> None:
     """Store ``attrs`` on ``trial`` — the only way the engine writes a trial's record. An ``Outcome`` is stored

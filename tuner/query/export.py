@@ -16,7 +16,6 @@ from typing import Any, Literal
 from tuner.query.effective import changes, comment_lines
 from tuner.query.ranking import Ranking, TrialView
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
-from tuner.sglang.options import load_option_table
 from tuner.study.spec import StudySpec
 from tuner.targets.unit_file import render_dropin
 
@@ -31,7 +30,7 @@ def launch_for(spec: StudySpec, config: ServerConfig) -> LaunchCommand:
 
         target: Any = make_target(spec)  # constructing a target contacts nothing
         return target.launch(config)
-    return launch_command(SGLANG_LAUNCH, config, load_option_table(spec.study.sglang_version))
+    return launch_command(SGLANG_LAUNCH, config, spec.option_table)
 
 
 def export(spec: StudySpec, ranking: Ranking, trial: TrialView, fmt: Format) -> str:

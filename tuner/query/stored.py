@@ -16,13 +16,12 @@ def original_config(spec: StudySpec) -> ServerConfig:
     """The study's fixed flags plus its baseline, as the baseline trial ran them: decoded through the search
     space, so the flags SGLang's rules add (``--max-running-requests`` above SGLang's cap, the draft tokens topk=1
     implies) are there too. A baseline the rules reject (``validate`` reports it) is given as written."""
-    from tuner.sglang.options import load_option_table
     from tuner.study.space import SearchSpace
 
     plain = ServerConfig.build({**spec.server_flags, **spec.baseline}, spec.server_env)
     if not spec.search or not spec.baseline:
         return plain
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    space = SearchSpace(spec, spec.option_table)
     try:
         proposal = space.decode(space.encode(spec.baseline))
     except (KeyError, ValueError):  # a baseline value outside the search range: nothing to decode

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from tuner.sglang.options import (
-    DEFAULT_SGLANG_VERSION,
     AmbiguousOption,
     OptionSpec,
     OptionTable,
     UnknownOption,
     available_versions,
     load_option_table,
+    newest_version,
 )
 
 __all__ = [
-    "DEFAULT_SGLANG_VERSION",
     "AmbiguousOption",
     "OptionSpec",
     "OptionTable",
     "UnknownOption",
     "available_versions",
     "load_option_table",
+    "newest_version",
 ]

@@ -2,8 +2,9 @@
 
 The table is a dump of ``ServerArgs.add_cli_args`` (option strings, dest, type name, default, choices, nargs).
 From it we answer "is this a real flag, and is this a valid value for it?" and build an argparse parser that
-behaves like ``python -m sglang.launch_server``. Adding another SGLang version means dropping one more
-``data/sglang-X.Y.Z.json`` file beside the existing one: nothing else changes.
+behaves like ``python -m sglang.launch_server``. The files are generated from the real wheels by
+bench/sglang_versions/tables.py (never typed by hand): adding a release means running it, nothing else changes
+(docs/sglang-fidelity.md).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-DEFAULT_SGLANG_VERSION = "0.5.23"
+from packaging.version import Version
+
+from tuner.sglang import dump
 
 _DATA_PACKAGE = "tuner.sglang"
 _DATA_PREFIX = "sglang-"
@@ -37,6 +40,9 @@ class OptionSpec:
     choices: tuple[str, ...] | None
     nargs: int | str | None
     required: bool = False
+    #: SGLang marks this spelling deprecated (its parser still takes it); ``replaced_by`` names the successor.
+    deprecated: bool = False
+    replaced_by: str | None = None
 
     @property
     def name(self) -> str:
@@ -143,7 +149,11 @@ class OptionTable:
         self.version = version
         self.options: tuple[OptionSpec, ...] = tuple(options)
         self._by_opt: dict[str, OptionSpec] = {o: spec for spec in self.options for o in spec.opts}
-        self._by_dest: dict[str, OptionSpec] = {spec.dest: spec for spec in self.options}
+        self._by_dest: dict[str, OptionSpec] = {}
+        for spec in self.options:  # a deprecated alias shares its successor's dest: the successor names it
+            if spec.dest not in self._by_dest or self._by_dest[spec.dest].deprecated:
+                self._by_dest[spec.dest] = spec
+        self._fingerprint: str | None = None
 
     # ----- construction -------------------------------------------------------------------------------
     @classmethod
@@ -160,9 +170,43 @@ class OptionTable:
                     choices=tuple(str(c) for c in choices) if choices is not None else None,
                     nargs=row.get("nargs"),
                     required=bool(row.get("required", False)),
+                    deprecated=bool(row.get("deprecated", False)),
+                    replaced_by=row.get("replaced_by"),
                 )
             )
         return cls(str(data["sglang_version"]), options)
+
+    def to_json(self) -> dict[str, Any]:
+        """The table in the shipped data format (what ``from_json`` reads; tuner/sglang/dump.py writes it)."""
+        return {"sglang_version": self.version, "source": dump.SOURCE, "fingerprint": self.fingerprint,
+                "options": self._rows()}
+
+    def _rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for spec in self.options:
+            row: dict[str, Any] = {"opts": list(spec.opts), "dest": spec.dest, "type": spec.type_name,
+                                   "default": spec.default,
+                                   "choices": list(spec.choices) if spec.choices is not None else None,
+                                   "nargs": spec.nargs}
+            if spec.required:
+                row["required"] = True
+            if spec.deprecated:
+                row["deprecated"] = True
+            if spec.replaced_by:
+                row["replaced_by"] = spec.replaced_by
+            rows.append(row)
+        return rows
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the options (not of the version): two builds whose parsers agree have the same one."""
+        if self._fingerprint is None:
+            self._fingerprint = dump.fingerprint(self._rows())
+        return self._fingerprint
+
+    def is_deprecated(self, flag: str) -> bool:
+        spec = self._by_opt.get(normalize_flag(flag))
+        return spec is not None and spec.deprecated
 
     @classmethod
     def from_file(cls, path: Path) -> OptionTable:
@@ -172,6 +216,10 @@ class OptionTable:
     @property
     def option_strings(self) -> list[str]:
         return list(self._by_opt)
+
+    def by_option(self, flag: str) -> OptionSpec | None:
+        """The option ``flag`` names exactly (no abbreviation), or None."""
+        return self._by_opt.get(normalize_flag(flag))
 
     def by_dest(self, dest: str) -> OptionSpec | None:
         return self._by_dest.get(dest)
@@ -293,9 +341,16 @@ def available_versions() -> list[str]:
     return sorted(n[len(_DATA_PREFIX) : -len(".json")] for n in names)
 
 
+def newest_version() -> str:
+    """The newest release spectune ships a table for."""
+    return max(available_versions(), key=Version)
+
+
 @cache
-def load_option_table(version: str = DEFAULT_SGLANG_VERSION) -> OptionTable:
-    """The shipped option table of one SGLang version (cached: the file is ~150 KB)."""
+def load_option_table(version: str | None = None) -> OptionTable:
+    """The shipped option table of one SGLang version (None: the newest shipped; cached: a file is ~100 KB).
+    Exact versions only: ``tuner.sglang.versions.table_for`` finds the nearest shipped table of any release."""
+    version = version or newest_version()
     path = resources.files(_DATA_PACKAGE).joinpath("data", f"{_DATA_PREFIX}{version}.json")
     if not path.is_file():
         known = ", ".join(available_versions())

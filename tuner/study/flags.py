@@ -11,17 +11,13 @@ import math
 import re
 from typing import Any
 
+from tuner.sglang import versions
 from tuner.sglang.launch import FlagValue
 from tuner.sglang.options import AmbiguousOption, OptionSpec, OptionTable, UnknownOption, normalize_flag
 from tuner.study.models import ENV_NAME_PATTERN, SearchParam, ServerSection
 from tuner.study.problems import Problems
 from tuner.study.spec import SPECULATION_OFF, ParamSpec, StudySpec
 
-#: Options whose old names became ambiguous in SGLang 0.5.20+; the fix we suggest.
-RENAMED_OPTIONS = {
-    "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
-    "--cuda-graph-bs": "--cuda-graph-bs-decode",
-}
 #: The target decides where the server listens; a study cannot override it per trial.
 TARGET_OWNED_OPTIONS = ("--host", "--port")
 #: A range with more grid points than this is a typo'd step, not a search space (and would stall enumeration).
@@ -42,22 +38,27 @@ SEMANTIC_BOUNDS: dict[str, tuple[float, float, bool]] = {
 
 
 def _resolve_flag(problems: Problems, key: str, flag: str, table: OptionTable) -> OptionSpec | None:
-    """The option a study-file key names; unknown, ambiguous and abbreviated names are problems."""
+    """The option a study-file key names; unknown, ambiguous and abbreviated names are problems.
+
+    A setting SGLang renamed is found under the name this table's release gives it (``--cuda-graph-max-bs``
+    in 0.5.10 and older, ``--cuda-graph-max-bs-decode`` from 0.5.14): a study file may use either name and
+    runs on every release that has the setting. The renames come from SGLang's own parsers (tuner.sglang.versions).
+    """
+    spelled = versions.spelling_in(flag, table)
+    if spelled is not None:
+        flag = spelled
     try:
         spec = table.lookup(flag)
     except AmbiguousOption as exc:
-        hint = RENAMED_OPTIONS.get(exc.flag)
-        fix = f"use {hint}" if hint else f"use the full name: one of {', '.join(exc.matches)}"
         problems.add(key, f"ambiguous SGLang {table.version} option {exc.flag} (could match "
-                     f"{', '.join(exc.matches)}); {fix}")
+                     f"{', '.join(exc.matches)}); use the full name: one of {', '.join(exc.matches)}")
         return None
     except UnknownOption as exc:
         prefixed = [o for o in exc.suggestions if o.startswith(exc.flag)]
         if prefixed:
             problems.add(key, f"{exc.flag} is an abbreviation; write the full option name {prefixed[0]}")
         else:
-            hint = f" (did you mean {', '.join(exc.suggestions)}?)" if exc.suggestions else ""
-            problems.add(key, f"unknown SGLang {table.version} option {exc.flag}{hint}")
+            problems.add(key, _unknown(exc, table))
         return None
     if spec.name in TARGET_OWNED_OPTIONS:
         problems.add(key, f"{spec.name} is set by the target; use [target] "
@@ -66,8 +67,19 @@ def _resolve_flag(problems: Problems, key: str, flag: str, table: OptionTable) -
     return spec
 
 
+def _unknown(exc: UnknownOption, table: OptionTable) -> str:
+    """An option this release lacks: the releases that have it (or a close spelling) say which to run."""
+    having = [r for s in versions.same_setting(exc.flag) for r in versions.releases_with(s)]
+    if having:
+        return (f"{exc.flag} does not exist in SGLang {table.version} (SGLang releases with it: "
+                f"{versions.describe(having)})")
+    hint = f" (did you mean {', '.join(exc.suggestions)}?)" if exc.suggestions else ""
+    return f"unknown SGLang {table.version} option {exc.flag}{hint}"
+
+
 def _semantic_problem(spec: OptionSpec, value: Any) -> str | None:
-    bounds = SEMANTIC_BOUNDS.get(spec.name)
+    spellings = [s for opt in spec.opts for s in versions.same_setting(opt)]  # aliases and renames alike
+    bounds = next((SEMANTIC_BOUNDS[s] for s in spellings if s in SEMANTIC_BOUNDS), None)
     if bounds is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
     low, high, inclusive = bounds
@@ -75,6 +87,18 @@ def _semantic_problem(spec: OptionSpec, value: Any) -> str | None:
         lo_txt = f"{'≥' if inclusive else '>'} {low}"
         return f"{spec.name} must be {lo_txt} and ≤ {high}, not {value}"
     return None
+
+
+def _value_problem(table: OptionTable, spec: OptionSpec, value: Any) -> str | None:
+    """``table.check_value``, naming the releases that accept a choice this one lacks (``fa4``, ``trtllm_mha``)."""
+    problem = table.check_value(spec, value)
+    if problem is None or spec.choices is None or isinstance(value, list | dict | bool):
+        return problem
+    accepting = versions.releases_accepting(spec.name, str(value))
+    if accepting and str(value) not in spec.choices:
+        return (f"{spec.name} does not accept {value!r} in SGLang {table.version} (SGLang releases that do: "
+                f"{versions.describe(accepting)})")
+    return problem
 
 
 def server(problems: Problems, section: ServerSection, table: OptionTable) -> tuple[dict[str, FlagValue],
@@ -89,7 +113,7 @@ def server(problems: Problems, section: ServerSection, table: OptionTable) -> tu
         if spec.name in flags:
             problems.add(where, f"{spec.name} is given twice (aliases name the same option)")
             continue
-        problem = _not_finite(value) or table.check_value(spec, value) or _semantic_problem(spec, value)
+        problem = _not_finite(value) or _value_problem(table, spec, value) or _semantic_problem(spec, value)
         if problem:
             problems.add(where, problem)
             continue
@@ -149,7 +173,7 @@ def _param(problems: Problems, where: str, spec: OptionSpec, value: SearchParam,
         for choice in choices:
             if spec.name == "--speculative-algorithm" and choice == SPECULATION_OFF:
                 continue
-            problem = _not_finite(choice) or table.check_value(spec, choice) or _semantic_problem(spec, choice)
+            problem = _not_finite(choice) or _value_problem(table, spec, choice) or _semantic_problem(spec, choice)
             if problem:
                 problems.add(f"{where}.choices", problem)
                 ok = False
@@ -211,7 +235,7 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
             problems.add(where, f"{spec.name} is not tuned in [search]; fixed flags belong in [server.flags]")
             continue
         if not (spec.name == "--speculative-algorithm" and value == SPECULATION_OFF):
-            problem = _not_finite(value) or table.check_value(spec, value)
+            problem = _not_finite(value) or _value_problem(table, spec, value)
             if problem:
                 problems.add(where, problem)
                 continue

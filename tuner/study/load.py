@@ -23,8 +23,9 @@ from pydantic_core import ErrorDetails
 
 from tuner.core.errors import StudyFileError
 from tuner.core.fields import did_you_mean
+from tuner.sglang import versions
 from tuner.sglang.hardware import Hardware
-from tuner.sglang.options import load_option_table
+from tuner.sglang.options import OptionTable
 from tuner.study import flags
 from tuner.study.models import (
     MISSING_SECTION,
@@ -57,8 +58,12 @@ MAX_FILE_BYTES = 8 * 1_048_576
 MAX_MAGNITUDE = 1e18
 
 
-def load_study_file(path: str | Path) -> StudySpec:
-    """Read and validate ``path``; raise ``StudyFileError`` listing every problem."""
+def load_study_file(path: str | Path, table: OptionTable | None = None) -> StudySpec:
+    """Read and validate ``path``; raise ``StudyFileError`` listing every problem.
+
+    SGLang flags are checked against ``table`` — the target's own SGLang's, read at preflight
+    (tuner.study.compat) — or, without one, the shipped table of ``[study] sglang_version`` (the nearest
+    shipped one; the newest when it is not set), which ``spec.table_note`` then names."""
     path = Path(path)
     problems = Problems(path)
     if not path.exists():
@@ -99,7 +104,10 @@ def load_study_file(path: str | Path) -> StudySpec:
 
     # What later checks need falls back to defaults, so one broken section does not hide problems elsewhere.
     settings = (study or StudySection(name=path.stem)).to_settings(path)
-    table = load_option_table(settings.sglang_version)
+    note = None
+    if table is None:
+        choice = versions.table_for(settings.sglang_version)
+        table, note = choice.table, choice.note
     server_flags, server_env = flags.server(problems, server or ServerSection(), table)
     params = flags.search(problems, search, table, server_flags) if search is not None else ()
     baseline_flags = flags.baseline(problems, baseline or {}, table, params)
@@ -120,7 +128,8 @@ def load_study_file(path: str | Path) -> StudySpec:
                         known.compute_capability)
     spec = StudySpec(path=path, study=settings, target=TargetSpec(target), server_flags=server_flags,
                      server_env=server_env, search=params, baseline=baseline_flags, benchmark=benchmark_spec,
-                     objective=objective_spec, finish=finish.deploy, hardware=hardware)
+                     objective=objective_spec, finish=finish.deploy, hardware=hardware, table=table,
+                     table_note=note)
     flags.check_space_is_feasible(problems, spec, table)
     if problems:
         raise StudyFileError(problems.lines)

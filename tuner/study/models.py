@@ -22,7 +22,7 @@ from objectives.prompts import WorkloadError, parse_jsonl
 from objectives.spec import Api, BenchmarkSpec, PhaseSpec, WorkloadSpec
 from tuner.core.extras import gp_available
 from tuner.core.fields import FileModel, Number, PositiveDuration, base_dir, resolve_path
-from tuner.sglang.options import DEFAULT_SGLANG_VERSION, available_versions
+from tuner.sglang import versions
 from tuner.study.spec import FinishAction, SamplerName, StudySettings
 from tuner.targets.registry import TARGETS
 from tuner.targets.settings import TargetSettings
@@ -64,9 +64,13 @@ class StudySection(FileModel):
         "Optuna sampler: auto (the grey-box sampler: models of accept length, speed and feasibility; no PyTorch), "
         "greybox, tpe, random or gp (needs PyTorch)."))
     seed: Seed | None = Field(None, description="The sampler's seed, for a reproducible sequence of trials.")
-    sglang_version: str = Field(DEFAULT_SGLANG_VERSION, description=(
-        "The SGLang release whose option table checks flag names and values."),
-        json_schema_extra={"enum": list[Any](available_versions())})
+    sglang_version: str | None = Field(None, description=(
+        "The SGLang release the study is written for (e.g. \"0.5.20\"). Optional: the target's own SGLang "
+        "supplies the option table at preflight; this release's table (or the nearest shipped one) checks flag "
+        "names and values before then (`spectune validate`). A target running another release gets one line "
+        "saying so, and a refusal only for a flag or value that release lacks. The shipped tables: "
+        "docs/sglang-fidelity.md."),
+        json_schema_extra={"pattern": r"^\d+(\.\d+)*([.-]?(a|b|rc|post|dev)\d*)*(\+[\w.]+)?$"})
     heartbeat_interval: PositiveDuration = Field(StudySettings.heartbeat_interval_s, description=(
         "How often a worker on a server database beats (rounded up to whole seconds)."))
     heartbeat_grace: PositiveDuration | None = Field(None, description=(
@@ -94,9 +98,17 @@ class StudySection(FileModel):
 
     @field_validator("sglang_version")
     @classmethod
-    def _shipped_version(cls, value: str) -> str:
-        if value not in available_versions():
-            raise ValueError(f"no option table for SGLang {value} (shipped: {', '.join(available_versions())})")
+    def _known_release(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            key = versions.release_key(value)
+        except LookupError as exc:
+            raise ValueError(str(exc)) from None
+        oldest = versions.shipped()[0]
+        if key < versions.release_key(oldest):
+            raise ValueError(f"no option table for SGLang {value}: spectune knows SGLang {oldest} and newer "
+                             f"(shipped tables: {versions.describe(versions.shipped())})")
         return value
 
     @field_validator("sampler")
@@ -207,7 +219,7 @@ class ServerSection(FileModel):
 
     flags: dict[str, FlagValueField] = Field(default_factory=dict, description=(
         "Fixed SGLang flags, named without the leading -- (e.g. model-path = \"Qwen/...\", tp-size = 4); "
-        "checked against the option table of sglang_version."))
+        "checked against the target SGLang's option table (offline: the shipped table of sglang_version)."))
     env: dict[str, EnvValue] = Field(default_factory=dict, description="Environment variables of the server.",
                                      json_schema_extra={"propertyNames": {"pattern": ENV_NAME_PATTERN}})
     model_architecture: str | None = Field(None, description=(

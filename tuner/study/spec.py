@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from objectives.spec import BenchmarkSpec, ConstraintSpec
+from tuner.sglang import versions
 from tuner.sglang.hardware import UNKNOWN, Hardware
 from tuner.sglang.launch import FlagValue
+from tuner.sglang.options import OptionTable
 
 if TYPE_CHECKING:
     # Only for annotations: tuner.targets imports this module.
@@ -33,7 +35,8 @@ class StudySettings:
     timeout_s: float | None
     sampler: SamplerName
     seed: int | None
-    sglang_version: str
+    #: ``[study] sglang_version``: the release the study was written for, or None (whatever the target runs).
+    sglang_version: str | None
     #: Optuna's RDB heartbeat (server databases only): a worker silent for ``heartbeat_grace_s`` is dead — its
     #: trial is re-run by another worker and its host lease can be taken over.
     heartbeat_interval_s: int = 60
@@ -101,6 +104,16 @@ class StudySpec:
     #: What SGLang reads besides the command line (``[server] model_architecture``, ``[target] gpu`` /
     #: ``compute_capability``, or the simulator's profile); unknown parts are left to SGLang, never guessed.
     hardware: Hardware = UNKNOWN
+    #: The option table the flags were checked against (names, values): the shipped table nearest
+    #: ``sglang_version`` when loaded, the target's own once preflight has read it (tuner.study.compat).
+    table: OptionTable | None = None
+    #: One line on which table that is when it is not the named release's own (``spectune validate`` says it).
+    table_note: str | None = None
+
+    @property
+    def option_table(self) -> OptionTable:
+        """The table to check and render this study's flags with (``table``, else the nearest shipped one)."""
+        return self.table if self.table is not None else versions.table_for(self.study.sglang_version).table
 
     @property
     def max_concurrency(self) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tuner.sglang.options import load_option_table
 from tuner.study.spec import StudySpec
 from tuner.targets.base import Target
 from tuner.targets.settings import Placement
@@ -14,4 +13,4 @@ def placement_of(spec: StudySpec) -> Placement:
 
 def make_target(spec: StudySpec) -> Target:
     """The target ``spec`` describes. Nothing is contacted until the first call on it."""
-    return spec.target.settings.make_target(placement_of(spec), load_option_table(spec.study.sglang_version))
+    return spec.target.settings.make_target(placement_of(spec), spec.option_table)
