@@ -24,7 +24,6 @@ from tuner.app.validate import ValidationReport
 from tuner.engine.confirm import DEFAULT_REPEATS, DEFAULT_TOP
 from tuner.engine.cost import phase_seconds
 from tuner.engine.record import TrialRecord
-from tuner.sglang.options import load_option_table
 from tuner.study.hosts import spec_for_host
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -113,7 +112,7 @@ def check_target(spec: StudySpec) -> tuple[str, ...]:
     ``TargetUnavailable`` (exit 3) at the first host that cannot be used, ``DeployFailed`` for options it lacks.
     On the first host, the space's configurations are also counted by what its SGLang runs."""
     lines: list[str] = []
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    space = SearchSpace(spec, spec.option_table)
     for index, host in enumerate(spec.target.hosts or (None,)):
         target = make_target(spec if host is None else spec_for_host(spec, host))
         try:

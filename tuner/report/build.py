@@ -136,7 +136,7 @@ def _sglang_text(stored: StoredStudy) -> str:
     installed = stored.study.user_attrs.get(StudyKey.SGLANG_VERSION)
     if installed:
         return f"{installed}, installed on the target: it judged each configuration before it was deployed"
-    return (f"{stored.spec.study.sglang_version}'s option table; SGLang was not asked (not importable on the "
+    return (f"{stored.spec.option_table.version}'s option table; SGLang was not asked (not importable on the "
             "target): spectune's rules judged the configurations")
 
 
