@@ -47,45 +47,38 @@ def _fake_models(root: Path) -> dict[str, str]:
     return paths
 
 
+def _resolver_script() -> Any:
+    """tuner/targets/resolver_script.py loaded by path: the GPU is described to SGLang exactly as the resolver
+    does it on a target (this file runs under the wheel's venv, where spectune is not installed)."""
+    import importlib.util
+
+    path = HERE.parents[1] / "tuner" / "targets" / "resolver_script.py"
+    spec = importlib.util.spec_from_file_location("spectune_resolver_script", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _fake_gpu(gpu: str) -> str:
-    """Make SGLang believe it runs on ``gpu``; the seam used, as the fixture records it.
+    """Make SGLang believe it runs on ``gpu`` through the resolver's own seams; which ones this release has.
 
-    Every release reads ``torch.cuda`` (faked here) and its own ``get_nvgpu_memory_capacity`` (patched in
-    ``sglang.srt.utils.common``, or ``sglang.srt.utils`` in 0.5.3 and older, where it is one module). From 0.5.20
-    SGLang caches what it probes in a platform record: ``sglang.srt.runtime_context.override_platform`` sets
-    it. Older releases (no ``override_platform``) ask torch.cuda each time, through their ``is_sm90_supported``
-    and kin, so the torch.cuda answers are the whole seam there; their lru-cached probes are cleared after.
+    ``present`` patches ``torch.cuda`` before SGLang is imported (every release reads it; up to 0.5.20 once, at
+    import); ``present_sglang`` patches SGLang's memory probe (``sglang.srt.utils.common``, or ``sglang.srt.utils``
+    in 0.5.3 and older) and, from 0.5.20, installs SGLang's own ``override_platform``. flashinfer only ships CUDA
+    builds; on a GPU host it is installed, so it is stood in for here like ``sgl_kernel``.
     """
-    import stubs  # noqa: F401  (kernel packages that only exist for CUDA: import stand-ins)
-    import torch
+    import stubs
 
+    stubs.STUB_ROOTS = (*stubs.STUB_ROOTS, "flashinfer")
+    script = _resolver_script()
     (major, minor), name, mem_mb = GPUS[gpu]["capability"], GPUS[gpu]["name"], GPUS[gpu]["memory_mb"]
-    torch.cuda.is_available = lambda: True  # type: ignore[assignment]
-    torch.version.cuda = "12.9"  # type: ignore[misc]
-    torch.cuda.device_count = lambda: 8  # type: ignore[assignment]
-    torch.cuda.get_device_capability = lambda *a, **k: (major, minor)  # type: ignore[assignment]
-    torch.cuda.get_device_name = lambda *a, **k: name  # type: ignore[assignment]
-    try:
-        from sglang.srt.utils import common
-    except ImportError:  # 0.5.3 and older: sglang/srt/utils.py
-        import sglang.srt.utils as common  # type: ignore[no-redef]
+    rows = [(name, major, minor, int(mem_mb))] * 8
+    seams: list[str] = script.present(rows)
+    import sglang  # noqa: F401  (present_sglang patches modules of the imported package)
 
-    common.get_nvgpu_memory_capacity = lambda: mem_mb
-    for value in list(vars(common).values()):
-        if callable(getattr(value, "cache_clear", None)):
-            value.cache_clear()  # probes an earlier import cached before torch.cuda answered
-    try:
-        from sglang.srt.runtime_context import override_platform
-    except ImportError:
-        return "torch.cuda"
-    override_platform(
-        is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
-        is_sm90=(major, minor) == (9, 0), is_sm100=major == 10, is_sm100_or_sm110=major in (10, 11),
-        is_sm110=major == 11, is_sm120=major == 12, is_blackwell=major in (10, 11, 12),
-        is_hopper_with_cuda_12_3=major == 9, has_amx=False, has_flashinfer=True,
-        device_sm=major * 10 + minor, device_capability=(major, minor),
-    ).install()
-    return "override_platform"
+    script.present_sglang(rows, seams)
+    return " + ".join(seams)
 
 
 def _effective(server_args: Any) -> dict[str, Any]:

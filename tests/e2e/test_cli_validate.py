@@ -75,3 +75,16 @@ def test_help_on_every_command(command: list[str]) -> None:
 def test_version() -> None:
     result = run("--version")
     assert result.returncode == 0 and "spectune, version" in result.stdout
+
+
+def test_validate_names_the_nearest_shipped_table_and_maps_the_renamed_graph_flag(tmp_path: Path) -> None:
+    """A release without a table of its own is checked against the nearest older one, and validate says so; the
+    example's --cuda-graph-max-bs-decode is written as that release spells it."""
+    study = tmp_path / "old.toml"
+    text = (STUDIES / "simulated.toml").read_text()
+    study.write_text(text.replace("seed = 7", 'seed = 7\nsglang_version = "0.5.11"'))
+    result = run("validate", str(study))
+    assert result.returncode == 0, result.stderr
+    assert "Option table: SGLang 0.5.10 — no option table ships for SGLang 0.5.11: checking flags against SGLang " \
+           "0.5.10's (the nearest shipped" in " ".join(result.stdout.split())  # rich wraps the line
+    assert "--cuda-graph-max-bs " in result.stdout and "--cuda-graph-max-bs-decode" not in result.stdout
