@@ -19,8 +19,9 @@ from tuner.targets.base import FailureCause
 
 RUN = os.getpid()
 #: Keyed on flags the study searches: mem-fraction-static 0.84 gives wrong text, steps 5 runs out of memory at
-#: C=64 (the memory model's headroom, not a fixed batch), steps 4 hangs after the C=1 phase, steps 2 answers 500
-#: with more than 8 requests in flight. The baseline (steps 3, 0.86) and steps 3 at 0.88 are sound.
+#: C=64 (the memory model's headroom, not a fixed batch), steps 4 hangs after 7 requests (the output check's 4
+#: and the C=1 phase's 3), steps 2 answers 500 with more than 8 requests in flight. The baseline (steps 3, 0.86)
+#: and steps 3 at 0.88 are sound.
 FAULTS = """
 [[faults]]
 kind = "wrong-output"
@@ -35,7 +36,7 @@ gb_per_token = 0.1
 [[faults]]
 kind = "hang"
 when = { speculative_num_steps = 4 }
-after_requests = 3
+after_requests = 7
 
 [[faults]]
 kind = "server-errors"
@@ -56,7 +57,7 @@ def faulty_study(tmp_path: Path, name: str, n_trials: int) -> Path:
     text = re.sub(r"\[search\].*?\n\n", SEARCH + "\n", text, flags=re.S)
     text = re.sub(r"\[baseline\].*?\n\n", "[baseline]\nspeculative-num-steps = 3\nmem-fraction-static = 0.86\n\n",
                   text, flags=re.S)
-    text = text.replace('max_tokens = 64', 'max_tokens = 64\nrequest_timeout = "4s"')
+    text = text.replace('max_tokens = 64', 'max_tokens = 64\nrequest_timeout = "2s"')
     study.write_text(text)
     return study
 
@@ -72,15 +73,30 @@ def test_every_failure_class_is_stored_shown_and_never_wins(tmp_path: Path) -> N
     stored = records(study)
     failed = {r.number: r for r in stored if r.outcome is Outcome.RUN_FAILED}
     classes = {r.failure_class for r in failed.values()}
-    assert {"crashed-under-load", "hung"} <= classes, [(r.number, r.outcome, r.failure) for r in stored]
+    assert {"crashed-under-load", "hung", "wrong-output"} <= classes, [(r.number, r.failure) for r in stored]
+    reference = study.user_attrs[StudyKey.OUTPUT_REFERENCE]
+    assert reference["trial"] == 0 and reference["floor"] == 1.0  # the simulator is deterministic
     for record in failed.values():
-        assert not record.feasible and record.failure and record.run_failure
+        assert not record.feasible and record.failure
+        assert record.run_failure or record.output_check  # the evidence: the phase and exit, or the outputs
         steps = record.config.flag_dict["--speculative-num-steps"] if record.config else None
         if record.failure_cause is FailureCause.DECODE_OOM:
             assert steps == 5 and "OutOfMemoryError" in (record.log_tail or "")
             assert record.run_failure["exit"] and record.run_failure["concurrency"] == 64
         if record.failure_class == "hung":
             assert steps == 4 and record.failure_cause is FailureCause.HANG
+        if record.failure_class == "wrong-output":
+            mem = record.config.flag_dict["--mem-fraction-static"] if record.config else None
+            assert mem == 0.84 and record.failure_cause is FailureCause.WRONG_OUTPUT and not record.metrics
+            check = record.output_check or {}
+            assert check["result"] == "wrong-output" and check["prefix_fraction"] < check["threshold"]
+            assert check["example"]["reference"] != check["example"]["output"]
+            shown = subprocess.run([*spectune_command(), "trial", str(record.number), str(study_file)],
+                                   capture_output=True, text=True, cwd=tmp_path, timeout=60).stdout
+            assert "output check: wrong-output" in shown and "reference:" in shown and "this trial:" in shown
+    sound = [r for r in stored if r.outcome is Outcome.MEASURED]
+    assert all((r.output_check or {}).get("result") in ("ok", "reference") for r in sound)
+    assert all(r.timings["output_check_s"] < r.timings["benchmark_s"] for r in sound)
     # never the winner, never re-deployed in confirmation
     confirmation = study.user_attrs.get(StudyKey.CONFIRMATION) or {}
     assert not set(confirmation.get("order") or []) & set(failed)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from objectives.phase import PhaseProgress, ProgressCallback
+from objectives.probe import ProbeOutput, probe_outputs
 from objectives.runner import run_phase
 from objectives.spec import BenchmarkSpec
 from tuner.core import interrupts
@@ -93,6 +94,13 @@ class TargetMeasurer:
                 metrics.update(failure.to_metrics())
                 metrics["log_tail"] = self.target.log_tail(80)
         return metrics
+
+    def outputs(self, count: int, max_tokens: int, *, concurrent: bool = True) -> tuple[ProbeOutput, ...]:
+        """The output check's greedy probe on the deployed server (objectives/probe.py)."""
+        assert self.deployment is not None, "outputs() before deploy()"
+        interrupts.check()
+        return probe_outputs(self.deployment.base_url, self.benchmark.workload, count, max_tokens,
+                             concurrent=concurrent)
 
     def _run_failure(self, metrics: Mapping[str, Any], concurrency: int) -> runcheck.RunFailure | None:
         """A crash, hang or burst of server errors in this phase (tuner/engine/runcheck.py), or None."""

@@ -22,6 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from objectives.scoring import STARTED_KEY, VALID_KEY, Scorer, constraint_values, is_feasible, phase_value
 from tuner.core.interrupts import defer_from_here
+from tuner.engine.output_check import check_outputs
 from tuner.engine.record import (
     DEPLOY_FACTS,
     REUSED,
@@ -184,6 +185,16 @@ class TrialRunner:
         if facts.get(Key.EFFECTIVE):  # the target's own SGLang resolved it (tuner/targets/resolver.py): its word
             attrs[Key.EFFECTIVE] = dict(facts[Key.EFFECTIVE])
         timings = dict(facts.get(Key.TIMINGS, {}))
+        checked = check_outputs(trial.study, trial, self.spec.check, self.measurer,
+                                self.spec.benchmark.workload.temperature)
+        if checked is not None:
+            attrs[Key.OUTPUT_CHECK] = checked.record
+            timings["output_check_s"] = checked.seconds
+        if checked is not None and checked.failure is not None:
+            attrs[Key.TIMINGS] = timings
+            return self._finish(trial, attrs, Outcome.RUN_FAILED, {STARTED_KEY: 1.0}, metrics=None, counts=True,
+                                extra={Key.FAILURE_CLASS: "wrong-output", Key.FAILURE_CAUSE: "wrong-output",
+                                       Key.FAILURE: checked.failure})
         bench_started = time.monotonic()
         metrics: dict[int, dict[str, Any]] = {}
         phases = self.spec.benchmark.phases

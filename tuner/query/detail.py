@@ -65,6 +65,8 @@ def as_dict(view: TrialView, *, is_best: bool, weights: str) -> dict[str, Any]:
         "violations": dict(view.violations), "duplicate_of": r.duplicate_of, "reason": r.reason,
         "rejected_by": str(r.rejected_by) if r.rejected_by else None,
         "failure_class": r.failure_class or view.failure, "failure": r.failure, "log": r.log, "log_tail": r.log_tail,
+        "failure_cause": str(r.failure_cause) if r.failure_cause else None, "run_failure": r.run_failure,
+        "output_check": r.output_check,
     }
 
 
@@ -105,12 +107,39 @@ def render(d: Mapping[str, Any]) -> str:
         cls = d["failure_class"] or "?"
         message = (d["failure"] or "").removeprefix(f"{cls}: ")  # DeployFailed's text starts with its class
         lines.append(f"failure: {cls}" + (f": {message}" if message else ""))
+        if d.get("failure_cause"):
+            lines.append(f"  cause: {d['failure_cause']}")
+    lines += output_check_lines(d.get("output_check"))
     if d["log"]:
         lines.append(f"server log: {d['log']}")
     if d["log_tail"]:
         tail = d["log_tail"].rstrip().splitlines()[-TAIL_LINES:]
         lines += [f"log tail (last {len(tail)} lines):", *(f"  | {truncate(t, LINE_CHARS)}" for t in tail)]
     return "\n".join(lines) + "\n"
+
+
+def output_check_lines(check: Mapping[str, Any] | None) -> list[str]:
+    """The output check as ``trial N`` shows it: its result, statistic against threshold, and one example."""
+    if not check:
+        return []
+    result = check.get("result")
+    if result == "off":
+        return [f"output check: off ({check.get('reason')})"]
+    if result in ("unchecked", "reference"):
+        why = check.get("why") or (f"the reference; noise floor {check.get('floor', 0):.2f} (its own prompts at "
+                                   f"once vs one at a time), threshold {check.get('threshold', 0):.2f}")
+        return [f"output check: {result}: {why}"]
+    lines = [f"output check: {result}: mean common-prefix fraction {check.get('prefix_fraction', 0):.2f} vs trial "
+             f"{check.get('reference_trial')} over {check.get('compared')} prompts at temperature 0 (threshold "
+             f"{check.get('threshold', 0):.2f} = half the noise floor {check.get('floor', 0):.2f}; exact matches "
+             f"{check.get('exact_rate', 0):.0%})"]
+    example = check.get("example")
+    if example and result != "ok":
+        lines += [f"  e.g. prompt …{truncate(str(example.get('prompt', '')), 60)!r}, from character "
+                  f"{example.get('position')} (after …{example.get('agreed', '')!r}):",
+                  f"    reference: {example.get('reference', '')!r}",
+                  f"    this trial: {example.get('output', '')!r}"]
+    return lines
 
 
 def _flags(title: str, flags: Mapping[str, Any]) -> list[str]:

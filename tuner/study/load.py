@@ -27,6 +27,7 @@ from tuner.sglang import versions
 from tuner.sglang.hardware import Hardware
 from tuner.sglang.options import OptionTable
 from tuner.study import flags
+from tuner.study.checks import CheckSection
 from tuner.study.models import (
     MISSING_SECTION,
     BenchmarkSection,
@@ -101,6 +102,9 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     benchmark = _section(problems, raw, "benchmark", BenchmarkSection, context)
     objective_section = _section(problems, raw, "objective", ObjectiveSection, context)
     finish = _section(problems, raw, "finish", FinishSection, context)
+    check = _section(problems, raw, "check", CheckSection, context)
+    for key, problem in (check.check() if check is not None else ()):
+        problems.add(f"check.{key}", problem)
 
     # What later checks need falls back to defaults, so one broken section does not hide problems elsewhere.
     settings = (study or StudySection(name=path.stem)).to_settings(path)
@@ -129,7 +133,7 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     spec = StudySpec(path=path, study=settings, target=TargetSpec(target), server_flags=server_flags,
                      server_env=server_env, search=params, baseline=baseline_flags, benchmark=benchmark_spec,
                      objective=objective_spec, finish=finish.deploy, hardware=hardware, table=table,
-                     table_note=note)
+                     table_note=note, check=(check or CheckSection()).to_spec())
     flags.check_space_is_feasible(problems, spec, table)
     if problems:
         raise StudyFileError(problems.lines)

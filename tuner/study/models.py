@@ -23,6 +23,7 @@ from objectives.spec import Api, BenchmarkSpec, PhaseSpec, WorkloadSpec
 from tuner.core.extras import gp_available
 from tuner.core.fields import FileModel, Number, PositiveDuration, base_dir, resolve_path
 from tuner.sglang import versions
+from tuner.study.checks import CheckSection
 from tuner.study.spec import FinishAction, SamplerName, StudySettings
 from tuner.targets.registry import TARGETS
 from tuner.targets.settings import TargetSettings
@@ -385,6 +386,8 @@ class StudyFile(FileModel):
     benchmark: BenchmarkSection = Field(default_factory=BenchmarkSection, description="What every trial sends.")
     objective: ObjectiveSection = Field(default_factory=ObjectiveSection, description="How trials are scored.")
     finish: FinishSection = Field(default_factory=FinishSection, description="What runs when the study ends.")
+    check: CheckSection = Field(default_factory=CheckSection, description=(
+        "Checks besides speed: outputs unchanged at temperature 0 (on by default)."))
 
 
 #: What a missing required section lacks, in the words of its error line.

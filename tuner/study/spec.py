@@ -90,6 +90,16 @@ class ObjectiveSpec:
 
 
 @dataclass(frozen=True)
+class OutputCheckSpec:
+    """``[check]``: the output check (tuner/engine/outputs.py). ``reason``: why it is off, when it is."""
+
+    outputs: bool = True
+    reason: str | None = None
+    prompts: int = 4
+    max_tokens: int = 32
+
+
+@dataclass(frozen=True)
 class StudySpec:
     path: Path
     study: StudySettings
@@ -109,6 +119,7 @@ class StudySpec:
     table: OptionTable | None = None
     #: One line on which table that is when it is not the named release's own (``spectune validate`` says it).
     table_note: str | None = None
+    check: OutputCheckSpec = OutputCheckSpec()
 
     @property
     def option_table(self) -> OptionTable:
