@@ -12,6 +12,7 @@ from pathlib import Path
 from tuner.engine.confirm import Verdict
 from tuner.engine.record import TrialRecord
 from tuner.engine.storage import redact
+from tuner.query.caveats import collapse_caveats
 from tuner.query.comparison import comparison_table
 from tuner.study.spec import StudySpec
 
@@ -67,6 +68,7 @@ def summary_lines(spec: StudySpec, baseline: TrialRecord | None, best: TrialReco
     if best is not None:
         lines += best_lines(best, baseline, verdict)
         lines += comparison_table(baseline, best)
+        lines += collapse_caveats(baseline, best, spec.objective.weights)
     lines.append(finish_text(spec, best))
     lines.append(f"database: {redact(where.storage)} (run the same command to resume; `spectune trials "
                  f"{spec.path}` lists every trial)")

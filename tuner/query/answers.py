@@ -14,6 +14,7 @@ from pathlib import Path
 from objectives.confidence import Interval
 from tuner.engine.confirm import RULE
 from tuner.engine.record import Outcome
+from tuner.query.caveats import collapse_caveats
 from tuner.query.effective import changes
 from tuner.query.export import Format, export
 from tuner.query.load import StoredStudy, StudyNotFound, open_stored_study
@@ -80,6 +81,8 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
     # The command stays as deployed (what SGLang was given); what SGLang runs differently is said beside it.
     notes += [f"SGLang runs trial {winner.number} with: {c.text()}"
               for c in changes(winner.config, winner.record.effective)]
+    baseline = next((t.record for t in measured if t.record.baseline), None)
+    notes += collapse_caveats(baseline, winner.record, ranking.weights)
     return Answer(export(stored.spec, ranking, winner, fmt), tuple(notes))
 
 

@@ -16,6 +16,7 @@ from tuner.core.errors import SpectuneError, UsageError
 from tuner.engine.record import Outcome, StudyKey
 from tuner.engine.storage import redact
 from tuner.query.answers import ranking_for, require_trials, weights_text
+from tuner.query.caveats import collapse_caveats
 from tuner.query.comparison import comparison_table
 from tuner.query.effective import changes, comment_lines
 from tuner.query.export import launch_for
@@ -194,6 +195,9 @@ def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
     lines.append("| " + " | ".join(cells[0]) + " |")
     lines.append("|" + "---|" * len(cells[0]))
     lines += ["| " + " | ".join(row) + " |" for row in cells[1:]]
+    caveats = collapse_caveats(baseline, best.record, ranking.weights)
+    if caveats:
+        lines += ["", *(f"> {c}" for c in caveats)]
     return "\n".join([*lines, ""])
 
 
