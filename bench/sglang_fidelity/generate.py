@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import subprocess
@@ -121,6 +122,8 @@ def run_one(argv: list[str]) -> dict[str, Any]:
     except SystemExit as exc:  # argparse: usage + "sglang serve: error: ..." on stderr
         lines = [line for line in err.getvalue().splitlines() if line.strip()]
         return {"verdict": "refused", "exit_code": int(exc.code or 0), "error": lines[-1] if lines else ""}
+    except Exception as exc:  # before 0.5.20 ServerArgs checks in __post_init__, inside prepare_server_args
+        return {"verdict": "refused", "exit_code": 1, "error": _error_line(exc)}
     try:
         if hasattr(server_args, "resolve_once"):  # 0.5.20 and newer; older releases resolve in __post_init__
             server_args.resolve_once()
@@ -155,6 +158,7 @@ def main() -> int:
         opts.out.write_text(json.dumps(result), encoding="utf-8")
         return 0
 
+    importlib.import_module("stubs")  # first: sglang's package __init__ imports torchvision in some releases
     import sglang
 
     all_cases = cases()

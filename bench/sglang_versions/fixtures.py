@@ -43,7 +43,8 @@ def main() -> int:
                               env={**os.environ, "PYTHONPATH": pythonpath, "CUDA_VISIBLE_DEVICES": ""},
                               capture_output=True, text=True, timeout=3600)
         lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-        print(f"{version}: {lines[-1] if lines else proc.returncode} ({time.monotonic() - started:.0f} s)",
+        summary = [ln for ln in lines if "command lines:" in ln] if proc.returncode == 0 else lines[-1:]
+        print(f"{version}: {summary[-1] if summary else proc.returncode} ({time.monotonic() - started:.0f} s)",
               flush=True)
         failed += proc.returncode != 0
     return 1 if failed else 0

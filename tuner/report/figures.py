@@ -21,6 +21,7 @@ from plotly.subplots import make_subplots
 from tuner.engine.record import Outcome
 from tuner.query.ranking import Ranking, TrialView
 from tuner.query.table import phase_label, short_flag
+from tuner.sglang import versions
 
 FEASIBLE = "#1f77b4"
 INFEASIBLE = "#9e9e9e"
@@ -266,8 +267,10 @@ def failure_counts(ranking: Ranking) -> Counter[str]:
 
 def failure_axes(ranking: Ranking, tuned_flags: Sequence[str]) -> tuple[str, str] | None:
     """Two numeric tuned flags to place failures over: memory fraction × CUDA-graph size when both are tuned."""
-    if all(f in tuned_flags for f in MEMORY_AXES):
-        return MEMORY_AXES
+    # The graph size under the name the study's SGLang release gives it (--cuda-graph-max-bs up to 0.5.10).
+    graph = next((s for s in versions.same_setting(MEMORY_AXES[1]) if s in tuned_flags), None)
+    if MEMORY_AXES[0] in tuned_flags and graph is not None:
+        return MEMORY_AXES[0], graph
     numeric = [f for f in tuned_flags if any(isinstance(_value_of(t, f), int | float) for t in ranking.trials)]
     return (numeric[0], numeric[1]) if len(numeric) >= 2 else None
 
