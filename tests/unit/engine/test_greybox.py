@@ -110,3 +110,33 @@ def test_the_out_of_memory_model_is_monotone_in_the_memory_flags() -> None:
     for a in np.random.default_rng(0).choice(len(table.keys), 20, replace=False):
         larger = np.all(x >= x[a], axis=1)
         assert larger.sum() >= 1 and p[larger].min() >= p[a] - 1e-12
+
+
+def test_the_out_of_memory_model_reads_the_typed_cause_not_a_substring() -> None:
+    # SGLang's too-small-pool message has no "kv" in it; a larger static fraction cures it, so it must not teach
+    # the monotone out-of-memory model. A graph-capture or decode OOM must.
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+
+    from tuner.engine.record import Key
+
+    space = _space()
+    table = candidates(space)
+    study = optuna.create_study(direction="maximize")
+    messages = {
+        "kv": ("out-of-memory", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+               None),
+        "graph": ("out-of-memory", "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2 GiB",
+                  None),
+        "decode": ("crashed-under-load", "the server exited with code 1 at C=64", "decode-oom"),
+    }
+    rows = {}
+    for (name, (failure_class, text, cause)), key in zip(messages.items(), table.keys, strict=False):
+        attrs = {Key.CONFIG_KEY: key, Key.OUTCOME: "run-failed" if cause else "deploy-failed", Key.COUNTS: True,
+                 Key.FAILURE_CLASS: failure_class, Key.FAILURE: text, **({Key.FAILURE_CAUSE: cause} if cause else {})}
+        study.add_trial(create_trial(value=1.0, params={"x": 0.5}, distributions={"x": FloatDistribution(0, 1)},
+                                     user_attrs=attrs, constraints={"server started": 1.0}))
+        rows[name] = table.index[key]
+    obs = observe(study, table, [1, 64])
+    assert rows["graph"] in obs.oom_rows and rows["decode"] in obs.oom_rows
+    assert rows["kv"] not in obs.oom_rows and rows["kv"] in obs.feasible_rows
