@@ -68,8 +68,10 @@ def _same(given: Any, value: Any) -> bool:
 
 def _why(key: str, given: Any, value: Any, effective: Mapping[str, Any]) -> str:
     backend = effective.get("attention_backend")
-    if key == "page_size" and backend in (*PAGE64_BACKENDS, "trtllm_mha"):
+    if key == "page_size" and backend in (*PAGE64_BACKENDS, "trtllm_mha", "intel_xpu"):
         return f"SGLang forces it for {backend}" + (" below 16" if backend == "trtllm_mha" else "")
+    if key == "mem_fraction_static" and backend == "aiter" and given is not None:
+        return "SGLang scales it by 0.85 for aiter with a context over 8192"
     if key == "cuda_graph_disabled" and value is True and backend in GRAPHLESS_BACKENDS:
         return f"SGLang turns CUDA graphs off for {backend}"
     if key in TREE:

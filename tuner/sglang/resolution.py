@@ -32,9 +32,10 @@ HOPPER = (9, 0)
 RESOLUTION_INPUTS = (
     "attention_backend", "attn_dp_size", "decode_attention_backend", "disable_cuda_graph", "enable_dp_attention",
     "max_running_requests", "page_size", "prefill_attention_backend", "speculative_adaptive",
-    "speculative_algorithm", "speculative_draft_attention_backend", "speculative_draft_sink_size",
-    "speculative_draft_window_size", "speculative_eagle_topk", "speculative_ngram_max_bfs_breadth",
-    "speculative_num_draft_tokens", "speculative_num_steps", "speculative_use_rejection_sampling",
+    "speculative_algorithm", "speculative_attention_mode", "speculative_draft_attention_backend",
+    "speculative_draft_sink_size", "speculative_draft_window_size", "speculative_eagle_topk",
+    "speculative_ngram_max_bfs_breadth", "speculative_num_draft_tokens", "speculative_num_steps",
+    "speculative_use_rejection_sampling",
 )
 
 
@@ -90,6 +91,8 @@ def _page_size(backend: str | None, page: int | None, capability: tuple[int, int
     if backend == "trtllm_mha" and (page or 1) < 16:
         return 64
     if backend == "fa4" and capability[0] == 10 and (topk or 1) == 1:
+        return 128
+    if backend == "intel_xpu" and page not in (64, 128):  # overrides.py::_intel_xpu_page_constraint (non-MLA)
         return 128
     return page or 1
 
@@ -150,6 +153,9 @@ def resolve(args: Mapping[str, Any], *, model_architecture: str | None,
     if sink is not None and window is None:
         return _err("draft-window", "ValueError: --speculative-draft-sink-size requires "
                                     "--speculative-draft-window-size."), None
+    if algorithm == "STANDALONE" and ((args.get("attn_dp_size") or 1) > 1 or args.get("enable_dp_attention")):
+        return _err("dp-attention", "ValueError: Currently standalone speculative decoding does not support dp "
+                                    "attention."), None
     running = 48 if running is None else int(running)
     if algorithm == "NGRAM":
         return _ngram(args, topk or 10, draft, steps, page, backend, graphs_off, running)

@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from tuner.sglang.hardware import CAPABILITY_FAMILIES, UNKNOWN, Hardware
+from tuner.sglang.loading import draft_backend_refusal
 from tuner.sglang.resolution import RESOLUTION_INPUTS, SPECULATIVE_ALGORITHMS, Effective, RuleViolation, resolve
 
 __all__ = ["SPECULATIVE_ALGORITHMS", "RuleViolation", "Verdict", "check", "judge"]
@@ -102,11 +103,9 @@ def judge(args: Mapping[str, Any], hardware: Hardware = UNKNOWN) -> Verdict:
 def _judge_inputs(inputs: tuple[str, ...], hardware: Hardware) -> Verdict:
     args = {k: ast.literal_eval(v) for k, v in zip(RESOLUTION_INPUTS, inputs, strict=True)}
     if hardware.compute_capability is not None:
-        violation, effective = resolve(args, model_architecture=hardware.model_architecture,
-                                       compute_capability=hardware.compute_capability)
+        violation, effective = _resolve_and_load(args, hardware.model_architecture, hardware.compute_capability)
         return _with_runtime(violation, _values(effective))
-    outcomes = [resolve(args, model_architecture=hardware.model_architecture, compute_capability=cap)
-                for cap in CAPABILITY_FAMILIES]
+    outcomes = [_resolve_and_load(args, hardware.model_architecture, cap) for cap in CAPABILITY_FAMILIES]
     messages = {v.message for v, _ in outcomes if v is not None}
     if len(messages) == 1 and all(v is not None for v, _ in outcomes):
         return Verdict(outcomes[0][0], None)
@@ -119,6 +118,17 @@ def _judge_inputs(inputs: tuple[str, ...], hardware: Hardware) -> Verdict:
     # A value that differs between GPU families is SGLang's choice on a GPU we do not know: unknown.
     merged = {k: (v if all(other[k] == v for other in values) else None) for k, v in values[0].items()}
     return _with_runtime(None, merged)
+
+
+def _resolve_and_load(args: Mapping[str, Any], architecture: str | None,
+                      capability: tuple[int, int]) -> tuple[RuleViolation | None, Effective | None]:
+    """SGLang's argument checks (``resolve``), then what it refuses while loading (tuner/sglang/loading.py)."""
+    violation, effective = resolve(args, model_architecture=architecture, compute_capability=capability)
+    if violation is None and effective is not None:
+        loading = draft_backend_refusal(args, vars(effective))
+        if loading is not None:
+            return loading, None
+    return violation, effective
 
 
 def _values(effective: Effective | None) -> dict[str, Any] | None:

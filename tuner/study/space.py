@@ -47,6 +47,8 @@ EFFECTIVE_FLAGS = {
     "speculative_algorithm": ALGORITHM, "speculative_num_steps": STEPS, "speculative_eagle_topk": TOPK,
     "speculative_num_draft_tokens": DRAFT, "page_size": "--page-size", "attention_backend": "--attention-backend",
     "cuda_graph_disabled": "--disable-cuda-graph", "max_running_requests": MAX_RUNNING,
+    # Known only from the target's own SGLang (tuner/targets/resolver.py): aiter scales it by 0.85.
+    "mem_fraction_static": "--mem-fraction-static",
 }
 
 

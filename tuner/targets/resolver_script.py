@@ -160,24 +160,30 @@ def draft_tables():
             spec = None
         if spec is None or not spec.origin:
             continue
-        with open(spec.origin, encoding="utf-8") as source:
-            tree = ast.parse(source.read())
-        tables = []
-        for fn in ast.walk(tree):
-            if not isinstance(fn, ast.FunctionDef) or "backend" not in fn.name:
-                continue
-            keys = template = None
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
-                        isinstance(t, ast.Name) and t.id == "backend_map" for t in node.targets):
-                    keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
-                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "{backend_type}" in node.value:
-                    template = node.value
-            if keys and template:
-                tables.append(("decode" if "decode" in fn.name else "extend", keys, template))
+        tables = tables_in(spec.origin)
         if tables:
-            return sorted(tables, key=lambda t: t[0] != "decode")  # SGLang builds the decode backend first
+            return tables
     return []
+
+
+def tables_in(path):
+    """The draft backend tables in one source file (see ``draft_tables``), decode first."""
+    with open(path, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    tables = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef) or "backend" not in fn.name:
+            continue
+        keys = template = None
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+                    isinstance(t, ast.Name) and t.id == "backend_map" for t in node.targets):
+                keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "{backend_type}" in node.value:
+                template = node.value
+        if keys and template:
+            tables.append(("decode" if "decode" in fn.name else "extend", keys, template))
+    return sorted(tables, key=lambda t: t[0] != "decode")  # SGLang builds the decode backend first
 
 
 def draft_refusal(v, tables):

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tuner.sglang.loading import DECODE_TEMPLATE, DRAFT_DECODE_BACKENDS, DRAFT_EXTEND_BACKENDS, EXTEND_TEMPLATE
+from tuner.targets import resolver_script
 from tuner.targets.resolver import RESOLVER_SCRIPT, ProcessPipe, SGLangResolver, resolver_env
 from tuner.targets.setup_errors import SGLangCannotJudge
 
@@ -143,6 +145,22 @@ def test_the_gpu_decides_sglangs_defaults(resolvers: dict[str, SGLangResolver], 
     blackwell = resolvers["0.5.20"].resolve(plain)
     assert blackwell is not None and blackwell.effective is not None
     assert blackwell.effective["attention_backend"] != "fa3"  # fa3 is Hopper's; Blackwell gets another default
+
+
+def test_the_rules_draft_backend_tables_are_the_real_ones() -> None:
+    """Where SGLang cannot be asked, spectune's copy of 0.5.23's draft backend table judges (tuner/sglang/
+    loading.py): it is the table the resolver reads from the real wheel's source (no import: cheap)."""
+    source = CACHE / "releases" / "0.5.23" / "sglang" / "srt" / "speculative" / "draft_utils.py"
+    tables = {kind: (set(keys), template) for kind, keys, template in resolver_script.tables_in(str(source))}
+    assert tables == {"decode": (set(DRAFT_DECODE_BACKENDS), DECODE_TEMPLATE),
+                      "extend": (set(DRAFT_EXTEND_BACKENDS), EXTEND_TEMPLATE)}
+    for release in ("0.5.3", "0.5.6.post2", "0.5.10", "0.5.14", "0.5.17", "0.5.20", "0.5.22"):
+        speculative = CACHE / "releases" / release / "sglang" / "srt" / "speculative"
+        found = resolver_script.tables_in(str(speculative / "draft_utils.py")) if (
+            speculative / "draft_utils.py").exists() else []
+        found = found or resolver_script.tables_in(str(speculative / "eagle_worker.py"))
+        assert [kind for kind, _, _ in found] == ["decode", "extend"], release
+        assert all("fa3" in keys and "torch_native" not in keys for _, keys, _ in found), release
 
 
 def test_no_gpu_visible_to_sglang_is_a_setup_error(workdir: Path) -> None:

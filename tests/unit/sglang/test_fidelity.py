@@ -12,6 +12,7 @@ import pytest
 from tuner.sglang import rules
 from tuner.sglang.hardware import Hardware
 from tuner.sglang.launch import FlagValue, ServerConfig
+from tuner.sglang.loading import draft_backend_refusal
 from tuner.sglang.options import load_option_table
 from tuner.sglang.parse import InvalidServerArgs, parse_server_args
 from tuner.sglang.resolution import RESOLUTION_INPUTS, resolve
@@ -64,6 +65,16 @@ def _key(case: dict[str, Any]) -> str:
 CASES = [pytest.param(c, id=f"{i}-{c['class']}") for i, c in enumerate(DATA["cases"])]
 
 
+def loading_refusal(case: dict[str, Any]) -> str | None:
+    """What loading the draft model raises for a configuration SGLang's argument checks accept (the fixture
+    records those checks only): the draft backend table (tuner/sglang/loading.py) applied to SGLang's own
+    resolved values, so what decides is SGLang's resolution, not the rules'."""
+    if case["verdict"] != "accepted":
+        return None
+    refusal = draft_backend_refusal(parse_server_args(_argv(case), exit_on_error=False), case["effective"])
+    return refusal.message if refusal is not None else None
+
+
 def test_fixture_covers_every_case_class() -> None:
     classes = {c["class"] for c in DATA["cases"]}
     assert {"split-backends", "draft-backend", "hardware-gate", "adaptive", "rejection-sampling", "draft-window",
@@ -76,6 +87,9 @@ def test_rules_agree_with_sglang(case: dict[str, Any]) -> None:
     if _key(case) in DELIBERATE:
         pytest.skip(DELIBERATE[_key(case)])
     ours = spectune_verdict(case)
+    if (loading := loading_refusal(case)) is not None:  # refused while loading the draft model: never deployed
+        assert ours == {"verdict": "refused", "exit_code": 1, "error": loading}
+        return
     assert ours["verdict"] == case["verdict"], (case["error"], ours.get("error"))
     if case["verdict"] == "refused":
         if case["exit_code"] == 1:  # argparse texts are the simulator's to match (its own test)
@@ -178,6 +192,9 @@ def test_space_deploys_and_records_what_sglang_runs(case: dict[str, Any], space:
     judging = SearchSpace(dataclasses.replace(space.spec, hardware=_hardware(case)), TABLE)
     config = ServerConfig.build(_flags(_argv(case)))
     ours = judging.judge(config)
+    if (loading := loading_refusal(case)) is not None:
+        assert ours == loading, "spectune would deploy a configuration SGLang refuses while loading"
+        return
     if case["verdict"] == "refused":
         assert ours == case["error"], "spectune would deploy a configuration SGLang refuses"
         return
