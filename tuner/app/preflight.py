@@ -1,9 +1,12 @@
 """The preflight ``tune`` runs before its first trial — and ``validate --check-target`` runs the same, so every
 problem ``tune`` would meet there is reported before a study starts.
 
-1. The target's own check (``Target.preflight``): its server's ``--help`` lists every option the study can emit;
-   where its SGLang can be imported, the resolver starts (tuner/targets/resolver.py) and the installed version
-   is compared with the study's.
+1. The target's own check (``Target.preflight``): its server's ``--help`` is read and, where its SGLang can be
+   imported, the resolver starts (tuner/targets/resolver.py). The study is checked against that SGLang's own
+   option table (cached in the study's storage per version and build; tuner/study/compat.py): a flag or value
+   the release lacks stops the study with one line naming it, its other spelling and the releases that have it;
+   a release other than ``[study] sglang_version`` is said in one line. Then ``--help`` must list every option
+   the study can emit.
 2. SGLang is asked about the configuration ``tune`` deploys first (the baseline, else the first valid point). An
    answer that is no verdict — SGLang sees no GPU, a module is missing, the resolver crashed — stops here, once,
    with one line and exit 3 (``SGLangCannotJudge``), instead of coming back as a rejected trial for every
@@ -16,7 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from tuner.engine.tables import StudyAttrs, cached_table, store_table
 from tuner.sglang.launch import ServerConfig
+from tuner.sglang.options import OptionTable
+from tuner.study.compat import check_study
 from tuner.study.space import Proposal, SearchSpace, effective_key
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed, SGLangRefused, Target
@@ -33,6 +39,9 @@ class PreflightResult:
 
     installed: str | None  # the SGLang version the target runs (None: not asked — e.g. the simulator)
     lines: tuple[str, ...]
+    #: The study and its space as the target's own option table names and checks them (else as given).
+    spec: StudySpec
+    space: SearchSpace
 
 
 def first_proposal(space: SearchSpace, spec: StudySpec) -> Proposal:
@@ -47,28 +56,74 @@ def first_proposal(space: SearchSpace, spec: StudySpec) -> Proposal:
 
 
 def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
-                  say: Callable[[str], None] = lambda _line: None) -> PreflightResult:
+                  say: Callable[[str], None] = lambda _line: None, study: StudyAttrs | None = None) -> PreflightResult:
     """The preflight of ``tune`` (module docstring). Raises ``TargetUnavailable`` (``SGLangCannotJudge``: exit 3)
-    when SGLang cannot judge there, ``DeployFailed("invalid-flags")`` for an option the target does not have."""
-    target.preflight(space.emittable_flags())
+    when SGLang cannot judge there, ``DeployFailed("invalid-flags")`` for an option the target does not have —
+    by its own option table (cached in ``study``'s storage per version and build) and its ``--help``."""
+    target.preflight(())  # its --help is read, and its SGLang's resolver started
     installed = target.installed_sglang()
     lines: list[str] = []
+    table = None
     if installed is not None:
         lines.append(f"the target runs SGLang {installed}; it judges every configuration before it is deployed")
-        config = first_proposal(space, spec).config
-        assert config is not None
-        try:
-            target.resolve(config)
-        except SGLangRefused as exc:
-            line = f"SGLang {installed} refuses the first configuration (it will be a rejected trial): " \
-                   f"{str(exc).removeprefix('invalid-flags: ')}"
-            lines.append(line)
-            say(line)
-        except DeployFailed:
-            pass  # an option this table lacks: the trial says so, as any rules refusal
-        else:
-            lines.append(f"SGLang {installed} accepts the first configuration")
-    return PreflightResult(installed, tuple(lines))
+        table = _own_table(target, study)
+        if table is None:
+            lines.append(f"SGLang {installed} could not list its options; the study's flags are checked against "
+                         f"its --help and {spec.option_table.version}'s table")
+            say(lines[-1])
+    if table is not None:
+        spec, space = _checked(spec, table, target, lines, say)
+    target.preflight(space.emittable_flags())
+    if installed is not None:
+        lines.append(_first_verdict(target, spec, space, installed, say))
+    return PreflightResult(installed, tuple(lines), spec, space)
+
+
+def _own_table(target: Target, study: StudyAttrs | None) -> OptionTable | None:
+    table = target.sglang_table((lambda v, b: cached_table(study, v, b)) if study is not None else None)
+    if table is not None and study is not None:
+        store_table(study, table, target.sglang_build())
+    return table
+
+
+def _checked(spec: StudySpec, table: OptionTable, target: Target, lines: list[str],
+             say: Callable[[str], None]) -> tuple[StudySpec, SearchSpace]:
+    """The study checked against the target's own table: a flag or value it lacks stops the study (one line
+    each, naming the other spelling and the releases that have it); a renamed fixed flag is mapped."""
+    check = check_study(spec, table)
+    if check.note:
+        lines.append(check.note)
+        say(check.note)
+    if check.problems:
+        raise DeployFailed("invalid-flags", f"the study cannot run on the target's SGLang {table.version}: "
+                                            + "; ".join(check.problems))
+    before = [*(p.flag for p in spec.search), *spec.baseline]
+    after = [*(p.flag for p in check.spec.search), *check.spec.baseline]
+    renamed = sorted({f"{old} (SGLang {table.version} names it {new})" for old, new in zip(before, after, strict=True)
+                      if old != new})
+    if renamed:
+        # Optuna's parameters are named after the tuned flags: a stored study cannot change them under itself.
+        raise DeployFailed("invalid-flags", f"the target's SGLang {table.version} has no {', '.join(renamed)}: "
+                                            "name the tuned flag in [search] and [baseline] as it does (fixed "
+                                            "flags are mapped)")
+    target.use_table(table)
+    return check.spec, SearchSpace(check.spec, table)
+
+
+def _first_verdict(target: Target, spec: StudySpec, space: SearchSpace, installed: str,
+                   say: Callable[[str], None]) -> str:
+    config = first_proposal(space, spec).config
+    assert config is not None
+    try:
+        target.resolve(config)
+    except SGLangRefused as exc:
+        line = f"SGLang {installed} refuses the first configuration (it will be a rejected trial): " \
+               f"{str(exc).removeprefix('invalid-flags: ')}"
+        say(line)
+        return line
+    except DeployFailed as exc:  # an option this table lacks: the trial says so, as any rules refusal
+        return f"the first configuration cannot be written for SGLang {installed}: {exc}"
+    return f"SGLang {installed} accepts the first configuration"
 
 
 def count_by_sglang(target: Target, space: SearchSpace, limit: int = COUNT_LIMIT) -> tuple[int, int, int] | None:

@@ -132,7 +132,8 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         finished = False
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
-                run_preflight(target, spec, space, say)
+                checked = run_preflight(target, spec, space, say, study)
+                spec, space, table = checked.spec, checked.space, checked.space.table
                 if (installed := target.installed_sglang()) is not None:
                     study.set_user_attr(StudyKey.SGLANG_VERSION, installed)
                 stored = measured_records(study)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,6 +16,7 @@ from tuner.core.errors import SpectuneError
 from tuner.sglang.launch import LaunchCommand, ServerConfig
 
 if TYPE_CHECKING:
+    from tuner.sglang.options import OptionTable
     from tuner.targets.plan import DeployPlan
 
 FailureClass = Literal["invalid-flags", "out-of-memory", "startup-timeout", "unreachable", "crashed", "other"]
@@ -164,6 +165,20 @@ class Target(ABC):
     def installed_sglang(self) -> str | None:
         """The SGLang version the preflight found installed on the target (None: not asked or not importable)."""
         return None
+
+    def sglang_table(self, cached: Callable[[str, str], OptionTable | None] | None = None) -> OptionTable | None:
+        """The option table of the target's own SGLang (its ``ServerArgs.add_cli_args``), from ``cached``
+        (version, build) when that holds it, else read there; None where SGLang cannot be asked. After
+        ``preflight``."""
+        return None
+
+    def sglang_build(self) -> str | None:
+        """What tells builds of the installed SGLang version apart (the option table cache's key); None: not
+        asked."""
+        return None
+
+    def use_table(self, table: OptionTable) -> None:  # noqa: B027 - optional hook
+        """Render launch commands with ``table`` (the target's own SGLang's) from now on."""
 
     def resolve(self, config: ServerConfig) -> dict[str, Any] | None:
         """What the target's own SGLang will run for ``config`` — its effective values (tuner/targets/resolver.py)

@@ -27,7 +27,7 @@ from tuner.core.faults import fault_point
 from tuner.core.fields import Command, HostName, Port, PositiveDuration
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
-from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
+from tuner.targets.base import DeployFailed, Deployment, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.plan import DeployPlan, local_access, local_plan
 from tuner.targets.preflight import check_flags
@@ -42,6 +42,7 @@ from tuner.targets.process_group import (
 from tuner.targets.readiness import NotReady, wait_ready
 from tuner.targets.resolver import (
     RESOLVER_SCRIPT,
+    AskingTarget,
     ProcessPipe,
     SGLangResolver,
     interpreter_of_script,
@@ -73,7 +74,7 @@ class LocalSettings:
     resolver_gpu: str | None = None
 
 
-class LocalTarget(Target):
+class LocalTarget(AskingTarget):
     kind = "local"
 
     def __init__(self, settings: LocalSettings, table: OptionTable | None = None) -> None:
@@ -84,6 +85,7 @@ class LocalTarget(Target):
         self._deploys = 0
         self._leftover_checked = False
         self._resolver: SGLangResolver | None = None
+        self._help: str | None = None  # the server's --help, once read
 
     @property
     def base_url(self) -> str:
@@ -100,6 +102,9 @@ class LocalTarget(Target):
 
     # ----- preflight ----------------------------------------------------------------------------------
     def preflight(self, flags: Iterable[str]) -> None:
+        if self._help is not None:  # asked again with the flags of the target's own table (tuner/app/preflight.py)
+            check_flags(flags, self._help, where="this machine")
+            return
         argv = [*self.settings.command, "--help"]
         try:
             done = subprocess.run(argv, capture_output=True, timeout=self.settings.help_timeout_s, check=False,
@@ -112,8 +117,9 @@ class LocalTarget(Target):
         text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
         if done.returncode != 0:
             raise TargetUnavailable(f"`{' '.join(argv)}` exited {done.returncode}: {text.strip()[-800:]}")
-        check_flags(flags, text, where="this machine")
         self._start_resolver()
+        check_flags(flags, text, where="this machine")
+        self._help = text
 
     def _start_resolver(self) -> None:
         """Ask this machine's SGLang (the command's interpreter) from now on, when it can be imported."""
@@ -128,10 +134,8 @@ class LocalTarget(Target):
         env = {**self._env(()), **resolver_env(self.settings.resolver_gpu)}
         self._resolver = start_resolver(
             None if python is None else lambda: ProcessPipe.spawn([python, "-c", RESOLVER_SCRIPT], env),
-            self.settings.command, self.table, where="this machine", fallback=self.settings.resolver_fallback)
+            self.settings.command, where="this machine", fallback=self.settings.resolver_fallback)
 
-    def installed_sglang(self) -> str | None:
-        return self._resolver.version if self._resolver is not None else None
 
     def resolve(self, config: ServerConfig) -> dict[str, Any] | None:
         if self._resolver is None:

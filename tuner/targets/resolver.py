@@ -23,15 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from tuner.sglang import dump
 from tuner.sglang.options import OptionTable
-from tuner.targets.base import DeployFailed, SGLangRefused
+from tuner.targets.base import SGLangRefused, Target
 from tuner.targets.setup_errors import SGLangCannotJudge, cannot_judge, is_verdict, setup_problem
 
 log = logging.getLogger(__name__)
 
 #: The resolver process's source (tuner/targets/resolver_script.py), sent as ``python -c``: the same text runs
 #: locally and over SSH, under the target's interpreter.
-RESOLVER_SCRIPT = (Path(__file__).parent / "resolver_script.py").read_text(encoding="utf-8")
+RESOLVER_SCRIPT = f"DUMP_SOURCE = {dump.source()!r}\n" + (Path(__file__).parent / "resolver_script.py").read_text(
+    encoding="utf-8")
 
 #: How long importing SGLang may take (it imports torch) and how long one answer may take.
 START_TIMEOUT_S = 120.0
@@ -249,7 +251,27 @@ class SGLangResolver:
             self._pipe = None
 
 
-def start_resolver(spawn: Callable[[], Pipe | None] | None, command: Sequence[str], table: OptionTable, *,
+class AskingTarget(Target):
+    """What a target whose SGLang a resolver asks has in common (``local``, ``systemd-ssh``): the installed
+    version, the target's own option table, and the table its launch commands are rendered with."""
+
+    _resolver: SGLangResolver | None
+    table: OptionTable
+
+    def installed_sglang(self) -> str | None:
+        return self._resolver.version if self._resolver is not None else None
+
+    def sglang_table(self, cached: Callable[[str, str], OptionTable | None] | None = None) -> OptionTable | None:
+        return table_of(self._resolver, cached)
+
+    def use_table(self, table: OptionTable) -> None:
+        self.table = table
+
+    def sglang_build(self) -> str | None:
+        return self._resolver.build if self._resolver is not None else None
+
+
+def start_resolver(spawn: Callable[[], Pipe | None] | None, command: Sequence[str], *,
                    where: str, fallback: bool) -> SGLangResolver | None:
     """The resolver of a target whose server runs ``command``: ``spawn`` starts it under the command's Python
     (None: the command names none). A command that is not SGLang's launcher (the simulator) has no SGLang to
@@ -261,10 +283,7 @@ def start_resolver(spawn: Callable[[], Pipe | None] | None, command: Sequence[st
                                       "set [target] python (systemd-ssh), or name the interpreter in the command"),
                     fallback)
         return None
-    resolver = SGLangResolver.start(spawn, where=where, fallback=fallback)
-    if resolver is not None:
-        check_version(resolver, table.version)
-    return resolver
+    return SGLangResolver.start(spawn, where=where, fallback=fallback)
 
 
 def give_up(exc: SGLangCannotJudge, fallback: bool) -> None:
@@ -286,13 +305,21 @@ def refusal(answer: Answer, version: str | None, where: str) -> str:
     return f"SGLang {version} on {where} refuses this configuration (exit {answer.exit_code}{stage}): {answer.error}"
 
 
-def check_version(resolver: SGLangResolver, table_version: str) -> None:
-    """Refuse a study whose option table is for another SGLang than the one installed on the target."""
-    if resolver.version is not None and resolver.version != table_version:
-        raise DeployFailed("invalid-flags", (
-            f"the target runs SGLang {resolver.version} ({resolver.where}) but the study checks flags against "
-            f"SGLang {table_version}'s option table: set [study] sglang_version to the installed version (if "
-            "spectune ships its table) or install SGLang " + table_version))
+def table_of(resolver: SGLangResolver | None,
+             cached: Callable[[str, str], OptionTable | None] | None = None) -> OptionTable | None:
+    """The option table of the SGLang ``resolver`` asks — from ``cached`` (version, build) when it holds it,
+    else read there; None when there is no resolver or it cannot list its table."""
+    if resolver is None or resolver.version is None:
+        return None
+    if cached is not None and resolver.build is not None:
+        table = cached(resolver.version, resolver.build)
+        if table is not None:
+            return table
+    data = resolver.option_table()
+    try:
+        return OptionTable.from_json(data) if data is not None else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _started(spawn: Callable[[], Pipe | None]) -> tuple[Pipe | None, dict[str, Any] | None]:

@@ -5,7 +5,7 @@
 imports nothing from spectune. Protocol: one JSON line first (``{"version", "gpu", "seams"}``, or
 ``{"unavailable": why}``), then one JSON answer per JSON request line: a list is a server argv to judge, an
 object ``{"table": true}`` asks for the option table of this SGLang (its ``ServerArgs.add_cli_args`` on a fresh
-parser, in the format of tuner/sglang/data).
+parser, dumped by tuner/sglang/dump.py, whose text is sent ahead of this file's as ``DUMP_SOURCE``).
 
 It never touches a GPU: ``CUDA_VISIBLE_DEVICES`` is emptied before torch is imported, so no CUDA context can be
 created next to a running server. What SGLang's checks read about the GPU (name, compute capability, memory) comes
@@ -205,29 +205,13 @@ def draft_refusal(v, tables):
     return None
 
 
-def option_table(version):
-    """``ServerArgs.add_cli_args`` on a fresh parser, as tuner/sglang/data stores it."""
-    import argparse
-
-    from sglang.srt.server_args import ServerArgs
-
-    parser = argparse.ArgumentParser()
-    ServerArgs.add_cli_args(parser)
-    options = []
-    for action in parser._actions:
-        if not action.option_strings or isinstance(action, argparse._HelpAction):
-            continue
-        entry = {"opts": list(action.option_strings), "dest": action.dest,
-                 "type": getattr(action.type, "__name__", str(action.type)) if action.type else "None",
-                 "default": repr(action.default),
-                 "choices": [str(c) for c in action.choices] if action.choices is not None else None,
-                 "nargs": action.nargs}
-        if action.required:
-            entry["required"] = True
-        options.append(entry)
-    return {"sglang_version": version,
-            "source": "argparse table of sglang.srt.server_args.ServerArgs.add_cli_args (help texts omitted)",
-            "options": options}
+def option_table():
+    """``ServerArgs.add_cli_args`` on a fresh parser, as tuner/sglang/data stores it: tuner/sglang/dump.py, whose
+    text ``tuner.targets.resolver`` puts before this file's as ``DUMP_SOURCE`` (one code path with the shipped
+    tables' generator)."""
+    namespace = {"__name__": "spectune_dump"}
+    exec(compile(globals()["DUMP_SOURCE"], "tuner/sglang/dump.py", "exec"), namespace)
+    return namespace["dump_sglang"]()
 
 
 def judge(prepare, argv, tables=()):
@@ -286,7 +270,7 @@ def main():
         request = json.loads(raw)
         if isinstance(request, dict) and request.get("table"):
             try:
-                say({"table": option_table(version)})
+                say({"table": option_table()})
             except Exception as exc:
                 say({"table": None, "error": line(exc)})
             continue

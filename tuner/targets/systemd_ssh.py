@@ -22,13 +22,14 @@ from pydantic import Field, ValidationInfo, field_validator
 from tuner.core.fields import Command, HostList, HostName, Port, PositiveDuration, resolve_path
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
-from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
+from tuner.targets.base import DeployFailed, Deployment, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.plan import DeployPlan, systemd_access, systemd_plan
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, probe, wait_ready
 from tuner.targets.resolver import (
     RESOLVER_SCRIPT,
+    AskingTarget,
     Pipe,
     SGLangResolver,
     interpreter_of_script,
@@ -77,7 +78,7 @@ class SystemdSettings:
         return f"http://[{host}]:{self.server_port}" if ":" in host else f"http://{host}:{self.server_port}"
 
 
-class SystemdSshTarget(Target):
+class SystemdSshTarget(AskingTarget):
     kind = "systemd-ssh"
 
     def __init__(self, settings: SystemdSettings, table: OptionTable | None = None,
@@ -91,6 +92,7 @@ class SystemdSshTarget(Target):
         self._last_status = 0.0
         self._resolver: SGLangResolver | None = None
         self._resolver_tried = False
+        self._help: str | None = None  # the server's --help, once read
 
     @property
     def where(self) -> str:
@@ -105,15 +107,17 @@ class SystemdSshTarget(Target):
 
     # ----- preflight ----------------------------------------------------------------------------------
     def preflight(self, flags: Iterable[str]) -> None:
-        self._first_use()
-        argv = [*self.settings.command, "--help"]
-        result = self.conn.run(argv, check=False, sudo=False, timeout_s=self.settings.help_timeout_s)
-        text = result.stdout + result.stderr
-        if not result.ok:
-            raise TargetUnavailable(f"`{result.command}` on {self.settings.ssh.host} exited {result.exit_status}: "
-                                    f"{text.strip()[-800:]}")
-        check_flags(flags, text, where=self.settings.ssh.host)
-        self._start_resolver()
+        if self._help is None:  # read once; asked again with the target's own table's flags (tuner/app/preflight.py)
+            self._first_use()
+            result = self.conn.run([*self.settings.command, "--help"], check=False, sudo=False,
+                                   timeout_s=self.settings.help_timeout_s)
+            text = result.stdout + result.stderr
+            if not result.ok:
+                raise TargetUnavailable(f"`{result.command}` on {self.settings.ssh.host} exited "
+                                        f"{result.exit_status}: {text.strip()[-800:]}")
+            self._start_resolver()
+            self._help = text
+        check_flags(flags, self._help, where=self.settings.ssh.host)
 
     def _start_resolver(self) -> None:
         """Ask the host's SGLang (the unit's interpreter) from now on — one process over this SSH connection for
@@ -123,7 +127,7 @@ class SystemdSshTarget(Target):
         self._resolver_tried = True
         python = self._interpreter()
         self._resolver = start_resolver(None if python is None else lambda: self._spawn_resolver(python),
-                                        self.settings.command, self.table, where=self.settings.ssh.host,
+                                        self.settings.command, where=self.settings.ssh.host,
                                         fallback=self.settings.resolver_fallback)
 
     def _interpreter(self) -> str | None:
@@ -145,8 +149,6 @@ class SystemdSshTarget(Target):
             log.warning("%s: cannot start the SGLang resolver: %s", self.where, exc)
             return None
 
-    def installed_sglang(self) -> str | None:
-        return self._resolver.version if self._resolver is not None else None
 
     def resolve(self, config: ServerConfig) -> dict[str, Any] | None:
         if self._resolver is None:

@@ -8,12 +8,13 @@ instead of deploying over the other worker's server.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
 from tuner.sglang.launch import ServerConfig
+from tuner.sglang.options import OptionTable
 from tuner.targets.base import Deployment, Target
 from tuner.workers.leases import LeaseKeeper
 
@@ -47,6 +48,15 @@ class LeasedTarget(Target):
 
     def installed_sglang(self) -> str | None:
         return self.inner.installed_sglang()
+
+    def sglang_table(self, cached: Callable[[str, str], OptionTable | None] | None = None) -> OptionTable | None:
+        return self.inner.sglang_table(cached)
+
+    def sglang_build(self) -> str | None:
+        return self.inner.sglang_build()
+
+    def use_table(self, table: OptionTable) -> None:
+        self.inner.use_table(table)
 
     def resolve(self, config: ServerConfig) -> dict[str, Any] | None:
         return self.inner.resolve(config)  # changes nothing on the host: no lease needed

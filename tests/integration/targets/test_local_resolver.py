@@ -4,14 +4,18 @@ installed version is checked against the study's option table."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from tuner.app.preflight import PreflightResult, run_preflight
 from tuner.core.net import free_port
 from tuner.sglang.launch import ServerConfig
+from tuner.study.file import load_study_file
+from tuner.study.space import SearchSpace
 from tuner.targets.base import DeployFailed
 from tuner.targets.local import LocalSettings, LocalTarget
 
@@ -60,11 +64,57 @@ def test_accepted_configuration_records_sglangs_effective_values(target: LocalTa
         target.close()
 
 
-def test_another_installed_version_refuses_the_study(target: LocalTarget, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STANDIN_SGLANG_VERSION", "0.6.0")
-    with pytest.raises(DeployFailed, match=r"runs SGLang 0\.6\.0 .* SGLang 0\.5\.23's option table"):
-        target.preflight(["--model-path"])
-    target.close()
+STUDY = """
+[study]
+name = "own-table"
+sglang_version = "0.5.23"
+[target]
+kind = "local"
+command = {command}
+[server.flags]
+model-path = "meta-llama/Llama-3.1-8B-Instruct"
+speculative-algorithm = "EAGLE3"
+speculative-draft-model-path = "d"
+[search]
+{search}
+[benchmark]
+phases = [{{ concurrency = 1, requests = 2 }}]
+"""
+
+
+def own_table_preflight(tmp_path: Path, target: LocalTarget, search: str) -> PreflightResult:
+    path = tmp_path / "own-table.toml"
+    path.write_text(STUDY.format(command=json.dumps(list(target.settings.command)), search=search))
+    spec = load_study_file(path)
+    said: list[str] = []
+    result = run_preflight(target, spec, SearchSpace(spec, spec.option_table), said.append)
+    assert all(line in result.lines for line in said)
+    return result
+
+
+def test_the_targets_own_option_table_checks_the_study(target: LocalTarget, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SGLang 0.5.10 on the target: its own table (read through the resolver) has no
+    --cuda-graph-max-bs-decode, so the study stops at preflight with a line naming the flag and its other
+    spelling; a study that names only 0.5.10's flags runs, and says once that the target runs another release."""
+    monkeypatch.setenv("STANDIN_SGLANG_VERSION", "0.5.10")
+    monkeypatch.setenv("STANDIN_SGLANG_TABLE", "0.5.10")
+    try:
+        with pytest.raises(DeployFailed, match=r"target's SGLang 0\.5\.10 has no --cuda-graph-max-bs-decode "
+                                               r"\(SGLang 0\.5\.10 names it --cuda-graph-max-bs\)"):
+            own_table_preflight(tmp_path, target, "cuda-graph-max-bs-decode = { choices = [32, 64] }")
+        # A flag the release does not have at all: named, with the releases that have it.
+        with pytest.raises(DeployFailed, match=r"cannot run on the target's SGLang 0\.5\.10: .*"
+                                               r"--speculative-adaptive"):
+            own_table_preflight(tmp_path, target, "speculative-adaptive = { choices = [true, false] }")
+        result = own_table_preflight(tmp_path, target, "speculative-num-steps = { min = 1, max = 3 }\n"
+                                     "speculative-eagle-topk = { choices = [1] }\n"
+                                     "speculative-num-draft-tokens = { min = 2, max = 4 }")
+        assert result.installed == "0.5.10" and result.space.table.version == "0.5.10"
+        assert target.table.version == "0.5.10"  # launch commands are rendered with the target's table
+        assert any("the target runs SGLang 0.5.10" in line for line in result.lines)
+    finally:
+        target.close()
 
 
 def test_the_gpu_comes_from_nvidia_smi_and_no_device_is_visible(target: LocalTarget, tmp_path: Path,

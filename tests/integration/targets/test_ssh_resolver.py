@@ -117,10 +117,19 @@ def test_a_host_without_sglang_stops_at_preflight_or_falls_back_where_allowed(
         target.close()
 
 
-def test_another_installed_version_refuses_the_study(sshd: SshServer, tmp_path: Path) -> None:
-    target, _ = make_target(sshd, python_wrapper(tmp_path, STANDIN_SGLANG_VERSION="0.6.0"))
+def test_the_hosts_own_option_table_is_read_over_ssh_or_taken_from_the_cache(sshd: SshServer, tmp_path: Path) -> None:
+    target, _ = make_target(sshd, python_wrapper(tmp_path, STANDIN_SGLANG_VERSION="0.5.10",
+                                                 STANDIN_SGLANG_TABLE="0.5.10"))
     try:
-        with pytest.raises(DeployFailed, match=r"runs SGLang 0\.6\.0 \(127\.0\.0\.1\) .* SGLang 0\.5\.23's option"):
-            target.preflight(["--model-path"])
+        target.preflight(["--model-path"])  # another release than the study's table: no refusal here any more
+        assert target.installed_sglang() == "0.5.10" and target.sglang_build()
+        asked: list[tuple[str, str]] = []
+        table = target.sglang_table(lambda version, build: asked.append((version, build)) or None)
+        assert table is not None and table.version == "0.5.10"
+        assert table.by_option("--cuda-graph-max-bs") is not None and table.by_option(
+            "--cuda-graph-max-bs-decode") is None
+        assert asked == [("0.5.10", target.sglang_build())]
+        # A cached table is used as is: nothing is read from the host.
+        assert target.sglang_table(lambda version, build: table) is table
     finally:
         target.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from types import SimpleNamespace
@@ -10,6 +11,7 @@ from typing import Any
 from sglang.srt.runtime_context import PRESENTED
 from tuner.sglang import rules
 from tuner.sglang.hardware import Hardware
+from tuner.sglang.options import load_option_table
 from tuner.sglang.parse import InvalidServerArgs, parse_server_args
 
 #: A broken installation, as users meet them: ``no-accelerator`` — SGLang sees no GPU and says so for every
@@ -23,6 +25,18 @@ MARKER_ENV = "STANDIN_SGLANG_MARKER"
 
 
 class ServerArgs(SimpleNamespace):
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser) -> None:
+        """The parser of the release ``STANDIN_SGLANG_TABLE`` names (default: the stand-in's version), from
+        spectune's shipped table of it."""
+        import sglang
+
+        built = load_option_table(os.environ.get("STANDIN_SGLANG_TABLE", sglang.__version__)).build_parser(
+            allow_abbrev=False)
+        for action in built._actions:
+            if action.option_strings and not isinstance(action, argparse._HelpAction):
+                parser._add_action(action)
+
     def resolve_once(self) -> None:
         # The GPU the resolver presented (read from nvidia-smi), else an H100's.
         verdict = rules.judge(vars(self), Hardware("LlamaForCausalLM", PRESENTED.get("device_capability", (9, 0))))
