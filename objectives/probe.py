@@ -2,8 +2,9 @@
 
 What the output check compares between configurations (tuner/engine/outputs.py). The prompts are the
 workload's own (its dataset, from index ``PROBE_INDEX`` on: never a phase's prompt, so never a prefix-cache hit
-from a phase), sent through the workload's API without streaming. At temperature 0 a lossless speculative
-configuration must say what the reference configuration says, up to the server's own batch-shape noise.
+from a phase), sent through the workload's API and streamed as the phases ask (a whole JSON answer is read
+too). At temperature 0 a lossless speculative configuration must say what the reference configuration says,
+up to the server's own batch-shape noise.
 
 ``concurrent=True`` sends them all at once (one batch, as a loaded server runs them); ``False`` one after
 another (batch size 1): the two differ only in batch shape, which is how the noise floor is measured.
@@ -65,23 +66,55 @@ async def probe_outputs_async(base_url: str, workload: WorkloadSpec, count: int,
 
         async def one(index: int) -> ProbeOutput:
             prompt = source.prompt(PROBE_INDEX + index)
+            # Streamed, exactly as the phases ask (a server that streams correctly is all a benchmark needs).
             body = api.build(prompt, greedy, model)
-            body["stream"] = False
-            body.pop("stream_options", None)
             try:
                 async with session.post(f"{base_url}{api.path}", data=json.dumps(body).encode(),
                                         headers={"Content-Type": "application/json"}, timeout=timeout) as response:
-                    payload: Any = await response.json(content_type=None)
                     if response.status != 200:
                         return ProbeOutput(prompt.text, None, error=f"HTTP {response.status}")
-            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+                    raw = await response.read()
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 return ProbeOutput(prompt.text, None, error=type(exc).__name__)
-            text, finish = _answer(greedy.api, payload)
+            text, finish = _read(greedy.api, raw)
             return ProbeOutput(prompt.text, text, finish, None if text is not None else "no text in the answer")
 
         if concurrent:
             return tuple(await asyncio.gather(*(one(i) for i in range(count))))
         return tuple([await one(i) for i in range(count)])
+
+
+def _read(api: str, raw: bytes) -> tuple[str | None, str | None]:
+    """(text, finish reason) of a streamed answer (SSE ``data:`` events), or of a whole JSON one."""
+    body = raw.decode("utf-8", errors="replace")
+    if not body.lstrip().startswith("data:"):
+        try:
+            return _answer(api, json.loads(body))
+        except ValueError:
+            return None, None
+    parts: list[str] = []
+    finish: str | None = None
+    for line in body.splitlines():
+        if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+            continue
+        try:
+            event = json.loads(line[5:])
+        except ValueError:
+            return None, None
+        if not isinstance(event, dict) or "error" in event:
+            return None, None
+        if api == "generate":  # cumulative text on every event
+            text, finish = _answer(api, event)
+            parts = [text or ""]
+            continue
+        choices = event.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            continue  # the usage-only chunk
+        choice = choices[0]
+        delta = (choice.get("delta") or {}) if api == "chat" else {"content": choice.get("text")}
+        parts.append((delta.get("reasoning_content") or "") + (delta.get("content") or ""))
+        finish = choice.get("finish_reason") or finish
+    return "".join(parts), finish
 
 
 def _answer(api: str, payload: Any) -> tuple[str | None, str | None]:
