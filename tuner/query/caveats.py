@@ -46,7 +46,7 @@ def collapse_caveats(baseline: TrialRecord | None, best: TrialRecord | None,
     for concurrency, ratio in sorted(ratios.items()):
         if ratio - 1.0 > -COLLAPSE_DROP:
             continue
-        metric = primary_metric(concurrency).replace("_", " ")
+        metric = "per-request tok/s" if primary_metric(concurrency) == "per_request_tok_s_mean" else "aggregate tok/s"
         text = (f"caveat: trial {best.number}'s C={concurrency} {metric} is {ratio - 1.0:+.0%} against the "
                 f"baseline (trial {baseline.number}) while its score is {score_change:+.0%}: "
                 f"{_figure(after, concurrency)} vs {_figure(before, concurrency)}")
@@ -54,7 +54,8 @@ def collapse_caveats(baseline: TrialRecord | None, best: TrialRecord | None,
         ttft_new = (after.get(concurrency) or {}).get("ttft_p50_ms")
         if ttft_old and ttft_new:
             text += f"; C={concurrency} TTFT p50 {ttft_new / ttft_old - 1.0:+.0%}"
-        lines.append(text + f" ({how_after}; the baseline {how_before})")
+        how = f"both {how_after}" if how_after == how_before else f"{how_after}; the baseline {how_before}"
+        lines.append(text + f" ({how})")
     return lines
 
 

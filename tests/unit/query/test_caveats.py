@@ -24,7 +24,8 @@ def test_a_collapsed_phase_is_named_with_its_figures_and_the_score_change() -> N
     assert len(lines) == 1
     line = lines[0]
     assert "C=64" in line and "-41%" in line and "score is +4%" in line and "TTFT p50 +79%" in line
-    assert "1180.0 [" in line and "2000.0 [" in line and "as measured in the study" in line
+    assert "1180.0 [" in line and "2000.0 [" in line and "aggregate tok/s" in line
+    assert "(both as measured in the study)" in line
 
 
 def test_no_caveat_without_a_collapse_or_for_the_baseline_itself() -> None:
