@@ -119,7 +119,7 @@ def check_target(spec: StudySpec) -> tuple[str, ...]:
             found = list(target.check_access())
             result = run_preflight(target, spec, space)
             found += [f"preflight: {line}" for line in result.lines] or ["preflight: passed"]
-            counted = count_by_sglang(target, result.space) if index == 0 else None
+            counted = count_by_sglang(target, space) if index == 0 else None
             if counted is not None:
                 distinct, refused, asked = counted
                 found.append(f"SGLang {result.installed} runs the {asked:,} distinct valid configurations by "

@@ -5,8 +5,8 @@ problem ``tune`` would meet there is reported before a study starts.
    imported, the resolver starts (tuner/targets/resolver.py). The study is checked against that SGLang's own
    option table (cached in the study's storage per version and build; tuner/study/compat.py): a flag or value
    the release lacks stops the study with one line naming it, its other spelling and the releases that have it;
-   a release other than ``[study] sglang_version`` is said in one line. Then ``--help`` must list every option
-   the study can emit.
+   a release other than ``[study] sglang_version`` is said in one line; a setting the release spells otherwise
+   is written in its spelling. Then ``--help`` must list every option the study can emit.
 2. SGLang is asked about the configuration ``tune`` deploys first (the baseline, else the first valid point). An
    answer that is no verdict — SGLang sees no GPU, a module is missing, the resolver crashed — stops here, once,
    with one line and exit 3 (``SGLangCannotJudge``), instead of coming back as a rejected trial for every
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from tuner.engine.tables import StudyAttrs, cached_table, store_table
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
+from tuner.sglang.versions import spelling_in
 from tuner.study.compat import check_study
 from tuner.study.space import Proposal, SearchSpace, effective_key
 from tuner.study.spec import StudySpec
@@ -39,9 +40,8 @@ class PreflightResult:
 
     installed: str | None  # the SGLang version the target runs (None: not asked — e.g. the simulator)
     lines: tuple[str, ...]
-    #: The study and its space as the target's own option table names and checks them (else as given).
-    spec: StudySpec
-    space: SearchSpace
+    #: The target's own SGLang's option table (None: not asked).
+    table: OptionTable | None
 
 
 def first_proposal(space: SearchSpace, spec: StudySpec) -> Proposal:
@@ -72,11 +72,11 @@ def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
                          f"its --help and {spec.option_table.version}'s table")
             say(lines[-1])
     if table is not None:
-        spec, space = _checked(spec, table, target, lines, say)
-    target.preflight(space.emittable_flags())
+        _checked(spec, table, target, lines, say)
+    target.preflight(sorted({(spelling_in(f, table) or f) if table else f for f in space.emittable_flags()}))
     if installed is not None:
         lines.append(_first_verdict(target, spec, space, installed, say))
-    return PreflightResult(installed, tuple(lines), spec, space)
+    return PreflightResult(installed, tuple(lines), table)
 
 
 def _own_table(target: Target, study: StudyAttrs | None) -> OptionTable | None:
@@ -87,9 +87,11 @@ def _own_table(target: Target, study: StudyAttrs | None) -> OptionTable | None:
 
 
 def _checked(spec: StudySpec, table: OptionTable, target: Target, lines: list[str],
-             say: Callable[[str], None]) -> tuple[StudySpec, SearchSpace]:
+             say: Callable[[str], None]) -> str | None:
     """The study checked against the target's own table: a flag or value it lacks stops the study (one line
-    each, naming the other spelling and the releases that have it); a renamed fixed flag is mapped."""
+    each, naming the other spelling and the releases that have it). A setting the release spells otherwise
+    (``--cuda-graph-max-bs`` ↔ ``--cuda-graph-max-bs-decode``) keeps the study's name — its Optuna parameters
+    are named after it — and is written in the release's spelling on the command line."""
     check = check_study(spec, table)
     if check.note:
         lines.append(check.note)
@@ -97,17 +99,8 @@ def _checked(spec: StudySpec, table: OptionTable, target: Target, lines: list[st
     if check.problems:
         raise DeployFailed("invalid-flags", f"the study cannot run on the target's SGLang {table.version}: "
                                             + "; ".join(check.problems))
-    before = [*(p.flag for p in spec.search), *spec.baseline]
-    after = [*(p.flag for p in check.spec.search), *check.spec.baseline]
-    renamed = sorted({f"{old} (SGLang {table.version} names it {new})" for old, new in zip(before, after, strict=True)
-                      if old != new})
-    if renamed:
-        # Optuna's parameters are named after the tuned flags: a stored study cannot change them under itself.
-        raise DeployFailed("invalid-flags", f"the target's SGLang {table.version} has no {', '.join(renamed)}: "
-                                            "name the tuned flag in [search] and [baseline] as it does (fixed "
-                                            "flags are mapped)")
-    target.use_table(table)
-    return check.spec, SearchSpace(check.spec, table)
+    target.use_table(table)  # its launch commands in the release's own spellings (versions.respelled)
+    return check.note
 
 
 def _first_verdict(target: Target, spec: StudySpec, space: SearchSpace, installed: str,

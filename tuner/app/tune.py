@@ -45,6 +45,7 @@ from tuner.engine.storage import (
 )
 from tuner.engine.trial import ConfigTaken, TrialEvents, TrialRunner
 from tuner.sglang.launch import launch_command
+from tuner.sglang.versions import respelled
 from tuner.study.hosts import hosts_of, spec_for_host
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -132,8 +133,8 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         finished = False
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
-                checked = run_preflight(target, spec, space, say, study)
-                spec, space, table = checked.spec, checked.space, checked.space.table
+                own = run_preflight(target, spec, space, say, study).table
+                table = own or table
                 if (installed := target.installed_sglang()) is not None:
                     study.set_user_attr(StudyKey.SGLANG_VERSION, installed)
                 stored = measured_records(study)
@@ -246,7 +247,7 @@ def _finish(spec: StudySpec, target: Target, best: TrialRecord | None, table: An
     config = best.config if best is not None else None
     if config is not None:
         prefix = spec.target.settings.launch_prefix() or ("python3", "-m", "sglang.launch_server")
-        command = launch_command(prefix, config, table).shell(multiline=True)
+        command = launch_command(prefix, respelled(config, table), table).shell(multiline=True)
     if spec.finish == "best" and config is not None:
         if not quiet:
             console.print(f"deploying the best configuration (trial {best.number if best else '?'})", markup=False)

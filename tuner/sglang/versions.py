@@ -15,6 +15,7 @@ from functools import cache
 
 from packaging.version import InvalidVersion, Version
 
+from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable, available_versions, load_option_table, normalize_flag
 
 
@@ -159,3 +160,12 @@ def releases_accepting(flag: str, choice: str) -> tuple[str, ...]:
         if spec is not None and (spec.choices is None or choice in spec.choices):
             found.append(release)
     return tuple(found)
+
+
+def respelled(config: ServerConfig, table: OptionTable) -> ServerConfig:
+    """``config`` with each flag as ``table``'s release spells its setting (``--cuda-graph-max-bs-decode`` is
+    ``--cuda-graph-max-bs`` in 0.5.10): a study keeps its own flag names (its Optuna parameters are named after
+    them), and the command a target runs is written in its own SGLang's names. A flag the release has no
+    spelling of is kept (rendering it then fails, naming it)."""
+    flags = {(spelling_in(flag, table) or flag): value for flag, value in config.flags}
+    return ServerConfig.build(flags, dict(config.env))

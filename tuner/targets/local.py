@@ -27,6 +27,7 @@ from tuner.core.faults import fault_point
 from tuner.core.fields import Command, HostName, Port, PositiveDuration
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
+from tuner.sglang.versions import respelled
 from tuner.targets.base import DeployFailed, Deployment, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.plan import DeployPlan, local_access, local_plan
@@ -95,7 +96,7 @@ class LocalTarget(AskingTarget):
 
     def launch(self, config: ServerConfig) -> LaunchCommand:
         try:
-            return launch_command(self.settings.command, config, self.table,
+            return launch_command(self.settings.command, respelled(config, self.table), self.table,
                                   ["--host", self.settings.host, "--port", str(self.settings.port)])
         except LookupError as exc:  # an option this SGLang version does not have (or an ambiguous prefix)
             raise DeployFailed("invalid-flags", str(exc)) from None

@@ -22,6 +22,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from tuner.core.fields import Command, HostList, HostName, Port, PositiveDuration, resolve_path
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
+from tuner.sglang.versions import respelled
 from tuner.targets.base import DeployFailed, Deployment, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
 from tuner.targets.plan import DeployPlan, systemd_access, systemd_plan
@@ -100,7 +101,7 @@ class SystemdSshTarget(AskingTarget):
 
     def launch(self, config: ServerConfig) -> LaunchCommand:
         try:
-            return launch_command(self.settings.command, config, self.table,
+            return launch_command(self.settings.command, respelled(config, self.table), self.table,
                                   ["--host", self.settings.listen_host, "--port", str(self.settings.server_port)])
         except LookupError as exc:  # an option this SGLang version does not have (or an ambiguous prefix)
             raise DeployFailed("invalid-flags", str(exc)) from None

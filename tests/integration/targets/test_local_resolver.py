@@ -94,15 +94,17 @@ def own_table_preflight(tmp_path: Path, target: LocalTarget, search: str) -> Pre
 
 def test_the_targets_own_option_table_checks_the_study(target: LocalTarget, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """An SGLang 0.5.10 on the target: its own table (read through the resolver) has no
-    --cuda-graph-max-bs-decode, so the study stops at preflight with a line naming the flag and its other
-    spelling; a study that names only 0.5.10's flags runs, and says once that the target runs another release."""
+    """An SGLang 0.5.10 on the target: its own table (read through the resolver) checks the study. It spells
+    --cuda-graph-max-bs-decode as --cuda-graph-max-bs (the command is written so); it has no
+    --speculative-adaptive (the study stops at preflight naming it); a study it accepts runs, and one line says
+    the target runs another release than the study names."""
     monkeypatch.setenv("STANDIN_SGLANG_VERSION", "0.5.10")
     monkeypatch.setenv("STANDIN_SGLANG_TABLE", "0.5.10")
     try:
-        with pytest.raises(DeployFailed, match=r"target's SGLang 0\.5\.10 has no --cuda-graph-max-bs-decode "
-                                               r"\(SGLang 0\.5\.10 names it --cuda-graph-max-bs\)"):
-            own_table_preflight(tmp_path, target, "cuda-graph-max-bs-decode = { choices = [32, 64] }")
+        # The renamed CUDA-graph flag keeps the study's name and is written as 0.5.10 spells it.
+        own_table_preflight(tmp_path, target, "cuda-graph-max-bs-decode = { choices = [32, 64] }")
+        launch = target.launch(ServerConfig.build({**LLAMA, "--cuda-graph-max-bs-decode": 32}))
+        assert "--cuda-graph-max-bs" in launch.args and "--cuda-graph-max-bs-decode" not in launch.args
         # A flag the release does not have at all: named, with the releases that have it.
         with pytest.raises(DeployFailed, match=r"cannot run on the target's SGLang 0\.5\.10: .*"
                                                r"--speculative-adaptive"):
@@ -110,7 +112,7 @@ def test_the_targets_own_option_table_checks_the_study(target: LocalTarget, tmp_
         result = own_table_preflight(tmp_path, target, "speculative-num-steps = { min = 1, max = 3 }\n"
                                      "speculative-eagle-topk = { choices = [1] }\n"
                                      "speculative-num-draft-tokens = { min = 2, max = 4 }")
-        assert result.installed == "0.5.10" and result.space.table.version == "0.5.10"
+        assert result.installed == "0.5.10" and result.table is not None and result.table.version == "0.5.10"
         assert target.table.version == "0.5.10"  # launch commands are rendered with the target's table
         assert any("the target runs SGLang 0.5.10" in line for line in result.lines)
     finally:
