@@ -28,8 +28,8 @@ def test_a_stored_table_is_found_by_another_worker_of_the_same_storage(tmp_path:
     assert len(other.user_attrs[StudyKey.sglang_table("0.5.20", "abc123")]) < 20_000
 
 
-def test_builds_of_one_version_are_kept_apart(tmp_path: Path) -> None:
-    study = _study(tmp_path)
+def test_builds_of_one_version_are_kept_apart() -> None:
+    study = optuna.create_study()
     base = load_option_table("0.5.23")
     patched = OptionTable("0.5.23", [*base.options[:-1], dataclasses.replace(base.options[-1], default="'x'")])
     store_table(study, base)  # default build: the table's fingerprint
@@ -39,8 +39,8 @@ def test_builds_of_one_version_are_kept_apart(tmp_path: Path) -> None:
     assert sorted(t.fingerprint for t in cached_tables(study)) == sorted([base.fingerprint, patched.fingerprint])
 
 
-def test_an_unreadable_entry_is_read_again_not_trusted(tmp_path: Path) -> None:
-    study = _study(tmp_path)
+def test_an_unreadable_entry_is_read_again_not_trusted() -> None:
+    study = optuna.create_study()
     study.set_user_attr(StudyKey.sglang_table("0.5.23", "b"), "not base64 zlib json")
     assert cached_table(study, "0.5.23", "b") is None
     assert cached_tables(study) == []
