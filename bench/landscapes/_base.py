@@ -56,7 +56,17 @@ class Failure(Exception):
         self.kind = kind
 
 
-Model = Callable[[Point, int], Phase]  # (point, concurrency) → phase; raises Failure
+class RunFailure(Exception):
+    """Raised by a model for a configuration that starts but fails while measured: ``kind`` is a run-failure
+    class (crashed-under-load, hung, wrong-output), ``cause`` its typed cause (e.g. decode-oom)."""
+
+    def __init__(self, kind: str, cause: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.cause = cause
+
+
+Model = Callable[[Point, int], Phase]  # (point, concurrency) → phase; raises Failure or RunFailure
 
 
 class ModelMeasurer:
@@ -75,12 +85,19 @@ class ModelMeasurer:
             self.model(point, self.benchmark.phases[0].concurrency)
         except Failure as exc:
             raise DeployFailed(exc.kind, str(exc)) from None  # type: ignore[arg-type]
+        except RunFailure:
+            pass  # it starts; the failure shows while measured
         self._point = point
         return {"timings": {"deploy_s": 0.0, "ready_s": 0.0}}
 
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         assert self._point is not None
-        phase = self.model(self._point, self.benchmark.phases[phase_index].concurrency)
+        concurrency = self.benchmark.phases[phase_index].concurrency
+        try:
+            phase = self.model(self._point, concurrency)
+        except RunFailure as exc:  # how a Measurer reports a run failure (tuner/engine/trial.py)
+            return {"failure": exc.kind, "failure_cause": exc.cause, "failure_message": str(exc),
+                    "run_failure": {"phase": f"c{concurrency}", "concurrency": concurrency}}
         per_request, aggregate = phase.per_request_tok_s, phase.aggregate_tok_s
         if self.noise:
             per_request *= float(1.0 + self.rng.normal(0.0, self.noise))

@@ -104,9 +104,10 @@ def history(ranking: Ranking) -> go.Figure | None:
         _points(fig, group, ranking, kind, [t.number for t in group], [t.score for t in group], name)
     # A "taken" trial (another worker was measuring the same configuration) cost nothing and failed nothing.
     failed = [t for t in ranking.trials
-              if t.outcome in (Outcome.DEPLOY_FAILED, Outcome.REJECTED, Outcome.INTERRUPTED, Outcome.PHASE_FAILED)]
+              if t.outcome in (Outcome.DEPLOY_FAILED, Outcome.REJECTED, Outcome.INTERRUPTED, Outcome.PHASE_FAILED,
+                               Outcome.RUN_FAILED)]
     _points(fig, failed, ranking, "failed", [t.number for t in failed], [low] * len(failed),
-            "no measurement (rejected / failed to start / interrupted / phase failed)")
+            "no measurement (rejected / failed to start / crashed, hung or wrong output / interrupted / phase failed)")
     xs, ys, best = [], [], float("-inf")
     for t in sorted(measured, key=lambda t: t.number):
         if t.rankable and (t.score or 0.0) > best:
