@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 #: Where the marked cases live (collecting the whole suite would import every test module).
 PATHS = ("tests/faults", "tests/integration/objectives/test_hostile_server.py",
          "tests/unit/targets/test_targets_readiness.py", "tests/integration/targets/test_systemd_ssh.py")
-CLASSES = ("kill_points", "signals", "study_mutations", "hostile_server", "ssh", "storage")
+CLASSES = ("kill_points", "signals", "study_mutations", "hostile_values", "study_edits", "hostile_server", "ssh",
+           "storage")
 
 
 @dataclass(eq=False)  # a pluggy plugin must be hashable

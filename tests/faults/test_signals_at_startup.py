@@ -4,7 +4,8 @@ The real program (its console script, a process of its own, not the fork server 
 everything already): a SIGINT or SIGTERM while its modules import (the ``importing`` fault point, before the
 commands' modules load) or as a command begins (``command``: before ``tune`` imports the engine) ends it with exit
 130 / 143 and one line, never a KeyboardInterrupt traceback or a death by the signal, and nothing is created.
-A study path click itself refuses (a directory) is one line too, like every other error.
+A study path click itself refuses (a directory) is one line too, like every other error. And SIGHUP, the other
+signal an overnight study meets (its terminal closed), is handled like SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import optuna
 import pytest
 
-from tests.faults.conftest import assert_one_line
-from tests.faults.quick import DEADLINE_S, tiny_study
+from tests.faults.conftest import assert_one_line, load, wait_gone
+from tests.faults.forkserver import ForkServer
+from tests.faults.quick import DEADLINE_S, copy_of, err, name_of, reach, start, tiny_study
 from tests.helpers import spectune_command
+from tuner.engine.storage import has_retry
 
 SIGNALS = {"int": signal.SIGINT, "term": signal.SIGTERM}
 
@@ -57,3 +61,21 @@ def test_a_study_path_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
         assert result.returncode == 2, result.stderr
         assert_one_line(result.stderr, contains="is a directory")
         assert result.stderr.count("\n") == 1 and not result.stdout, result.stderr
+
+
+@pytest.mark.fault("signals")
+def test_a_hangup_mid_trial_is_handled_like_sigterm(forks: ForkServer, measured: Path, tmp_path: Path) -> None:
+    """SIGHUP — the terminal of an overnight study closed — used to kill the tuner and leave its server running:
+    now exit 129, one line, the server stopped, the trial queued again."""
+    study = tiny_study(tmp_path, f"fault-hup-{os.getpid()}")
+    copy_of(measured, study)
+    pid = start(forks, study, ["--n-trials", "3"], "phase_c1:wait")
+    reach(study, "phase_c1", pid)
+    os.kill(pid, signal.SIGHUP)
+    code = forks.wait(pid, DEADLINE_S)
+    text = err(study).read_text()
+    assert code == 128 + signal.SIGHUP, text
+    assert_one_line(text, contains="interrupted by SIGHUP")
+    assert wait_gone(name_of(study), timeout=10) == []
+    trials = load(study).get_trials(deepcopy=False)
+    assert trials[2].state == optuna.trial.TrialState.FAIL and has_retry(trials, 2)

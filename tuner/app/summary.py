@@ -45,7 +45,9 @@ def finish_text(spec: StudySpec, best: TrialRecord | None) -> str:
 
 def best_lines(best: TrialRecord, baseline: TrialRecord | None, verdict: Verdict | None) -> list[str]:
     """The winner and its score: the confirmed interval when the confirmation stage ran, else the study's."""
-    reference = f"trial {baseline.number}" if baseline is not None else "the reference run"
+    # Without a measured baseline, 1.0 is whichever trial measured first: said, never passed off as the baseline.
+    scale = f"1.0 = the baseline, trial {baseline.number}" if baseline is not None else \
+        "1.0 = the first measured trial: no baseline was measured"
     lines = []
     if verdict is not None and not verdict.significant:
         lines.append("no significant improvement over the baseline")
@@ -53,11 +55,11 @@ def best_lines(best: TrialRecord, baseline: TrialRecord | None, verdict: Verdict
     if confirmed is not None:
         runs = len(best.confirmed.runs) if best.confirmed else 0
         lines.append(f"best: trial {best.number}, confirmed score {confirmed.mid:.3f} {confirmed.text()}"
-                     f" over {runs} fresh run(s) (1.0 = the baseline, {reference})")
+                     f" over {runs} fresh run(s) ({scale})")
         return lines
     score = f"{best.score:.3f}" if best.score is not None else "–"
     interval = f" {best.score_ci.text()}" if best.score_ci else ""
-    lines.append(f"best: trial {best.number}, score {score}{interval} (1.0 = the baseline, {reference})")
+    lines.append(f"best: trial {best.number}, score {score}{interval} ({scale})")
     return lines
 
 

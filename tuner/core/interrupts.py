@@ -72,8 +72,15 @@ def exit_while_starting(*, program: str, module: str) -> None:
         return
     if threading.current_thread() is not threading.main_thread():
         return
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in _handled():
         signal.signal(s, _exit_now)
+
+
+def _handled() -> list[signal.Signals]:
+    """Ctrl-C, SIGTERM, and SIGHUP — the terminal of an overnight study closed, an SSH session dropped: each
+    would otherwise end the tuner with its server running — unless the process was started to ignore it
+    (``nohup``): that choice stands."""
+    return [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]
 
 
 def check() -> None:
@@ -123,7 +130,7 @@ def interruptible(*, then_exit: bool = False) -> Iterator[None]:
 
     sys.unraisablehook = unraisable
     _pending.clear()  # what an earlier ``then_exit`` block left counting belongs to that command
-    previous = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, _handler) for s in _handled()}
     _depth[0] = 1
     try:
         yield

@@ -20,8 +20,10 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from tuner.core.errors import SpectuneError
 from tuner.core.faults import fault_point
 from tuner.engine.record import Key, StudyKey
+from tuner.engine.storage import MAX_RETRIES, params_of, retry_attrs
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 
@@ -59,6 +61,37 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *
         for params in designed_start(space, baseline) if designed else []:
             study.enqueue_trial(params)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
+
+
+class BaselineNotMeasured(SpectuneError):
+    """The baseline was interrupted on every retry and never measured: the study stops rather than let another
+    configuration define 1.0 (exit 6)."""
+
+    exit_code = 6
+
+
+def keep_the_baseline(study: optuna.Study, spec: StudySpec) -> None:
+    """Stop the study — queue the baseline once more for the next run, and raise ``BaselineNotMeasured`` — when
+    the baseline ended FAIL on every retry (each interrupted) and none is left queued or measured.
+
+    Without it the next trial, a designed-start point, would measure first and fix the references: every score
+    would then mean "compared with that point", not "compared with what the server runs today", and nothing
+    would say so. Running the same command again is the answer to the question this asks: the baseline is
+    measured first then. (Leaving out [baseline] scores against the first measured trial instead, said loudly.)
+    """
+    if not spec.baseline:
+        return
+    trials = study.get_trials(deepcopy=False)
+    ours = [t for t in trials if t.user_attrs.get(Key.BASELINE)]
+    if not ours or any(t.state != TrialState.FAIL for t in ours):
+        return  # none queued yet, or one is measured, queued or running
+    last = ours[-1]
+    study.enqueue_trial(params_of(last), user_attrs=retry_attrs(last))
+    raise BaselineNotMeasured(
+        f"the baseline (trial {ours[0].number}) was interrupted {len(ours)} times and never measured; the study "
+        f"stops rather than score against another configuration (after {MAX_RETRIES} retries). It is queued "
+        "again: run the same command to measure it first (or remove [baseline] to score against the first "
+        "measured trial)")
 
 
 def baseline_runs_first(study: optuna.Study) -> None:

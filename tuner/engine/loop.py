@@ -25,12 +25,12 @@ from optuna.trial import TrialState
 
 from tuner.core import interrupts
 from tuner.core.faults import fault_point
-from tuner.engine.baseline import baseline_runs_first
+from tuner.engine.baseline import baseline_runs_first, keep_the_baseline
 from tuner.engine.explore import queue_unexplored_neighbour
 from tuner.engine.record import Outcome, StudyKey, TrialRecord, measured_records, records
 from tuner.engine.resilient import asked_trials, storage_failure
 from tuner.engine.score import stored_references
-from tuner.engine.storage import has_retry, requeue_unretried, retry_attrs, with_storage_retries
+from tuner.engine.storage import has_retry, params_of, requeue_unretried, retry_attrs, with_storage_retries
 from tuner.engine.trial import ConfigTaken, PhaseFailed, TrialRunner
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,8 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
         def step(free: int = free_in_a_row) -> str:
             gate.acquire()
             try:
+                if not stored_references(study):
+                    keep_the_baseline(study, runner.spec)  # never let another configuration define 1.0 silently
                 decision = _decide(study, limits, free)
                 if decision == "run":
                     with interrupts.deferrable():  # the trial defers signals from its bookkeeping to after tell
@@ -196,6 +198,6 @@ def requeue_interrupted(study: optuna.Study, number: int | None) -> None:
         elif trial.state != TrialState.FAIL:
             continue
         fault_point("before_requeue")
-        if trial.params and not has_retry(trials, n):
-            study.enqueue_trial(trial.params, user_attrs=retry_attrs(trial))
+        if params_of(trial) and not has_retry(trials, n):
+            study.enqueue_trial(params_of(trial), user_attrs=retry_attrs(trial))
         study.set_user_attr(StudyKey.interrupted(n), True)

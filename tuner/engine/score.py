@@ -8,6 +8,7 @@ skipped. The trial runner, the confirmation stage and the ranking all score thro
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,7 +17,9 @@ from optuna.trial import TrialState
 
 from objectives.scoring import PhaseMetrics, Scorer, phase_value, references_from
 from tuner.core.faults import fault_point
-from tuner.engine.record import Outcome, StudyKey, TrialRecord
+from tuner.engine.record import Key, Outcome, StudyKey, TrialRecord
+
+log = logging.getLogger(__name__)
 
 
 def stored_references(study: optuna.Study) -> dict[int, float]:
@@ -39,11 +42,23 @@ def fix_references(study: optuna.Study, metrics: PhaseMetrics, weights: Mapping[
         if refs is not None:
             encoded = {str(c): v for c, v in refs.items()}
             if trial is not None:
+                _say_if_not_the_baseline(study, trial)
                 study.set_user_attr(StudyKey.REFERENCES_TRIAL, trial)
             fault_point("between_references")
             study.set_user_attr(StudyKey.REFERENCES, encoded)
             stored = encoded  # what was just written, should the storage not show it yet
     return _decode(stored)
+
+
+def _say_if_not_the_baseline(study: optuna.Study, trial: int) -> None:
+    """Loudly, when a study with a baseline gets its references from another trial (the baseline failed to start,
+    or measured nothing usable): from now on 1.0 is that trial, not what the server runs today."""
+    trials = study.get_trials(deepcopy=False)
+    baselines = [t.number for t in trials if t.user_attrs.get(Key.BASELINE)]
+    if baselines and trial not in baselines:
+        log.warning("warning: score 1.0 is trial %d's measurement, not the baseline's (trial %d measured nothing "
+                    "usable): scores compare with trial %d, not with what the server runs today", trial,
+                    baselines[-1], trial)
 
 
 def _valid(study: optuna.Study) -> Mapping[str, Any] | None:

@@ -269,6 +269,12 @@ def retry_attrs(trial: FrozenTrial) -> dict[str, Any]:
     return attrs
 
 
+def params_of(trial: FrozenTrial) -> dict[str, Any]:
+    """The parameters a retry of ``trial`` takes: its own, or — for a queued trial interrupted before its objective
+    asked for them (inside Optuna's ``ask``: the baseline, a designed-start point) — the ones it was queued with."""
+    return dict(trial.params or trial.system_attrs.get("fixed_params") or {})
+
+
 def has_retry(trials: list[FrozenTrial], number: int) -> bool:
     """Whether trial ``number``'s parameters were queued again: by us (``retry_of``) or by Optuna's stale-trial
     callback (``retry_history``)."""
@@ -283,10 +289,10 @@ def requeue_unretried(study: optuna.Study) -> list[int]:
     trials = study.get_trials(deepcopy=False)
     queued = []
     for t in trials:
-        if (t.state != TrialState.FAIL or not t.params or t.user_attrs.get(Key.OUTCOME) == "taken"
+        if (t.state != TrialState.FAIL or not params_of(t) or t.user_attrs.get(Key.OUTCOME) == "taken"
                 or has_retry(trials, t.number) or _retry_depth(trials, t) >= MAX_RETRIES):
             continue
-        study.enqueue_trial(t.params, user_attrs=retry_attrs(t))
+        study.enqueue_trial(params_of(t), user_attrs=retry_attrs(t))
         queued.append(t.number)
     return queued
 
