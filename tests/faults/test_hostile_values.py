@@ -13,13 +13,15 @@ import os
 import re
 from pathlib import Path
 
+import optuna
 import pytest
 from click.testing import CliRunner
 
-from tests.faults.conftest import assert_one_line, error_lines, wait_gone
+from tests.faults.conftest import assert_one_line, error_lines, load, wait_gone
 from tests.faults.forkserver import ForkServer
 from tests.faults.quick import DEADLINE_S, copy_of, err, name_of, start, tiny_study
 from tuner.cli import main
+from tuner.engine.storage import has_retry
 
 pytestmark = pytest.mark.fault("hostile_values")
 
@@ -124,3 +126,18 @@ def test_a_study_edited_before_the_resume_is_refused(forks: ForkServer, measured
     assert_one_line(text, contains=says)
     assert study.with_suffix(".db").read_bytes() == before, "the study changed"
     assert wait_gone(name_of(study), timeout=10) == []
+
+
+@pytest.mark.fault("hostile_values")
+def test_a_crash_inside_a_trial_restores_the_target(forks: ForkServer, measured: Path, tmp_path: Path) -> None:
+    """Whatever a value the checks missed makes crash (the weights' ZeroDivisionError was one): an unexpected
+    error inside a trial ends the tuner with one line and exit 1, the server stopped, the trial queued again."""
+    study = tiny_study(tmp_path, f"fault-crash-{os.getpid()}")
+    copy_of(measured, study)
+    code = forks.wait(start(forks, study, ["--n-trials", "3", "--confirm", "0"], "after_spawn:raise"), DEADLINE_S)
+    text = err(study).read_text()
+    assert code == 1, text[-2000:]
+    assert_one_line(text, contains="unexpected InjectedFault: fault injected at after_spawn")
+    assert wait_gone(name_of(study), timeout=10) == []
+    trials = load(study).get_trials(deepcopy=False)
+    assert trials[2].state == optuna.trial.TrialState.FAIL and has_retry(trials, 2)

@@ -18,6 +18,7 @@ exit_while_starting(program="spectune", module="tuner.cli")
 
 import os  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 import traceback  # noqa: E402
 
 import click  # noqa: E402
@@ -35,6 +36,8 @@ class SpectuneGroup(click.Group):
     """A click group that turns every error into one ``error:`` line and its exit code."""
 
     def invoke(self, ctx: click.Context) -> object:
+        previous_hook = threading.excepthook
+        threading.excepthook = _thread_failed
         try:
             # A signal anywhere in a command (its imports included) raises ``Interrupted``; after one, the
             # handlers stay and only count, so a second one cannot change the exit (tuner/core/interrupts.py).
@@ -61,6 +64,8 @@ class SpectuneGroup(click.Group):
             _debug()
             _fail([f"unexpected {type(exc).__name__}: {exc} (a bug in spectune; {DEBUG_VARIABLE}=1 shows where)"],
                   1)
+        finally:
+            threading.excepthook = previous_hook
         raise AssertionError("unreachable")
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -77,6 +82,17 @@ def _fail(lines: list[str], code: int) -> None:
     for line in lines:
         click.echo(f"error: {line}", err=True)
     sys.exit(code)
+
+
+def _thread_failed(args: threading.ExceptHookArgs) -> None:
+    """A background thread (a progress display, a heartbeat) that died: one line, not the interpreter's traceback;
+    the command itself goes on, or ends in its own one line."""
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "a thread"
+    click.echo(f"warning: background thread {name} failed: {args.exc_type.__name__}: {args.exc_value}", err=True)
+    if os.environ.get(DEBUG_VARIABLE):
+        traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback)
 
 
 def _os_error(exc: OSError) -> str:

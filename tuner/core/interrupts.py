@@ -77,10 +77,12 @@ def exit_while_starting(*, program: str, module: str) -> None:
 
 
 def _handled() -> list[signal.Signals]:
-    """Ctrl-C, SIGTERM, and SIGHUP — the terminal of an overnight study closed, an SSH session dropped: each
-    would otherwise end the tuner with its server running — unless the process was started to ignore it
-    (``nohup``): that choice stands."""
-    return [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]
+    """Ctrl-C, SIGTERM, and SIGHUP — the terminal of an overnight study closed, an SSH session dropped: it would
+    otherwise end the tuner with its server running — unless SIGHUP was ignored when the process started
+    (``nohup``): that choice stands. (SIGINT and SIGTERM are always handled: a shell ignores SIGINT for a job it
+    starts in the background, and the tuner must still stop cleanly when asked to.)"""
+    hangup = [signal.SIGHUP] if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else []
+    return [signal.SIGINT, signal.SIGTERM, *hangup]
 
 
 def check() -> None:
