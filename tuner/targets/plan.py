@@ -44,8 +44,10 @@ def local_plan(target: LocalTarget, config: ServerConfig) -> DeployPlan:
     preflight = [f"`{shlex.join([*s.command, '--help'])}` (at most {format_duration(s.help_timeout_s)}): every "
                  "option the study can set must be listed"]
     if python is not None:
-        preflight.append(f"`{python} -c <resolver>`: this machine's SGLang resolves every command line before it "
-                         "is deployed and refuses what it would refuse (skipped where SGLang cannot be imported)")
+        preflight.append(f"`{python} -c <resolver>`: this machine's SGLang lists its option table (the study is "
+                         "checked against it) and judges every command line before it is deployed, the first one "
+                         "now; where it cannot judge (no GPU visible to it, a missing module) the study stops "
+                         "here: exit 3 ([target] when_sglang_cannot_judge)")
     preflight.append(f"stop a server an interrupted run of study {s.study!r} left (SPECTUNE_STUDY in its "
                      "environment)")
     return DeployPlan(
@@ -89,7 +91,10 @@ def systemd_plan(target: SystemdSshTarget, config: ServerConfig) -> DeployPlan:
                    f"read {s.dropin_path}: one spectune did not write is never overwritten (stop: exit 3)",
                    f"`systemctl is-active {s.unit}`: whether restore restarts or stops it at the end",
                    f"`{shlex.join([*s.command, '--help'])}` on {s.ssh.host}: every option the study can set must be "
-                   "listed"),
+                   "listed",
+                   f"`{s.python or 'the command’s python'} -c <resolver>` on {s.ssh.host}: its SGLang lists its "
+                   "option table (the study is checked against it) and judges every command line before it is "
+                   "deployed; where it cannot judge the study stops here: exit 3"),
         readiness=_readiness(s.base_url, s.startup_timeout_s, f"`systemctl show {s.unit}` every "
                              f"{s.status_interval_s:g} s: a failed unit ends the wait, classified from its journal"))
 

@@ -152,14 +152,16 @@ class SGLangResolver:
         self._lock = threading.Lock()
 
     @classmethod
-    def start(cls, spawn: Callable[[], Pipe | None], *, where: str, fallback: bool = False) -> SGLangResolver | None:
-        """Start the resolver. When SGLang cannot be asked there: ``SGLangCannotJudge`` naming the cause and the
-        fix — or, with ``fallback``, None and one logged line (spectune's rules then judge)."""
-        pipe, first = _started(spawn)
+    def start(cls, spawn: Callable[[], Pipe | None], *, where: str, fallback: bool = False,
+              start_timeout_s: float = START_TIMEOUT_S) -> SGLangResolver | None:
+        """Start the resolver (importing SGLang may take ``start_timeout_s``). When SGLang cannot be asked there:
+        ``SGLangCannotJudge`` naming the cause and the fix — or, with ``fallback``, None and one logged line
+        (spectune's rules then judge)."""
+        pipe, first = _started(spawn, start_timeout_s)
         if pipe is None or first is None or "version" not in first or first.get("unavailable"):
             why = (first or {}).get("unavailable")
             give_up(cannot_judge(where, why) if why else SGLangCannotJudge(
-                where, f"its Python did not start or did not answer within {START_TIMEOUT_S:g} s",
+                where, f"its Python did not start or did not answer within {start_timeout_s:g} s",
                 "check that the interpreter of [target] command (or [target] python) runs there"), fallback)
             return None
         return cls(spawn, pipe, first.get("version"), where, first.get("gpu"), fallback=fallback,
@@ -322,11 +324,12 @@ def table_of(resolver: SGLangResolver | None,
         return None
 
 
-def _started(spawn: Callable[[], Pipe | None]) -> tuple[Pipe | None, dict[str, Any] | None]:
+def _started(spawn: Callable[[], Pipe | None],
+             timeout_s: float = START_TIMEOUT_S) -> tuple[Pipe | None, dict[str, Any] | None]:
     pipe = spawn()
     if pipe is None:
         return None, None
-    first = _json_line(pipe.receive(START_TIMEOUT_S))
+    first = _json_line(pipe.receive(timeout_s))
     if first is None or "version" not in first or first.get("unavailable"):
         pipe.close()
         return None, first
