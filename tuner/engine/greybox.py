@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,11 +31,11 @@ from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
-from scipy.optimize import minimize
 from scipy.stats import norm
 
 from objectives.scoring import phase_value
 from tuner.engine.gp import GP, fit_gp
+from tuner.engine.oom_model import monotone_oom
 from tuner.engine.record import Outcome, TrialRecord
 from tuner.engine.score import stored_references
 from tuner.engine.tree_shape import tree_shape
@@ -65,9 +65,8 @@ MEMORY_GROWS = frozenset({"--mem-fraction-static", "--cuda-graph-max-bs", "--cud
                           DRAFT, TOPK, STEPS, "--max-running-requests", "--chunked-prefill-size"})
 #: What that leaves of the probability of being feasible.
 DOMINATED_BY_OOM = 0.05
-#: Priors of the monotone out-of-memory model: log weight per memory input (mean, sd), and the bias's sd.
-OOM_LOG_WEIGHT = (np.log(4.0), 1.5)
-OOM_BIAS_SD = 10.0
+#: What a tree shape (steps, topk) that already crashed, hung or answered wrongly keeps of it.
+SAME_SHAPE_AS_RUN_FAILURE = 0.2
 
 
 @dataclass(frozen=True)
@@ -83,6 +82,8 @@ class Candidates:
     rungs: np.ndarray  # each input's rung per candidate (tuner/engine/trust_region.py)
     accept_x: np.ndarray  # the accept-length model's inputs: the tree columns and tokens per level
     shallow: np.ndarray  # fewer draft tokens than steps + 1: never proposed (tuner/engine/tree_shape.py)
+    #: The draft tree's shape (steps and topk columns): what decides the kernels a configuration runs.
+    shape_columns: tuple[int, ...] = ()
 
 
 _CACHE: dict[str, Candidates] = {}
@@ -121,6 +122,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     columns: list[np.ndarray] = []
     tree: list[int] = []
     memory: list[int] = []
+    shape: list[int] = []
     for d in space.dimensions:
         raw = [v.get(d.flag) for v in values]
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw)
@@ -139,6 +141,8 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
             new = [np.array([repr(v) == c for v in raw], dtype=float) / math.sqrt(2) for c in choices]
         if d.flag in _TREE:
             tree += range(len(columns), len(columns) + len(new))
+        if d.flag in (STEPS, TOPK):
+            shape += range(len(columns), len(columns) + len(new))
         if d.flag in MEMORY_GROWS and numeric:
             memory += range(len(columns), len(columns) + len(new))
         columns += new
@@ -148,7 +152,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     if per_level is not None:
         accept_x = np.concatenate([accept_x, _unit(per_level)[:, None]], axis=1)
     return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index, rung_table(x), accept_x,
-                      shallow)
+                      shallow, tuple(shape))
 
 
 def _unit(col: np.ndarray) -> np.ndarray:
@@ -174,6 +178,8 @@ class Observations:
     leaders: list[int]  # rows of the best-scored candidates, best first
     oom_rows: list[int]  # out of memory outside the KV pool
     stall: int = 0  # the sampler's own trials since the best score last rose (queued ones do not count)
+    #: Started, then crashed, hung or answered wrongly, for a reason other than memory (run-failed).
+    run_failed_rows: list[int] = field(default_factory=list)
 
 
 def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Observations:
@@ -183,6 +189,7 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
     benchmarked: list[tuple[int, Mapping[int, Mapping[str, Any]]]] = []
     pending: list[int] = []
     oom: list[int] = []
+    run_failed: list[int] = []
     known: set[int] = set()
     best: float | None = None
     scored: list[tuple[float, int]] = []
@@ -208,6 +215,8 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
             # A typed cause (tuner/targets/classify.py): graph capture, decode or weights ran out of memory. A
             # too-small KV pool is not in it: a larger static fraction cures that one.
             oom.append(row)
+        elif record.outcome is Outcome.RUN_FAILED:
+            run_failed.append(row)
         if record.is_candidate and record.score is not None and (best is None or record.score > best):
             stall = 0
         elif "fixed_params" not in trial.system_attrs:  # Optuna's mark of a queued trial (baseline, design)
@@ -231,33 +240,7 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
             log_phase[c].append(math.log(value) - (math.log(accepts[row] or 1.0) if decompose else 0.0))
     leaders = [row for _, row in sorted(scored, reverse=True)[:LEADERS]]
     return Observations(feasible_rows, feasible, started_flags, accept_rows, log_accept, phase_rows, log_phase,
-                        pending, known, best, leaders, oom, stall)
-
-
-def monotone_oom(table: Candidates, started: Sequence[int], failed: Sequence[int], rows: np.ndarray) -> np.ndarray:
-    """P(out of memory) at ``rows``: logistic in the memory columns with non-negative weights (more of any of
-    them never needs less memory), MAP with weak priors, fitted to the rows that ``started`` and ``failed``."""
-    columns = list(table.memory_columns)
-    x = table.x[list(started) + list(failed)][:, columns]
-    y = np.array([0.0] * len(started) + [1.0] * len(failed))
-
-    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        w = np.exp(theta[1:])
-        z = theta[0] + x @ w
-        p = 1.0 / (1.0 + np.exp(-z))
-        value = float(np.sum(np.logaddexp(0.0, z) - y * z))
-        value += 0.5 * float((((theta[1:] - OOM_LOG_WEIGHT[0]) / OOM_LOG_WEIGHT[1]) ** 2).sum()) \
-            + 0.5 * float(theta[0] / OOM_BIAS_SD) ** 2
-        grad = np.empty_like(theta)
-        grad[0] = float((p - y).sum()) + theta[0] / OOM_BIAS_SD ** 2
-        grad[1:] = (x * (p - y)[:, None]).sum(0) * w + (theta[1:] - OOM_LOG_WEIGHT[0]) / OOM_LOG_WEIGHT[1] ** 2
-        return value, grad
-
-    start = np.array([0.0] + [OOM_LOG_WEIGHT[0]] * len(columns))
-    theta = minimize(loss, start, method="L-BFGS-B", jac=True,
-                     bounds=[(-50.0, 50.0)] + [(-10.0, 6.0)] * len(columns)).x
-    z = theta[0] + table.x[rows][:, columns] @ np.exp(theta[1:])
-    return 1.0 / (1.0 + np.exp(-z))
+                        pending, known, best, leaders, oom, stall, run_failed)
 
 
 def _accept(metrics: Mapping[int, Mapping[str, Any]], concurrency: int) -> float | None:
@@ -347,6 +330,14 @@ class GreyBoxSampler(BaseSampler):
             gp = self._fit("feasible", x[[r for r, _ in other]], labels, min_noise=1e-2)
             mu, var = gp.predict(x[rows])
             p_feasible *= norm.cdf((mu - 0.5) / np.sqrt(var + 0.05))
+        if obs.run_failed_rows and table.shape_columns:
+            # A wrong answer, a crash or a hang that is not about memory follows the kernels the draft tree's
+            # shape selects (e.g. one attention backend with topk > 1): the same shape is likely to fail again,
+            # whatever its draft-token count or memory flags.
+            shape = list(table.shape_columns)
+            failed_shapes = table.x[obs.run_failed_rows][:, shape]
+            same = (np.abs(table.x[rows][:, shape][:, None, :] - failed_shapes[None, :, :]) <= 1e-9).all(2).any(1)
+            p_feasible = np.where(same, SAME_SHAPE_AS_RUN_FAILURE * p_feasible, p_feasible)
         return out, p_feasible
 
     @staticmethod

@@ -140,3 +140,27 @@ def test_the_out_of_memory_model_reads_the_typed_cause_not_a_substring() -> None
     obs = observe(study, table, [1, 64])
     assert rows["graph"] in obs.oom_rows and rows["decode"] in obs.oom_rows
     assert rows["kv"] not in obs.oom_rows and rows["kv"] in obs.feasible_rows
+
+
+def test_a_tree_shape_that_failed_while_running_keeps_little_of_its_feasibility() -> None:
+    from tuner.engine.greybox import SAME_SHAPE_AS_RUN_FAILURE
+
+    space = _space()
+    table = candidates(space)
+    sampler = GreyBoxSampler(space, {1: 1.0}, seed=0)
+    rows = list(np.random.default_rng(1).choice(len(table.keys), 30, replace=False))
+    failed, ok = rows[0], rows[1:]
+    base = dict(accept_rows=ok, log_accept=[0.0] * len(ok), phase_rows={1: ok}, log_phase={1: [0.0] * len(ok)},
+                pending_rows=[], known=set(rows), best_score=1.0, leaders=[], oom_rows=[])
+    told = Observations(feasible_rows=rows, feasible=[0.0] + [1.0] * len(ok),
+                        feasible_started=[False] + [True] * len(ok), run_failed_rows=[failed], **base)  # type: ignore[arg-type]
+    shape = list(table.shape_columns)
+    assert shape
+    same = np.flatnonzero((np.abs(table.x[:, shape] - table.x[failed, shape]) <= 1e-9).all(1))
+    other = np.setdiff1d(np.arange(len(table.keys)), same)
+    _, p_told = sampler.predict(table, told, np.arange(len(table.keys)))
+    untold = Observations(feasible_rows=rows, feasible=[0.0] + [1.0] * len(ok),
+                          feasible_started=[False] + [True] * len(ok), **base)  # type: ignore[arg-type]
+    _, p_untold = sampler.predict(table, untold, np.arange(len(table.keys)))
+    assert np.allclose(p_told[same], SAME_SHAPE_AS_RUN_FAILURE * p_untold[same])
+    assert np.allclose(p_told[other], p_untold[other])
