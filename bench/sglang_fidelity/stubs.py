@@ -56,3 +56,27 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _Finder())
+
+
+def _skip_fake_kernels() -> None:
+    """SGLang 0.5.6 registers fake (meta) implementations of ``sgl_kernel`` operators at import
+    (``@torch.library.register_fake("sgl_kernel::…")``), which needs the real operator; for a stood-in package the
+    registration is skipped (nothing here ever runs a kernel)."""
+    try:
+        import torch.library as library
+    except ImportError:
+        return
+    for name in ("register_fake", "impl_abstract"):
+        original = getattr(library, name, None)
+        if original is None:
+            continue
+
+        def registration(qualname: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            if isinstance(qualname, str) and qualname.split("::")[0] in STUB_ROOTS:
+                return args[0] if args else (lambda fn: fn)
+            return _original(qualname, *args, **kwargs)
+
+        setattr(library, name, registration)
+
+
+_skip_fake_kernels()
