@@ -133,8 +133,10 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         finished = False
         try:
             with interruptible():  # from the preflight on: an interrupt anywhere ends in one line and a restore
-                own = run_preflight(target, spec, space, say, study).table
-                table = own or table
+                checked = run_preflight(target, spec, space, say, study)
+                table = checked.table or table
+                if checked.installed is not None:  # the target's SGLang judges what it refuses while loading
+                    space = SearchSpace(spec, space.table, loading=False)
                 if (installed := target.installed_sglang()) is not None:
                     study.set_user_attr(StudyKey.SGLANG_VERSION, installed)
                 stored = measured_records(study)

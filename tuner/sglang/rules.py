@@ -89,23 +89,24 @@ class Verdict:
 GPU_KEYS = "[target] gpu or [target] compute_capability"
 
 
-def judge(args: Mapping[str, Any], hardware: Hardware = UNKNOWN) -> Verdict:
+def judge(args: Mapping[str, Any], hardware: Hardware = UNKNOWN, *, loading: bool = True) -> Verdict:
     """SGLang's verdict on ``args`` for ``hardware``; an unknown GPU is resolved for every GPU family."""
     # Cached by the arguments SGLang's resolution reads: a search space enumerates 10⁵ points, which differ
     # mostly in flags (memory, graphs, scheduling) that do not enter it.
     inputs = tuple(repr(args.get(k)) for k in RESOLUTION_INPUTS)
-    verdict = _judge_inputs(inputs, hardware)
+    verdict = _judge_inputs(inputs, hardware, loading)
     return Verdict(verdict.violation, dict(verdict.effective) if verdict.effective is not None else None,
                    verdict.runtime)
 
 
 @lru_cache(maxsize=65536)
-def _judge_inputs(inputs: tuple[str, ...], hardware: Hardware) -> Verdict:
+def _judge_inputs(inputs: tuple[str, ...], hardware: Hardware, loading: bool = True) -> Verdict:
     args = {k: ast.literal_eval(v) for k, v in zip(RESOLUTION_INPUTS, inputs, strict=True)}
     if hardware.compute_capability is not None:
-        violation, effective = _resolve_and_load(args, hardware.model_architecture, hardware.compute_capability)
+        violation, effective = _resolve_and_load(args, hardware.model_architecture, hardware.compute_capability,
+                                                 loading)
         return _with_runtime(violation, _values(effective))
-    outcomes = [_resolve_and_load(args, hardware.model_architecture, cap) for cap in CAPABILITY_FAMILIES]
+    outcomes = [_resolve_and_load(args, hardware.model_architecture, cap, loading) for cap in CAPABILITY_FAMILIES]
     messages = {v.message for v, _ in outcomes if v is not None}
     if len(messages) == 1 and all(v is not None for v, _ in outcomes):
         return Verdict(outcomes[0][0], None)
@@ -120,14 +121,14 @@ def _judge_inputs(inputs: tuple[str, ...], hardware: Hardware) -> Verdict:
     return _with_runtime(None, merged)
 
 
-def _resolve_and_load(args: Mapping[str, Any], architecture: str | None,
-                      capability: tuple[int, int]) -> tuple[RuleViolation | None, Effective | None]:
+def _resolve_and_load(args: Mapping[str, Any], architecture: str | None, capability: tuple[int, int],
+                      loading: bool = True) -> tuple[RuleViolation | None, Effective | None]:
     """SGLang's argument checks (``resolve``), then what it refuses while loading (tuner/sglang/loading.py)."""
     violation, effective = resolve(args, model_architecture=architecture, compute_capability=capability)
-    if violation is None and effective is not None:
-        loading = draft_backend_refusal(args, vars(effective))
-        if loading is not None:
-            return loading, None
+    if loading and violation is None and effective is not None:
+        refused = draft_backend_refusal(args, vars(effective))
+        if refused is not None:
+            return refused, None
     return violation, effective
 
 

@@ -155,9 +155,12 @@ class SpaceSummary:
 class SearchSpace:
     """Built from a validated study; stateless apart from that."""
 
-    def __init__(self, spec: StudySpec, table: OptionTable) -> None:
+    def __init__(self, spec: StudySpec, table: OptionTable, *, loading: bool = True) -> None:
         self.spec = spec
         self.table = table
+        #: Whether spectune's rules also judge what SGLang refuses while loading (tuner/sglang/loading.py); off
+        #: where the target's own SGLang is asked, so its own table judges and its refusal is labelled as its own.
+        self.loading = loading
         self.dimensions: tuple[Dimension, ...] = tuple(_dimension(p) for p in spec.search)
         self._by_name = {d.name: d for d in self.dimensions}
 
@@ -218,7 +221,7 @@ class SearchSpace:
         args = dict(_parser_defaults())
         for name, value in config.flags:
             args[self.table.lookup(name).dest] = value
-        verdict = rules.judge(args, self.spec.hardware)
+        verdict = rules.judge(args, self.spec.hardware, loading=self.loading)
         if verdict.refused is not None:
             return verdict.refused.message
         assert verdict.effective is not None

@@ -48,3 +48,12 @@ def test_intel_xpu_forces_128_token_pages() -> None:
     assert verdict.effective is not None and verdict.effective["page_size"] == 128
     verdict = rules.judge(args("--attention-backend", "intel_xpu", "--page-size", "64"), H100)
     assert verdict.effective is not None and verdict.effective["page_size"] == 64
+
+
+def test_where_the_targets_own_sglang_is_asked_its_table_judges_instead() -> None:
+    """``tune`` turns the loading rules off once the target's SGLang answers: the refusal is then SGLang's own
+    (from its own release's table, labelled "refused by SGLang"), not a copy of 0.5.23's."""
+    torch_native = args(*EAGLE3, "--attention-backend", "torch_native")
+    assert rules.judge(torch_native, H100).violation is not None
+    off = rules.judge(torch_native, H100, loading=False)
+    assert off.violation is None and off.effective is not None and off.effective["attention_backend"] == "torch_native"
