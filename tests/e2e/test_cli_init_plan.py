@@ -149,10 +149,10 @@ def test_storage_from_a_variable_is_used_and_its_password_never_printed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECTUNE_TEST_PW", "s3cret-pw")
     study = _with_storage(tmp_path, "postgresql+psycopg://tuner:${SPECTUNE_TEST_PW}@127.0.0.1:1/spectune")
-    result = cli("validate", "--plan", str(study))  # port 1: refused at once
-    assert result.exit_code == 0, result.stderr
+    result = cli("validate", "--plan", str(study))  # port 1: refused at once, and validate now probes the storage
+    assert result.exit_code == 4, result.stderr
     assert "s3cret" not in result.output + result.stderr
-    assert "storage postgresql+psycopg://tuner:***@127.0.0.1:1/spectune" in result.output
+    assert "storage postgresql+psycopg://tuner:***@127.0.0.1:1/spectune" in result.stderr
     monkeypatch.setenv("SPECTUNE_TEST_PW", "s3cret-pw@")  # not a URL once expanded: the message quotes the file
     monkeypatch.setenv("SPECTUNE_TEST_DB", "s3cret-url")
     bad = cli("validate", str(_with_storage(tmp_path, "${SPECTUNE_TEST_DB}")))
