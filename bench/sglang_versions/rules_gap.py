@@ -4,7 +4,9 @@ verdicts: the fallback where a target's SGLang cannot be asked.
 For every fidelity fixture (tests/fixtures/sglang-<version>-fidelity.json), each command line is parsed with
 that release's shipped option table and judged by the rules for the fixture's GPU; printed per release: how many
 lines the real release accepts that the rules refuse, and refuses that the rules accept (the ones that matter:
-a deploy the release would refuse).
+a deploy the release would refuse). The fixtures record argument checks only: a line "accepted" there may still be
+refused while SGLang loads the draft model (its draft attention backend table), which the rules do judge — those
+count as "rules refuse them".
 
     .venv/bin/python bench/sglang_versions/rules_gap.py
 """
