@@ -28,7 +28,8 @@ from tuner.targets import resolver_script
 from tuner.targets.resolver import RESOLVER_SCRIPT, ProcessPipe, SGLangResolver, resolver_env
 from tuner.targets.setup_errors import SGLangCannotJudge
 
-pytestmark = [pytest.mark.sglang_real, pytest.mark.slow]
+# The module fixture imports four releases (~15 s of CPU each): on a loaded host that outruns the default 300 s.
+pytestmark = [pytest.mark.sglang_real, pytest.mark.slow, pytest.mark.timeout(900)]
 
 CACHE = Path(os.environ.get("SPECTUNE_SGLANG_CACHE", "/work/.cache/sglang"))
 ROOT = Path(__file__).parents[3]
