@@ -16,6 +16,7 @@ from tuner.core.interrupts import exit_while_starting
 # program with one line and 130 / 143 — not a KeyboardInterrupt traceback, not a death by the signal.
 exit_while_starting(program="spectune", module="tuner.cli")
 
+import errno  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
@@ -58,6 +59,8 @@ class SpectuneGroup(click.Group):
             where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else ctx.command_path
             _fail([f"{where}: {exc.format_message()}"], exc.exit_code)
         except OSError as exc:  # the operating system refused (a full disk, a file that cannot be read)
+            if exc.errno == errno.EPIPE:
+                raise  # the reader of our output left (`| head`): click ends quietly, as every tool does
             _debug()
             _fail([_os_error(exc)], 1)
         except Exception as exc:  # a bug: still one line, the traceback on request

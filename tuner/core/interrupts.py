@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM while tuning: stop the running trial now, record it, restore the target.
+"""Ctrl-C, SIGTERM and SIGHUP while tuning: stop the running trial now, record it, restore the target.
 
 The signal handler raises ``Interrupted`` wherever the main thread is, so a long readiness wait or benchmark
 phase stops at once. A raise can land where Python cannot deliver it — inside a weakref callback or a
@@ -6,6 +6,10 @@ destructor ("Exception ignored in …") — so the handler also remembers the si
 measurer call ``check()`` at every safe point (between trials, around each phase): an interrupt is never lost,
 only delayed to the next such point. Tracebacks that asyncio or the interpreter would print for an interrupt
 they swallowed are dropped: an interrupt is reported in one line, by the CLI.
+
+Two narrower tools: ``exit_while_starting`` for the program's first second (its modules importing: nothing to
+stop yet, so one line and exit), and ``deferrable()`` / ``defer_from_here()`` for a step whose end lies in a
+library's hands (a trial's result stored by Optuna's ``tell``).
 """
 
 from __future__ import annotations
@@ -63,8 +67,8 @@ def _exit_now(signum: int, _frame: FrameType | None) -> None:
 
 def exit_while_starting(*, program: str, module: str) -> None:
     """When this process is ``program`` (its console script, or ``python -m module``): from now until a command
-    opens ``interruptible()`` — and again after it, on the way out — a SIGINT or SIGTERM ends the process at once
-    with one ``error:`` line and exit 128 + the signal. A library import of the package (tests, a notebook)
+    opens ``interruptible()`` — and again after it, on the way out — a SIGINT, SIGTERM or SIGHUP ends the process
+    at once with one ``error:`` line and exit 128 + the signal. A library import of the package (tests, a notebook)
     keeps its own handlers."""
     argv = list(getattr(sys, "orig_argv", sys.argv))
     as_module = "-m" in argv[:-1] and argv[argv.index("-m") + 1] == module

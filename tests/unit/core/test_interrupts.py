@@ -15,7 +15,7 @@ from tuner.core.errors import Interrupted
 
 @pytest.fixture(autouse=True)
 def _own_handlers_back() -> Iterator[None]:
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     yield
     for s, handler in before.items():
         signal.signal(s, handler)
@@ -75,3 +75,33 @@ def test_an_error_raised_while_an_interrupt_unwinds_is_not_logged_with_its_trace
         logger.error("Error closing cursor", exc_info=True)
     messages = [r.exc_info[1].args[0] for r in caplog.records if r.name == "tests.unit.core.pool" and r.exc_info]
     assert messages == ["a real failure"]
+
+
+def test_a_signal_after_defer_from_here_waits_for_the_end_of_the_deferrable_block() -> None:
+    """As a trial's result is stored by Optuna after the objective returned: the signal is raised once the
+    block around it ends (``check``), not inside it."""
+    with pytest.raises(Interrupted) as raised, interrupts.interruptible():
+        with interrupts.deferrable():
+            interrupts.defer_from_here()
+            interrupts.defer_from_here()  # idempotent: one deferral, ended once
+            os.kill(os.getpid(), signal.SIGTERM)
+            stored = True  # not reached if the signal had raised
+        assert stored and interrupts.received() == 1
+        interrupts.check()
+    assert raised.value.exit_code == 143
+
+
+def test_defer_from_here_outside_a_deferrable_block_defers_nothing() -> None:
+    """Nobody could end such a deferral (a trial run by the confirmation stage or a landscape): no-op."""
+    with pytest.raises(Interrupted), interrupts.interruptible():
+        interrupts.defer_from_here()
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_sighup_is_handled_unless_it_was_ignored() -> None:
+    with pytest.raises(Interrupted) as raised, interrupts.interruptible():
+        os.kill(os.getpid(), signal.SIGHUP)
+    assert raised.value.exit_code == 129
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    with interrupts.interruptible():
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
