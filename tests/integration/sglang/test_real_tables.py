@@ -16,7 +16,8 @@ from bench.sglang_versions import tables
 from tuner.sglang import versions
 from tuner.sglang.options import OptionTable, load_option_table
 
-pytestmark = [pytest.mark.sglang_real, pytest.mark.slow]
+# One import of SGLang: seconds on a quiet machine, minutes on a loaded one (pytest-timeout defaults to 300 s).
+pytestmark = [pytest.mark.sglang_real, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RELEASE = "0.5.14"
 
