@@ -26,6 +26,8 @@ from tuner.engine.storage import has_retry
 pytestmark = pytest.mark.fault("hostile_values")
 
 BIG = "x" * 3_000_000  # a 3 MB flag value: past what one argument of a process may be
+#: Ten environment values, each within the bound for one value, together past what a start can pass.
+MANY = "\n".join(f'SPECTUNE_PAD_{i} = "{"y" * 60_000}"' for i in range(10))
 
 
 def _flag(line: str) -> tuple[str, str]:
@@ -45,6 +47,7 @@ CASES: dict[str, tuple[tuple[str, str], str]] = {
     "flag_nul": (_flag('served-model-name = "a\\u0000b"'), "server.flags.served-model-name: the value holds a NUL"),
     "flag_3mb": (_flag(f'served-model-name = "{BIG}"'), "server.flags.served-model-name: the value is 3,000,000"),
     "env_nul": (_env('HF_HOME = "/tmp/\\u0000x"'), "server.env.HF_HOME: the value holds a NUL"),
+    "server_total": (_env(MANY), "server: its flags and environment hold 600,"),
     "key_nul": (_env('"A\\u0000B" = "1"'), "server.env: the key 'A\\x00B'"),
     "timeout_1e15": (("max_tokens = 32", "max_tokens = 32\nrequest_timeout = 1e15"),
                       "benchmark.request_timeout: must be at most 366 days"),

@@ -57,6 +57,10 @@ MAX_FILE_BYTES = 8 * 1_048_576
 #: The largest magnitude of any number in the file: beyond every count, size and duration a study can mean
 #: (each key has its own, tighter bound where one is known), and within a 64-bit integer.
 MAX_MAGNITUDE = 1e18
+#: The most text ``[server.flags]`` and ``[server.env]`` may hold together, in UTF-8 bytes: they become the
+#: server's argument list and environment, which Linux bounds together (ARG_MAX, 2 MiB with the default stack);
+#: each value is under ``MAX_VALUE_BYTES`` but many of them could still make every start fail with E2BIG.
+MAX_SERVER_BYTES = 524_288
 
 
 def load_study_file(path: str | Path, table: OptionTable | None = None) -> StudySpec:
@@ -87,6 +91,10 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
 
     for key, problem in _unbounded(raw, ()):
         problems.add(key, problem)
+    server_bytes = 0 if problems else _server_bytes(raw.get("server"))  # one line per cause: a huge value first
+    if server_bytes > MAX_SERVER_BYTES:
+        problems.add("server", f"its flags and environment hold {server_bytes:,} bytes together; at most "
+                               f"{MAX_SERVER_BYTES:,} fit a server's command line and environment")
     if problems:  # the rest would only repeat them, slowly (a megabyte string through every check)
         raise StudyFileError(problems.lines)
     sections = tuple(StudyFile.model_fields)
@@ -159,6 +167,16 @@ def _unbounded(value: Any, loc: tuple[str | int, ...]) -> Iterable[tuple[str, st
     elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
             and abs(value) > MAX_MAGNITUDE:
         yield _dotted(loc), f"must be at most {MAX_MAGNITUDE:g} in size, not {float(value):g}"
+
+
+def _server_bytes(server: Any) -> int:
+    """The UTF-8 size of every key and value under ``[server]``: what its start puts in argv and the environment."""
+    if isinstance(server, dict):
+        return sum(len(str(key).encode("utf-8", "surrogatepass")) + _server_bytes(item)
+                   for key, item in server.items())
+    if isinstance(server, list):
+        return sum(_server_bytes(item) for item in server)
+    return len(str(server).encode("utf-8", "surrogatepass"))
 
 
 def _text_problems(where: str, text: str, what: str) -> Iterable[tuple[str, str]]:
