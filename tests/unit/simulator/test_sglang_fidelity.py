@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.sglang.test_fidelity import loading_refusal
 from tuner.simulator.config import PROG, InvalidServerArgs, resolve
 from tuner.simulator.profile import Profile, load_profile
 from tuner.simulator.startup import plan_startup
@@ -57,6 +58,10 @@ def test_simulator_agrees_with_sglang(case: dict[str, Any], monkeypatch: pytest.
         pytest.skip(DELIBERATE[_key(case)])
     monkeypatch.delenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", raising=False)
     ours = simulator_verdict(case)
+    if (loading := loading_refusal(case)) is not None:  # the fixture records argument checks; SGLang then refuses
+        # while loading the draft model, and so does the simulator's start-up
+        assert (ours["verdict"], ours["exit_code"], ours["error"]) == ("refused", 1, loading)
+        return
     assert (ours["verdict"], ours["exit_code"], ours["error"]) == (case["verdict"], case["exit_code"], case["error"])
     if case["verdict"] == "accepted":
         real, config = case["effective"], ours["config"]
