@@ -4,20 +4,29 @@ needs less memory, so P(out of memory) is a logistic in the memory columns with 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from scipy.optimize import minimize
 
-if TYPE_CHECKING:
-    from tuner.engine.greybox import Candidates
+
+class MemoryTable(Protocol):
+    """What the model reads of the grey-box sampler's candidate table (named here, not imported, so the sampler
+    can import this module without a circle)."""
+
+    @property
+    def x(self) -> np.ndarray: ...
+
+    @property
+    def memory_columns(self) -> tuple[int, ...]: ...
+
 
 #: Priors of the monotone out-of-memory model: log weight per memory input (mean, sd), and the bias's sd.
 OOM_LOG_WEIGHT = (np.log(4.0), 1.5)
 OOM_BIAS_SD = 10.0
 
 
-def monotone_oom(table: Candidates, started: Sequence[int], failed: Sequence[int], rows: np.ndarray) -> np.ndarray:
+def monotone_oom(table: MemoryTable, started: Sequence[int], failed: Sequence[int], rows: np.ndarray) -> np.ndarray:
     """P(out of memory) at ``rows``: logistic in the memory columns with non-negative weights (more of any of
     them never needs less memory), MAP with weak priors, fitted to the rows that ``started`` and ``failed``."""
     columns = list(table.memory_columns)
