@@ -118,9 +118,9 @@ async def discover_model(session: aiohttp.ClientSession, base_url: str, timeouts
 
 async def discover_time_scale(session: aiohttp.ClientSession, base_url: str, timeouts: Timeouts) -> float | None:
     """The ``time_scale`` a simulator reports in its server info (``/server_info``, or the older
-    ``/get_server_info``; top level or ``internal_states[0]``), or None when the server does not say — a
-    real SGLang server never does. Figures measured at a scale s ≠ 1 are s times too fast: whoever shows
-    them must say so (``PhaseResult.at_time_scale`` converts them)."""
+    ``/get_server_info``; top level, ``internal_states[0]`` or spectune's ``simulator`` section), or None when
+    the server does not say — a real SGLang server never does. Figures measured at a scale s ≠ 1 are s times
+    too fast: whoever shows them must say so (``PhaseResult.at_time_scale`` converts them)."""
     timeout = aiohttp.ClientTimeout(total=timeouts.connect_s + 10, sock_connect=timeouts.connect_s)
     for path in ("/server_info", "/get_server_info"):
         try:
@@ -134,7 +134,10 @@ async def discover_time_scale(session: aiohttp.ClientSession, base_url: str, tim
             return None
         states = info.get("internal_states")
         first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
-        value = info.get("time_scale", first.get("time_scale"))
+        # spectune's simulator says it in its own section ("simulator": its schedule's state), beside SGLang's keys
+        own = info.get("simulator")
+        own = own if isinstance(own, dict) else {}
+        value = info.get("time_scale", first.get("time_scale", own.get("time_scale")))
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
         return float(value) if math.isfinite(value) and value > 0 else None

@@ -88,8 +88,10 @@ def test_plan_of_a_systemd_study_shows_the_drop_in_and_the_estimate_without_cont
             in out)
     assert '"--speculative-num-steps" "3"' in out  # the baseline is what runs first
     assert "systemctl restart sglang.service" in out and "/health_generate" in out
-    assert "deploy + ready    15m00s  (startup_timeout" in out
+    # nothing is known of this server yet: an upper bound, and rates that are labelled as another model's
+    assert "deploy + ready    15m00s  (at most: startup_timeout" in out and "the totals are upper bounds" in out
     assert "C=1" in out and "C=64" in out
+    assert "assumed: the seed campaign's Qwen3.5-122B server on 4 GPUs, not this study's model" in out
     # 30 trials of ~16 min do not fit the 8 h timeout.
     assert "Timeout 8h00m: stops new trials after about" in out
     assert "Target check" not in out  # nothing contacted without --check-target
@@ -109,6 +111,10 @@ def test_plan_of_the_demo_uses_the_simulators_startup_model_and_fits_its_timeout
     scale = tomllib.loads((STUDIES / "simulated.toml").read_text())["target"]["time_scale"]
     assert f"÷ time_scale {scale:g}" in out
     assert "Timeout 20m00s: the 12 trials fit" in out
+    # the phases are priced at the simulator's model of the baseline, not at another model's assumed rates
+    assert out.count("the simulator's model of this configuration") == 2 and "assumed:" not in out
+    # docs/scoring.md names the demo's time scale as the file has it
+    assert f"12 trials at time scale {scale:g})" in (STUDIES.parent / "docs" / "scoring.md").read_text()
 
 
 def test_check_target_of_a_local_study_finds_a_taken_port(tmp_path: Path) -> None:

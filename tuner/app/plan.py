@@ -7,8 +7,9 @@ step would (``Target.check_access``: SSH login and ``systemctl``, or the command
 
 The duration is an estimate from the study's settings, and says what it assumed: deploy + readiness from the
 study's own measured trials when it has some, else the simulator's startup model, else ``startup_timeout``
-(the most one may take); each phase from its request count and ``max_tokens`` at the seed campaign's baseline
-rates (or from measured trials). A real server that stops at EOS is faster than that.
+(the most one may take: then an upper bound, and said so); each phase from its request count and ``max_tokens``
+at the simulator's modelled rate for the configuration, else at the seed campaign's baseline rates — labelled as
+assumed, since they are another model's — or from measured trials. A real server that stops at EOS is faster.
 """
 
 from __future__ import annotations
@@ -91,14 +92,17 @@ def plan_study(report: ValidationReport, *, confirm: int = DEFAULT_TOP, repeats:
         deploy = target.plan(report.config)
         expected = target.expected_startup_s(report.config)
         scale = target.time_scale
+        rates = {p.concurrency: target.expected_rate(report.config, spec.benchmark.workload, p.concurrency)
+                 for p in spec.benchmark.phases}
     finally:
         target.close()
     if expected is not None:
         startup_s, basis = expected, "the simulator's startup model for this configuration"
     else:
         startup_s = spec.target.startup_timeout_s
-        basis = "startup_timeout: the most one may take; unknown before the first deploy"
-    phases = tuple(_phase(p, spec, scale) for p in spec.benchmark.phases)
+        basis = ("at most: startup_timeout, since how long this server takes to start is unknown before its "
+                 "first deploy; the totals are upper bounds")
+    phases = tuple(_phase(p, spec, scale, rates.get(p.concurrency)) for p in spec.benchmark.phases)
     measured = _measured_trial_s(report.measured)
     confirm_runs = (min(confirm, spec.study.n_trials) + 1) * repeats if confirm else 0
     return StudyPlan(deploy, startup_s, basis, phases, spec.study.n_trials, confirm_runs, spec.study.timeout_s,
@@ -131,13 +135,19 @@ def check_target(spec: StudySpec) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _phase(phase: PhaseSpec, spec: StudySpec, time_scale: float) -> PhaseEstimate:
+def _phase(phase: PhaseSpec, spec: StudySpec, time_scale: float, modelled: float | None = None) -> PhaseEstimate:
     tokens = spec.benchmark.workload.max_tokens
-    rate = min(phase.concurrency * ASSUMED_C1_TOK_S, ASSUMED_AGGREGATE_TOK_S) * time_scale
+    if modelled is not None and modelled > 0:
+        rate = modelled
+        source = "the simulator's model of this configuration"
+    else:
+        rate = min(phase.concurrency * ASSUMED_C1_TOK_S, ASSUMED_AGGREGATE_TOK_S) * time_scale
+        source = ("assumed: the seed campaign's Qwen3.5-122B server on 4 GPUs, not this study's model; unknown "
+                  "until a trial is measured")
     seconds, bound = phase_seconds(phase, tokens, rate)
     scaled = f", ÷ time_scale {time_scale:g}" if time_scale != 1 else ""
     basis = {"requests": f"{phase.warmup + (phase.requests or 0)} requests × ≤ {tokens} tokens at "
-                         f"~{rate / time_scale:.0f} tok/s{scaled}",
+                         f"~{rate / time_scale:.0f} tok/s{scaled}, {source}",
              "duration": "its duration", "duration+warmup": "its duration, plus warmup",
              "deadline": "its deadline"}[bound]
     return PhaseEstimate(phase.label, seconds, basis)

@@ -79,7 +79,8 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     Exit status:
       0    every phase measured a serving server
       2    a usage error (bad option, unreadable prompt file)
-      3    a phase had no successful request, an error rate above --max-error-rate, or the simulator
+      3    no server answers at URL (before any request is sent; nothing is printed but that line), or a
+           phase had no successful request, an error rate above --max-error-rate, or the simulator
            could not keep its schedule (simulator-overloaded); the results are still printed, and one
            line on stderr says which phase and why
       130  interrupted
@@ -91,11 +92,13 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     import sys
 
     from objectives.phase_syntax import parse_phase
+    from objectives.prompts import load_source
     from objectives.report import ProgressDisplay, results_table
     from objectives.runner import run_benchmark
     from objectives.spec import BenchmarkSpec
     from tuner.core.console import make_console
     from tuner.core.errors import UsageError
+    from tuner.core.net import probe
 
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"URL must start with http:// or https://, not {url!r}")
@@ -106,6 +109,12 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     spec = BenchmarkSpec(workload=workload)
     if phases:
         spec = BenchmarkSpec(workload=workload, phases=tuple(parse_phase(p) for p in phases))
+    load_source(workload)  # a usage error (unreadable prompt file) is said first, whatever the server does
+    # Before any phase: a port nothing answers on would otherwise cost every phase's requests (199 by default)
+    # and a table of zeros before the same verdict. Any HTTP answer will do; the phases judge the rest.
+    if probe(url.rstrip("/"), "/v1/models", connect_timeout + 10) is None:
+        raise BenchmarkFailed(f"no server answers at {url} (nothing answered GET /v1/models within "
+                              f"{connect_timeout + 10:g} s): nothing was measured")
     try:
         with ProgressDisplay(make_console(stderr=True)) as progress:
             result = run_benchmark(url, spec, progress=progress)

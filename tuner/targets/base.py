@@ -16,6 +16,7 @@ from tuner.core.errors import SpectuneError
 from tuner.sglang.launch import LaunchCommand, ServerConfig
 
 if TYPE_CHECKING:
+    from objectives.spec import WorkloadSpec
     from tuner.sglang.options import OptionTable
     from tuner.targets.plan import DeployPlan
 
@@ -156,6 +157,12 @@ class Target(ABC):
         """Contact the target the way a study first does (with timeouts) and say what was found, one line each;
         ``TargetUnavailable`` when it cannot be used. Changes nothing."""
         raise NotImplementedError
+
+    def expected_rate(self, config: ServerConfig, workload: WorkloadSpec, concurrency: int) -> float | None:
+        """Output tokens per second (all requests together) ``config`` should produce at ``concurrency``
+        closed-loop clients, in real seconds of this target, where the target can know (the simulator models it);
+        None: only a measurement can tell."""
+        return None
 
     def expected_startup_s(self, config: ServerConfig) -> float | None:
         """How long deploying ``config`` should take until ready, where the target can know (the simulator

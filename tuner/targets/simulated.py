@@ -15,13 +15,15 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from objectives.spec import WorkloadSpec
 from tuner.core.fields import HostList, did_you_mean, resolve_path
 from tuner.core.net import free_port
 from tuner.sglang.hardware import Hardware
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
 from tuner.simulator.command import simulator_command
-from tuner.simulator.config import profile_hardware, resolve
+from tuner.simulator.config import InvalidServerArgs, profile_hardware, resolve
+from tuner.simulator.ground_truth import expected_metrics
 from tuner.simulator.profile import DEFAULT_PROFILE, load_profile, shipped_profiles
 from tuner.simulator.startup import plan_startup
 from tuner.targets.local import LocalSettings, LocalTarget
@@ -71,6 +73,18 @@ class SimulatedTarget(LocalTarget):
             return found
         return tuple(line if not line.startswith("port ") else "port = 0: a free port is picked at start"
                      for line in found)
+
+    def expected_rate(self, config: ServerConfig, workload: WorkloadSpec, concurrency: int) -> float | None:
+        """The simulator's steady-state model (tuner/simulator/ground_truth.py) of this command line: tokens per
+        real second at this target's time scale; None for a command line the simulator would refuse."""
+        profile = load_profile(self.sim_settings.profile or DEFAULT_PROFILE)
+        try:
+            expected = expected_metrics(profile, self.launch(config).args, workload, concurrency)
+        except InvalidServerArgs:
+            return None
+        # one request at a time: its tokens over its whole life, first token included
+        rate = expected.per_request_e2e_tok_s if concurrency == 1 else expected.aggregate_tok_s
+        return rate * self.time_scale
 
     def expected_startup_s(self, config: ServerConfig) -> float:
         """The simulator's own startup model for this command line (weights, KV cache, graph captures)."""

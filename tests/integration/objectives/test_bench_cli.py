@@ -63,15 +63,16 @@ def test_usage_errors_are_one_line_with_exit_code_2(tmp_path: Path) -> None:
     assert spectune("127.0.0.1:9").returncode == 2
 
 
-def test_a_dead_server_is_exit_3_with_one_line_saying_why() -> None:
-    # the default phases, against a port nothing listens on
-    done = spectune(f"http://127.0.0.1:{free_port()}", "--connect-timeout", "2", "--json")
-    assert done.returncode == EXIT_FAILED == 3, done.stderr
-    assert len(errors(done)) == 1
-    line = errors(done)[0]
-    assert line.startswith("error: C=1: no successful request (errors: connect ") and "C=64: no successful" in line
-    result = json.loads(done.stdout)  # the figures are still printed, for whoever wants to look
-    assert [p["completed"] for p in result["phases"]] == [0, 0]
+def test_a_dead_server_fails_fast_with_one_line_and_no_table() -> None:
+    # the default phases (199 requests), against a port nothing listens on: refused before any request is sent
+    url = f"http://127.0.0.1:{free_port()}"
+    for args in ((), ("--json",)):
+        done = spectune(url, "--connect-timeout", "2", *args)
+        assert done.returncode == EXIT_FAILED == 3, done.stderr
+        assert errors(done) == [f"error: no server answers at {url} (nothing answered GET /v1/models within 12 s): "
+                                "nothing was measured"]
+        assert done.stdout == ""  # no table of zeros, no JSON of a benchmark that never ran
+        assert "C=64" not in done.stderr  # no phase started (its progress would name it)
 
 
 def test_an_error_rate_above_the_threshold_is_exit_3() -> None:
@@ -111,11 +112,13 @@ def test_against_the_simulator_success_is_0_and_refused_requests_are_3(tmp_path:
         ok = spectune(sim.url, "--phase", "C=2:n=4", "--max-tokens", "16", "--json")
         # far past the context window: the simulator refuses every request with HTTP 400, as SGLang does
         refused = spectune(sim.url, "--phase", "C=2:n=4", "--max-tokens", "100000000")
+        table = spectune(sim.url, "--phase", "C=1:n=2:warmup=0", "--max-tokens", "16")
     assert ok.returncode == 0, ok.stderr
+    assert table.returncode == 0 and "SCALED" in table.stdout, table.stdout
+    assert "time scale 100: the figures are scaled" in table.stderr
     result = json.loads(ok.stdout)
     assert result["phases"][0]["completed"] == 4
-    # The simulator does not report its time scale (its /server_info looks like SGLang's), so the figures
-    # cannot be labelled: the label needs the simulator to say it (docs/metrics.md).
-    assert result["time_scale"] is None and result["scaled"] is False
+    # The simulator says its time scale in /server_info's "simulator" section: the figures are labelled.
+    assert result["time_scale"] == 100.0 and result["scaled"] is True
     assert refused.returncode == 3, refused.stderr
     assert len(errors(refused)) == 1 and "no successful request (errors: http_4xx" in errors(refused)[0]

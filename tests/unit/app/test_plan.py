@@ -25,6 +25,9 @@ def test_a_phase_takes_its_requests_times_max_tokens_at_the_assumed_rate_capped_
     assert (capped.seconds, capped.basis) == (600, "its deadline")
     timed = _phase(PhaseSpec(concurrency=64, duration_s=120, warmup=0), SPEC, 1.0)
     assert timed.seconds == 120
+    assert "assumed: the seed campaign's" in c64.basis  # another model's rates are labelled as such
+    modelled = _phase(PhaseSpec(concurrency=64, requests=128, warmup=8), SPEC, 1.0, 2000.0)
+    assert modelled.seconds == 136 * 256 / 2000.0 and "assumed" not in modelled.basis
 
 
 def _plan(**changes: object) -> StudyPlan:
