@@ -15,7 +15,7 @@ from tests.helpers import STUDIES
 from tuner.cli import main
 from tuner.study.models import BenchmarkSection, StudySection
 from tuner.targets.registry import TARGET_KINDS, settings_model
-from tuner.targets.systemd_ssh import SystemdSshTargetSettings
+from tuner.targets.systemd_ssh_settings import SystemdSshTargetSettings
 
 
 def cli(*args: str) -> Result:

@@ -29,7 +29,7 @@ from tuner.study.hosts import spec_for_host
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 from tuner.study.target import make_target
-from tuner.targets.plan import DeployPlan
+from tuner.targets.base import DeployPlan
 
 #: The seed campaign's baseline server (Qwen3.5-122B + EAGLE-3 on 4 GPUs): 120 tok/s per request at C=1,
 #: 830 tok/s together at C=64. Only the order of magnitude matters for a plan; measured trials replace it.

@@ -193,7 +193,3 @@ def received() -> int:
     """How many signals the open ``interruptible()`` block has received (0 outside one)."""
     return len(_pending)
 
-
-def first_signal() -> int | None:
-    """The first signal received in the open ``interruptible()`` block, if any."""
-    return _pending[0] if _pending else None

@@ -54,7 +54,7 @@ class TargetMeasurer:
                          f"{attempts})")
                 self.sleep(delay)
             except DeployFailed as exc:
-                exc.log = self.log_location()  # type: ignore[attr-defined]
+                exc.log = self.log_location()
                 raise
         assert self.deployment is not None
         interrupts.check()
@@ -71,8 +71,7 @@ class TargetMeasurer:
 
     def log_location(self) -> str | None:
         """Where the server started last writes its log (local and simulated targets keep one file per start)."""
-        location = getattr(self.target, "log_location", None)
-        return str(location) if location else None
+        return self.target.log_location or None
 
     def measure(self, phase_index: int) -> Mapping[str, Any]:
         assert self.deployment is not None, "measure() before deploy()"

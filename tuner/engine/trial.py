@@ -78,8 +78,7 @@ class Resolving(Protocol):
 
 def _log_of(exc: DeployFailed) -> dict[str, Any]:
     """The failed server's log location, when the measurer added one (``TargetMeasurer.deploy``)."""
-    log = getattr(exc, "log", None)
-    return {Key.LOG: log} if log else {}
+    return {Key.LOG: exc.log} if exc.log else {}
 
 
 #: Attempts at a phase that failed as a whole (``failure`` in its metrics: objectives/overload.py) on one

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -149,10 +148,6 @@ class OptionTable:
         self.version = version
         self.options: tuple[OptionSpec, ...] = tuple(options)
         self._by_opt: dict[str, OptionSpec] = {o: spec for spec in self.options for o in spec.opts}
-        self._by_dest: dict[str, OptionSpec] = {}
-        for spec in self.options:  # a deprecated alias shares its successor's dest: the successor names it
-            if spec.dest not in self._by_dest or self._by_dest[spec.dest].deprecated:
-                self._by_dest[spec.dest] = spec
         self._fingerprint: str | None = None
 
     # ----- construction -------------------------------------------------------------------------------
@@ -208,10 +203,6 @@ class OptionTable:
         spec = self._by_opt.get(normalize_flag(flag))
         return spec is not None and spec.deprecated
 
-    @classmethod
-    def from_file(cls, path: Path) -> OptionTable:
-        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
-
     # ----- lookup -------------------------------------------------------------------------------------
     @property
     def option_strings(self) -> list[str]:
@@ -220,9 +211,6 @@ class OptionTable:
     def by_option(self, flag: str) -> OptionSpec | None:
         """The option ``flag`` names exactly (no abbreviation), or None."""
         return self._by_opt.get(normalize_flag(flag))
-
-    def by_dest(self, dest: str) -> OptionSpec | None:
-        return self._by_dest.get(dest)
 
     def lookup(self, flag: str, *, allow_abbrev: bool = False) -> OptionSpec:
         """The option ``flag`` names exactly (or, with ``allow_abbrev``, as argparse's unique prefix).

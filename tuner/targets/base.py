@@ -18,7 +18,6 @@ from tuner.sglang.launch import LaunchCommand, ServerConfig
 if TYPE_CHECKING:
     from objectives.spec import WorkloadSpec
     from tuner.sglang.options import OptionTable
-    from tuner.targets.plan import DeployPlan
 
 FailureClass = Literal["invalid-flags", "out-of-memory", "startup-timeout", "unreachable", "crashed", "other"]
 FAILURE_CLASSES: tuple[FailureClass, ...] = (
@@ -61,6 +60,25 @@ class FailureCause(enum.StrEnum):
         return self.out_of_memory and self is not FailureCause.KV_POOL_TOO_SMALL
 
 
+@dataclass(frozen=True)
+class DeployPlan:
+    """What a target would do for one configuration, described without doing it (``spectune validate --plan``).
+
+    Each kind renders it from the same code that deploys, so the text is exactly what a deploy would write or run."""
+
+
+    #: What ``text`` is: "drop-in /etc/systemd/system/x.service.d/50-spectune.conf on gpu-host", "command line".
+    title: str
+    #: The drop-in's text or the shell command line, exactly as deployed.
+    text: str
+    #: How one deploy applies it, in order.
+    steps: tuple[str, ...]
+    #: What runs once before the first trial.
+    preflight: tuple[str, ...]
+    #: How readiness is decided.
+    readiness: str
+
+
 class DeployFailed(SpectuneError):
     """The server did not become ready with this configuration — the configuration's fault.
 
@@ -78,6 +96,9 @@ class DeployFailed(SpectuneError):
         #: The typed cause where the raiser knows it; None: tuner/targets/classify.py ``cause_of`` decides.
         self.cause = cause
         self.timings: dict[str, float] = dict(timings or {})
+        #: Where the failed server's log is (a file, a journalctl command); the measurer fills it in from
+        #: ``Target.log_location`` so the stored trial points at it.
+        self.log: str | None = None
         super().__init__(f"{failure_class}: {message}")
 
 
@@ -148,15 +169,21 @@ class Target(ABC):
     @abstractmethod
     def log_tail(self, lines: int = 50) -> str: ...
 
+    @property
+    def log_location(self) -> str | None:
+        """Where the server started last writes its log, where the kind keeps one per start (local and simulated:
+        a file; None: ``log_tail`` is all there is)."""
+        return None
+
+    @abstractmethod
     def plan(self, config: ServerConfig) -> DeployPlan:
         """What ``deploy(config)`` would write or run, and the preflight and readiness check around it. Contacts
         nothing."""
-        raise NotImplementedError
 
+    @abstractmethod
     def check_access(self) -> tuple[str, ...]:
         """Contact the target the way a study first does (with timeouts) and say what was found, one line each;
         ``TargetUnavailable`` when it cannot be used. Changes nothing."""
-        raise NotImplementedError
 
     def expected_rate(self, config: ServerConfig, workload: WorkloadSpec, concurrency: int) -> float | None:
         """Output tokens per second (all requests together) ``config`` should produce at ``concurrency``

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -23,14 +24,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from tuner.core.durations import format_duration
 from tuner.core.faults import fault_point
 from tuner.core.fields import Command, HostName, Port, PositiveDuration
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.sglang.versions import respelled
-from tuner.targets.base import DeployFailed, Deployment, TargetUnavailable
+from tuner.targets.base import DeployFailed, Deployment, DeployPlan, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
-from tuner.targets.plan import DeployPlan, local_access, local_plan
+from tuner.targets.plan import readiness_text
 from tuner.targets.preflight import check_flags
 from tuner.targets.process_group import (
     STUDY_ENV,
@@ -227,10 +229,40 @@ class LocalTarget(AskingTarget):
                     f"there or choose another port in [target]") from None
 
     def plan(self, config: ServerConfig) -> DeployPlan:
-        return local_plan(self, config)
+        s = self.settings
+        python, _ = server_args_of(s.command)
+        preflight = [f"`{shlex.join([*s.command, '--help'])}` (at most {format_duration(s.help_timeout_s)}): every "
+                     "option the study can set must be listed"]
+        if python is not None:
+            preflight.append(f"`{python} -c <resolver>`: this machine's SGLang lists its option table (the study is "
+                             "checked against it) and judges every command line before it is deployed, the first one "
+                             "now; where it cannot judge (no GPU visible to it, a missing module) the study stops "
+                             "here: exit 3 ([target] when_sglang_cannot_judge)")
+        preflight.append(f"stop a server an interrupted run of study {s.study!r} left (SPECTUNE_STUDY in its "
+                         "environment)")
+        return DeployPlan(
+            title="command line (a child process group of spectune on this machine)",
+            text=self.launch(config).shell(multiline=True),
+            steps=(f"stop the previous trial's server (SIGTERM to its process group, SIGKILL after "
+                   f"{format_duration(s.stop_grace_s)})",
+                   f"check that port {s.port} on {s.host} is free (else stop: exit 3)",
+                   f"start it in a new session, output to {s.log_dir}/<date>-<pid>-<n>.log"),
+            preflight=tuple(preflight),
+            readiness=readiness_text(self.base_url, s.startup_timeout_s,
+                                     "the process is watched: an exit ends the wait at once, classified from its log"))
 
     def check_access(self) -> tuple[str, ...]:
-        return local_access(self)
+        s = self.settings
+        found = shutil.which(s.command[0])
+        if found is None:
+            raise TargetUnavailable(f"server command not found: {s.command[0]}")
+        lines = [f"server command found: {found}"]
+        self.check_port_free()
+        lines.append(f"port {s.port} on {s.host or '0.0.0.0'} is free")
+        leftover = self.detect_leftover()
+        if leftover:
+            lines.append(f"{leftover}: the first deploy stops it")
+        return tuple(lines)
 
     # ----- stop / restore -----------------------------------------------------------------------------
     def _stop(self) -> None:

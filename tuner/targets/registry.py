@@ -10,7 +10,8 @@ from tuner.targets.base import Target
 from tuner.targets.local import LocalTarget, LocalTargetSettings
 from tuner.targets.settings import TargetSettings
 from tuner.targets.simulated import SimulatedTarget, SimulatedTargetSettings
-from tuner.targets.systemd_ssh import SystemdSshTarget, SystemdSshTargetSettings
+from tuner.targets.systemd_ssh import SystemdSshTarget
+from tuner.targets.systemd_ssh_settings import SystemdSshTargetSettings
 
 TARGETS: dict[str, tuple[type[TargetSettings], type[Target]]] = {
     settings.kind_name(): (settings, target)

@@ -26,8 +26,8 @@ from tuner.simulator.config import InvalidServerArgs, profile_hardware, resolve
 from tuner.simulator.ground_truth import expected_metrics
 from tuner.simulator.profile import DEFAULT_PROFILE, load_profile, shipped_profiles
 from tuner.simulator.startup import plan_startup
+from tuner.targets.base import DeployPlan
 from tuner.targets.local import LocalSettings, LocalTarget
-from tuner.targets.plan import DeployPlan
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings, log_dir_of
 
 #: The host name of a simulated target without a ``hosts`` list.

@@ -11,21 +11,19 @@ this start alone (``--since`` the restart) is classified.
 from __future__ import annotations
 
 import logging
-import re
+import shlex
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, ValidationInfo, field_validator
-
-from tuner.core.fields import Command, HostList, HostName, Port, PositiveDuration, resolve_path
+from tuner.core.durations import format_duration
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.sglang.versions import respelled
-from tuner.targets.base import DeployFailed, Deployment, TargetUnavailable
+from tuner.targets.base import DeployFailed, Deployment, DeployPlan, TargetUnavailable
 from tuner.targets.classify import ExitInfo, classify
-from tuner.targets.plan import DeployPlan, systemd_access, systemd_plan
+from tuner.targets.plan import readiness_text
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, probe, wait_ready
 from tuner.targets.resolver import (
@@ -39,7 +37,7 @@ from tuner.targets.resolver import (
     server_args_of,
     start_resolver,
 )
-from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S, Placement, TargetSettings
+from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S
 from tuner.targets.ssh import Connection, RemoteCommandFailed, Result, SSHSettings
 from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
 
@@ -221,10 +219,38 @@ class SystemdSshTarget(AskingTarget):
         return ExitInfo(signal=status) if props.get("ExecMainCode") in ("2", "3") else ExitInfo(code=status)
 
     def plan(self, config: ServerConfig) -> DeployPlan:
-        return systemd_plan(self, config)
+        s = self.settings
+        sudo = " (through sudo)" if s.ssh.sudo else ""
+        return DeployPlan(
+            title=f"drop-in {s.dropin_path} on {s.ssh.host}",
+            text=render_dropin(self.launch(config), s.study),
+            steps=(f"upload it atomically over SSH{sudo}; the unit file itself is never edited",
+                   "systemctl daemon-reload",
+                   f"systemctl restart {s.unit} (returns once the old server stopped; at most "
+                   f"{format_duration(s.restart_timeout_s)})"),
+            preflight=(f"SSH login {s.ssh.where} (at most {format_duration(s.ssh.connect_timeout_s)} per attempt, "
+                       "host key checked against known_hosts)",
+                       f"read {s.dropin_path}: one spectune did not write is never overwritten (stop: exit 3)",
+                       f"`systemctl is-active {s.unit}`: whether restore restarts or stops it at the end",
+                       f"`{shlex.join([*s.command, '--help'])}` on {s.ssh.host}: every option the study can "
+                       "set must be listed",
+                       f"`{s.python or 'the command’s python'} -c <resolver>` on {s.ssh.host}: its SGLang lists its "
+                       "option table (the study is checked against it) and judges every command line before it is "
+                       "deployed; where it cannot judge the study stops here: exit 3"),
+            readiness=readiness_text(s.base_url, s.startup_timeout_s,
+                                     f"`systemctl show {s.unit}` every {s.status_interval_s:g} s: a failed unit "
+                                     "ends the wait, classified from its journal"))
 
     def check_access(self) -> tuple[str, ...]:
-        return systemd_access(self)
+        s = self.settings
+        props = self.unit_state()  # logs in, reads the drop-in path, asks systemd
+        if props.get("LoadState") == "not-found":
+            raise TargetUnavailable(f"{s.unit} is not a unit on {s.ssh.host} (systemctl: LoadState=not-found)")
+        lines = [f"SSH login {s.ssh.where}: ok",
+                 f"{s.unit}: {props.get('ActiveState') or 'unknown'} ({props.get('SubState') or 'unknown'})"]
+        leftover = self.detect_leftover()
+        lines.append(f"{leftover}: the first deploy replaces it" if leftover else f"no drop-in at {s.dropin_path} yet")
+        return tuple(lines)
 
     def unit_state(self) -> dict[str, str]:
         """Log in, check the drop-in path is ours to write (as before a first deploy), and ask systemd."""
@@ -295,115 +321,3 @@ class SystemdSshTarget(AskingTarget):
             self._resolver.close()
             self._resolver = None
         self.conn.close()
-
-
-_UNIT_RE = re.compile(r"[A-Za-z0-9@_.\-:]+\.service")
-
-
-class SystemdSshTargetSettings(TargetSettings):
-    """``kind = "systemd-ssh"``: a systemd unit on a GPU host, reconfigured over SSH with a drop-in."""
-
-    kind: Literal["systemd-ssh"] = Field(description="A systemd unit on a remote host, redeployed over SSH.")
-    hosts: HostList = Field((), description=(
-        "Identical GPU hosts one study uses at once, one worker each (docs/scaling.md); instead of host."))
-    host: HostName | None = Field(None, description="The SSH host (required unless hosts is given).")
-    ssh_port: Port = Field(SSHSettings.port, description="The SSH server's port.")
-    user: str = Field(SSHSettings.user, min_length=1, description="The SSH user.")
-    key_file: str | None = Field(None, description=(
-        "The SSH private key, relative to the study file (default: your SSH agent and ~/.ssh keys)."))
-    known_hosts: str | None = Field(None, description=(
-        "The known_hosts file with the host's key, relative to the study file (default: ~/.ssh/known_hosts)."))
-    accept_unknown_host_key: bool = Field(SSHSettings.accept_unknown_host_key, description=(
-        "Trust a host key that is not in known_hosts (only on networks you trust)."))
-    unit: str = Field(json_schema_extra={"pattern": _UNIT_RE.pattern},
-                      description="The systemd service that runs the server (e.g. sglang.service).")
-    command: Command = Field(description="The server command on the host the flags are appended to, as an argv "
-                                         "list (e.g. [\"/opt/sglang/.venv/bin/python\", \"-m\", "
-                                         "\"sglang.launch_server\"]).")
-    server_port: Port = Field(SystemdSettings.server_port, description="The server's TCP port (its --port).")
-    server_host: HostName | None = Field(None, description=(
-        "Where the tuner connects to the server (default: the SSH host)."))
-    listen_host: HostName = Field(SystemdSettings.listen_host, description="The address the server binds "
-                                                                           "(its --host).")
-    systemd_dir: str = Field(SystemdSettings.systemd_dir, description=(
-        "Where the unit's drop-in directory lives on the host (an absolute path)."))
-    sudo: bool = Field(SSHSettings.sudo, description="Run systemctl and file writes through sudo.")
-    connect_timeout: PositiveDuration = Field(SSHSettings.connect_timeout_s,
-                                              description="How long one SSH connection attempt may take.")
-    python: str | None = Field(None, min_length=1, description=(
-        "The Python on the host whose SGLang judges each configuration before it is deployed (docs/targets.md); "
-        "default: the interpreter of command."))
-
-    outlives_spectune = True
-
-    @field_validator("key_file", "known_hosts")
-    @classmethod
-    def _existing_file(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None:
-            return None
-        resolved = resolve_path(value, info)
-        if not resolved.is_file():
-            raise ValueError(f"file not found: {resolved}")
-        return str(resolved)
-
-    @field_validator("unit")
-    @classmethod
-    def _service_name(cls, value: str) -> str:
-        if not _UNIT_RE.fullmatch(value):
-            raise ValueError(f"not a systemd service name: {value!r} (e.g. sglang.service)")
-        return value
-
-    @field_validator("systemd_dir")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"must be an absolute path on the host: {value!r}")
-        return value
-
-    def listed_hosts(self) -> tuple[str, ...]:
-        return self.hosts
-
-    def covered_hosts(self, study: str) -> tuple[str, ...]:
-        return self.hosts or ((self.host,) if self.host else ())
-
-    def for_host(self, host: str, study: str) -> SystemdSshTargetSettings:
-        if not self.hosts:
-            return self
-        return self.model_copy(update={"host": host, "hosts": (host,)})
-
-    def launch_prefix(self) -> tuple[str, ...]:
-        return self.command
-
-    @classmethod
-    def starter(cls, model: str | None) -> dict[str, Any]:
-        return {"host": "gpu-host.example", "user": SSHSettings.user, "unit": "sglang.service",
-                "command": ["/opt/sglang/.venv/bin/python", "-m", "sglang.launch_server"],
-                "server_port": SystemdSettings.server_port}
-
-    @classmethod
-    def starter_examples(cls) -> dict[str, Any]:
-        return {**super().starter_examples(), "hosts": ["gpu-1.example", "gpu-2.example"],
-                "key_file": "~/.ssh/id_ed25519", "known_hosts": "~/.ssh/known_hosts",
-                "server_host": "10.0.0.5"}
-
-    def restored_message(self) -> str:
-        return f"removed spectune's drop-in and restarted {self.unit} with its own configuration"
-
-    def check(self) -> Iterator[tuple[str, str]]:
-        if self.hosts and self.host is not None:
-            yield "host", "set host or hosts, not both"
-        if not self.hosts and self.host is None:
-            yield "host", "missing (required)"
-        if len(self.hosts) > 1 and self.server_host:
-            yield "server_host", "cannot be set with several hosts (each worker benchmarks its own)"
-
-    def make_target(self, placement: Placement, table: OptionTable) -> SystemdSshTarget:
-        # check() guarantees one of them; a worker's for_host() view has exactly its own host.
-        ssh = SSHSettings(host=self.host or self.hosts[0], port=self.ssh_port, user=self.user, key_file=self.key_file,
-                          known_hosts=self.known_hosts, accept_unknown_host_key=self.accept_unknown_host_key,
-                          connect_timeout_s=self.connect_timeout, sudo=self.sudo)
-        return SystemdSshTarget(SystemdSettings(
-            ssh=ssh, unit=self.unit, command=self.command, server_port=self.server_port,
-            server_host=self.server_host, listen_host=self.listen_host, systemd_dir=self.systemd_dir,
-            startup_timeout_s=self.startup_timeout, study=placement.study, python=self.python,
-            resolver_fallback=self.when_sglang_cannot_judge == "rules", resolver_gpu=self.resolver_gpu()), table)

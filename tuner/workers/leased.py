@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
-from tuner.targets.base import Deployment, Target
+from tuner.targets.base import Deployment, DeployPlan, Target
 from tuner.workers.leases import LeaseKeeper
 
 
@@ -42,6 +42,16 @@ class LeasedTarget(Target):
 
     def log_tail(self, lines: int = 50) -> str:
         return self.inner.log_tail(lines)
+
+    @property
+    def log_location(self) -> str | None:
+        return self.inner.log_location
+
+    def plan(self, config: ServerConfig) -> DeployPlan:
+        return self.inner.plan(config)
+
+    def check_access(self) -> tuple[str, ...]:
+        return self.inner.check_access()  # contacts the host, changes nothing: no lease needed
 
     def detect_leftover(self) -> str | None:
         return self.inner.detect_leftover()

@@ -12,7 +12,7 @@ from tests.helpers import STUDIES
 from tuner.app.plan import ASSUMED_AGGREGATE_TOK_S, StudyPlan, _measured_trial_s, _phase
 from tuner.engine.record import Outcome, TrialRecord
 from tuner.study.file import load_study_file
-from tuner.targets.plan import DeployPlan
+from tuner.targets.base import DeployPlan
 
 SPEC = load_study_file(STUDIES / "simulated.toml")  # max_tokens = 256
 

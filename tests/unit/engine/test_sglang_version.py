@@ -14,7 +14,7 @@ from tuner.engine.record import StudyKey
 from tuner.engine.storage import make_storage
 from tuner.sglang.launch import ServerConfig
 from tuner.study.file import load_study_file
-from tuner.targets.base import Deployment, Target, TargetUnavailable
+from tuner.targets.base import Deployment, DeployPlan, Target, TargetUnavailable
 
 
 class Unplugged(TargetUnavailable):
@@ -40,6 +40,12 @@ class InstalledOnly(Target):
 
     def log_tail(self, lines: int = 50) -> str:
         return ""
+
+    def plan(self, config: ServerConfig) -> DeployPlan:
+        return DeployPlan("command line", "", (), (), "")
+
+    def check_access(self) -> tuple[str, ...]:
+        raise Unplugged("the host is unplugged")
 
 
 def test_the_installed_version_is_stored_on_the_study(tmp_path: Path) -> None:
