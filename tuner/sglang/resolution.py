@@ -32,6 +32,7 @@ HOPPER = (9, 0)
 RESOLUTION_INPUTS = (
     "attention_backend", "attn_dp_size", "decode_attention_backend", "disable_cuda_graph", "enable_dp_attention",
     "max_running_requests", "page_size", "prefill_attention_backend", "speculative_adaptive",
+    "speculative_adaptive_config",
     "speculative_algorithm", "speculative_attention_mode", "speculative_draft_attention_backend",
     "speculative_draft_sink_size", "speculative_draft_window_size", "speculative_eagle_topk",
     "speculative_ngram_max_bfs_breadth", "speculative_num_draft_tokens", "speculative_num_steps",
@@ -165,7 +166,8 @@ def resolve(args: Mapping[str, Any], *, model_architecture: str | None,
     if adaptive:
         topk = 1
         steps = 3 if steps is None else steps
-        if steps not in ADAPTIVE_STEPS:
+        # A custom --speculative-adaptive-config names other candidates; that file is read on the server's host.
+        if steps not in ADAPTIVE_STEPS and args.get("speculative_adaptive_config") is None:
             return _err("adaptive", f"ValueError: --speculative-num-steps={steps} is not in the adaptive config "
                                     f"candidate_steps {list(ADAPTIVE_STEPS)}. Pass one of those values."), None
         draft = steps + 1
@@ -215,3 +217,24 @@ def _ngram(args: Mapping[str, Any], topk: int, draft: int | None, steps: int | N
         return _err("dp-attention", "ValueError: Currently ngram speculative decoding does not support dp "
                                     "attention."), None
     return None, Effective("NGRAM", steps, topk, draft, page, backend, graphs_off, running)
+
+
+def adaptive_disabled_reason(args: Mapping[str, Any], algorithm: str | None) -> str | None:
+    """``adaptive_spec_params.py::adaptive_unsupported_reason``: why SGLang turns ``--speculative-adaptive`` off
+    (with a warning, falling back to the static tree) for these arguments; None when it stays on. ``algorithm``
+    is the effective one (NEXTN already EAGLE)."""
+    if algorithm not in ("EAGLE", "EAGLE3"):
+        return f"speculative_algorithm={algorithm} (only EAGLE/EAGLE3 are supported)"
+    topk = args.get("speculative_eagle_topk")
+    if topk is not None and topk != 1:
+        return f"speculative_eagle_topk={topk} (only topk=1 is supported)"
+    if (args.get("attn_dp_size") or 1) > 1 or args.get("enable_dp_attention"):
+        return "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)"
+    if args.get("enable_multi_layer_eagle"):
+        return "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorkerV2 does not implement adaptive)"
+    if args.get("enable_two_batch_overlap"):
+        return ("enable_two_batch_overlap=True is not supported (adaptive state swap would discard the "
+                "TboAttnBackend wrapper)")
+    if args.get("enable_pdmux"):
+        return "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)"
+    return None

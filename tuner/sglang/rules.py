@@ -21,7 +21,14 @@ from typing import Any
 
 from tuner.sglang.hardware import CAPABILITY_FAMILIES, UNKNOWN, Hardware
 from tuner.sglang.loading import draft_backend_refusal
-from tuner.sglang.resolution import RESOLUTION_INPUTS, SPECULATIVE_ALGORITHMS, Effective, RuleViolation, resolve
+from tuner.sglang.resolution import (
+    RESOLUTION_INPUTS,
+    SPECULATIVE_ALGORITHMS,
+    Effective,
+    RuleViolation,
+    resolve,
+)
+from tuner.sglang.resolution import adaptive_disabled_reason as _adaptive_reason
 
 __all__ = ["SPECULATIVE_ALGORITHMS", "RuleViolation", "Verdict", "check", "judge"]
 
@@ -165,6 +172,11 @@ def resolve_speculative(args: Mapping[str, Any], hardware: Hardware = UNKNOWN) -
     given = args.get("speculative_num_draft_tokens")
     adjustments = (TOPK1_WARNING,) if topk == 1 and given is not None and given != draft else ()
     return SpeculativeSettings(eff["speculative_algorithm"], steps, topk, draft, adjustments)
+
+
+def adaptive_disabled_reason(args: Mapping[str, Any], effective: Mapping[str, Any]) -> str | None:
+    """Why SGLang turns ``--speculative-adaptive`` off for ``args`` (a warning, then the static tree), or None."""
+    return _adaptive_reason(args, effective.get("speculative_algorithm"))
 
 
 def effective_max_running_requests(args: Mapping[str, Any]) -> int | None:

@@ -17,8 +17,11 @@ from typing import Any
 from tuner.sglang import rules
 from tuner.sglang.hardware import Hardware, capability_of_gpu
 from tuner.sglang.parse import PROG, InvalidServerArgs, parse_server_args
+from tuner.simulator import speculation
+from tuner.simulator.adaptive import AdaptiveConfig, AdaptiveConfigError, load_config
 from tuner.simulator.memory import MemoryPlan, plan_memory
 from tuner.simulator.profile import Profile
+from tuner.simulator.speculation import SpecKind
 
 __all__ = ["PROG", "InvalidServerArgs", "ServerConfig", "parse_server_args", "require_valid", "resolve"]
 
@@ -50,6 +53,10 @@ class ServerConfig:
     warnings: tuple[str, ...]  # logged at startup, in order
     startup_error: rules.RuleViolation | None  # the server exits before loading weights
     runtime_error: str | None  # the server starts, then every generation fails
+    kind: SpecKind = SpecKind.OFF
+    #: ``--speculative-adaptive`` as it runs (None: off, or turned off by SGLang with a warning)
+    adaptive: AdaptiveConfig | None = None
+    overlap: bool = True  # the overlap scheduler (off: --disable-overlap-schedule)
 
     @property
     def cuda_graph_max_bs(self) -> int:
@@ -111,6 +118,29 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     topk = _or(eff.get("speculative_eagle_topk"), 1) if speculative else 1
     draft = max(_or(eff.get("speculative_num_draft_tokens"), steps + 1), 1) if speculative else 1
     warnings: list[str] = []
+    kind = speculation.kind_of(args.get("speculative_algorithm"), algorithm)
+    adaptive: AdaptiveConfig | None = None
+    if speculative and args.get("speculative_adaptive"):
+        reason = rules.adaptive_disabled_reason(args, eff)
+        if reason is not None:
+            warnings.append(f"speculative_adaptive disabled: {reason}. Falling back to static speculative params.")
+        else:
+            try:
+                adaptive = load_config(args.get("speculative_adaptive_config"), args.get("speculative_num_steps"))
+            except AdaptiveConfigError as exc:
+                startup_error = startup_error or rules.RuleViolation("adaptive-config", str(exc))
+            else:
+                steps, topk, draft = adaptive.initial_steps, 1, adaptive.initial_steps + 1
+    if kind is SpecKind.MTP and profile.mtp is None and args.get("speculative_draft_model_path"):
+        kind = SpecKind.EAGLE  # NEXTN = EAGLE: with a draft model named, that model drafts
+    elif startup_error is None and kind is SpecKind.MTP and profile.mtp is None:
+        # The draft worker loads the target's MTP layers; a checkpoint without them has none to load.
+        startup_error = rules.RuleViolation("no-mtp", (
+            f"ValueError: {profile.model.architecture} has no MTP (nextn) layers: --speculative-algorithm NEXTN "
+            "needs a model that ships them (num_nextn_predict_layers > 0)"))
+    overlap = not args.get("disable_overlap_schedule")
+    if speculative and not overlap and kind in (SpecKind.EAGLE, SpecKind.MTP, SpecKind.STANDALONE):
+        warnings.append("Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding.")
     given_draft = args.get("speculative_num_draft_tokens")
     if speculative and topk == 1 and given_draft is not None and given_draft != draft:
         warnings.append(rules.TOPK1_WARNING)
@@ -145,7 +175,8 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     # plan memory with the uncapped list first, then clip.
     explicit_bs = args.get("cuda_graph_bs_decode")
     ladder = sorted(set(explicit_bs)) if explicit_bs else default_graph_ladder(graph_max)
-    memory = plan_memory(profile, tp_size=tp, mem_fraction=mem_fraction, speculative=speculative,
+    draft_gb = speculation.draft_weights_gb(profile, kind)
+    memory = plan_memory(profile, tp_size=tp, mem_fraction=mem_fraction, draft_weights_gb=draft_gb,
                          graph_tokens=0, max_total_tokens=args.get("max_total_tokens"))
     if explicit_running is not None:
         max_running = int(explicit_running)
@@ -156,8 +187,9 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     graph_bs: tuple[int, ...] = () if graphs_off else tuple(bs for bs in ladder if bs <= max_running)
     if not graphs_off and not graph_bs:
         graph_bs = (1,)
-    memory = plan_memory(profile, tp_size=tp, mem_fraction=mem_fraction, speculative=speculative,
-                         graph_tokens=max(graph_bs, default=0) * draft,
+    graph_draft = adaptive.max_steps + 1 if adaptive is not None else draft
+    memory = plan_memory(profile, tp_size=tp, mem_fraction=mem_fraction, draft_weights_gb=draft_gb,
+                         graph_tokens=max(graph_bs, default=0) * graph_draft,
                          max_total_tokens=args.get("max_total_tokens"))
 
     resolved = dict(args)
@@ -205,6 +237,9 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
         warnings=tuple(warnings),
         startup_error=startup_error,
         runtime_error=runtime_error,
+        kind=kind,
+        adaptive=adaptive,
+        overlap=overlap,
     )
 
 

@@ -38,12 +38,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tuner.simulator import faults, model, text
+from tuner.simulator.adaptive import Controller
 from tuner.simulator.clock import Clock, VirtualClock
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.profile import Profile
@@ -133,6 +133,9 @@ class Engine:
         self._late_logged_at = 0.0
         self.faults = faults.FaultRuntime.of(profile.faults, config, on_fatal)  # the profile's failure modes
         self.served = 0  # requests completed since the warmup (run.py resets it): what a hang counts
+        self.adaptive = Controller(config.adaptive, config.cuda_graph_bs) if config.adaptive is not None else None
+        self._steps: int | None = None  # adaptive: draft steps of the iteration in flight
+        self._switch_ms = 0.0  # a pending adaptive switch's cost, paid by the next iteration
 
     # ----- public ---------------------------------------------------------------------------------------
     @property
@@ -180,7 +183,7 @@ class Engine:
                                prompt_tokens=prompt_tokens, output_length=length)
         if self._on_schedule:  # else it arrives when the schedule (re)starts (_restart)
             handle.arrival_s = self.clock.timeline_now()
-        multiplier = model.predictability(self.profile.acceptance, request.prompt)
+        multiplier = model.acceptance_multiplier(self.profile, self.config, request.prompt)
         self._waiting.append(_Running(
             request=request, handle=handle, survival=self._survival(request.temperature, multiplier),
             u=random.Random(text.stable_hash("accept", self.seed, number)).random(),
@@ -209,7 +212,9 @@ class Engine:
     def _survival(self, temperature: float, multiplier: float) -> tuple[float, ...]:
         key = (temperature, multiplier)
         if key not in self._survival_cache:
-            rates = model.position_rates(self.profile, self.config, temperature=temperature, multiplier=multiplier)
+            depth = self.config.adaptive.max_steps if self.config.adaptive is not None else None  # adaptive.py
+            rates = model.position_rates(self.profile, self.config, temperature=temperature, multiplier=multiplier,
+                                         chain=depth)
             survival, chain = [], 1.0
             for p in rates:
                 chain *= p
@@ -269,8 +274,10 @@ class Engine:
                 await asyncio.Event().wait()
             context = sum(r.handle.prompt_tokens + r.generated for r in self._running)
             noise = self.profile.timing.noise
-            ms = model.decode_iteration_ms(self.profile, self.config, batch, context)
-            ms *= 1.0 + self._rng.uniform(-noise, noise)
+            self._steps = self.adaptive.steps_for(batch) if self.adaptive is not None else None
+            ms = model.decode_iteration_ms(self.profile, self.config, batch, context, steps=self._steps)
+            ms = ms * (1.0 + self._rng.uniform(-noise, noise)) + self._switch_ms
+            self._switch_ms = 0.0
             await self._advance(ms)
             self._decode()
 
@@ -317,6 +324,8 @@ class Engine:
     def _decode(self) -> None:
         self.iterations += 1
         error = self.config.runtime_error
+        batch = len(self._running)
+        corrects: list[float] = []
         for r in list(self._running):
             if r.cancelled:
                 self._release(r)
@@ -328,10 +337,11 @@ class Engine:
                 continue
             r.u = (r.u + _GOLDEN) % 1.0
             accepted = 0
-            for s_k in r.survival:
+            for s_k in r.survival[:self._steps]:
                 if r.u >= s_k:
                     break
                 accepted += 1
+            corrects.append(accepted)
             remaining = r.handle.output_length - r.generated
             n = min(1 + accepted, remaining)
             r.verify_ct += 1
@@ -350,6 +360,11 @@ class Engine:
                    or r.pending + n >= max(1, r.handle.output_length // MIN_CHUNKS))
             stream = r.since_chunk >= self.stream_interval and due
             self._emit(r, n, stream=stream)
+        line = self.adaptive.on_verify(corrects, batch) if self.adaptive is not None else None
+        if line is not None:
+            self._switch_ms = self.profile.adaptive.switch_ms
+            if self._on_log is not None:
+                self._on_log(line)
         if self.iterations % self.decode_log_interval == 0:
             self._log_interval()
 
@@ -389,17 +404,7 @@ class Engine:
         c.verify_calls_total += r.verify_ct
 
     def _log_interval(self) -> None:
-        c = self.counters
-        if c.verify_forwards:
-            c.avg_spec_accept_length = c.accepted_tokens / c.verify_forwards
-        now = time.monotonic()
-        elapsed = now - c.interval_started
-        c.last_gen_throughput = c.interval_tokens / elapsed if elapsed > 0 else 0.0
-        c.interval_tokens = 0
-        c.interval_started = now
+        line = self.counters.interval_line(len(self._running), self._kv_used, self.config.max_total_num_tokens,
+                                           len(self._waiting))
         if self._on_log is not None:
-            capacity = self.config.max_total_num_tokens
-            accept = f"accept len: {c.avg_spec_accept_length:.2f}, " if c.avg_spec_accept_length else ""
-            self._on_log(f"Decode batch. #running-req: {len(self._running)}, #token: {self._kv_used}, "
-                         f"token usage: {self._kv_used / capacity if capacity else 0:.2f}, {accept}"
-                         f"gen throughput (token/s): {c.last_gen_throughput:.2f}, #queue-req: {len(self._waiting)}")
+            self._on_log(line)

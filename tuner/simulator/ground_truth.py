@@ -24,6 +24,7 @@ from functools import lru_cache
 
 from objectives.spec import WorkloadSpec
 from tuner.simulator import model
+from tuner.simulator.adaptive import steady_mix
 from tuner.simulator.config import ServerConfig, require_valid, resolve
 from tuner.simulator.profile import DEFAULT_PROFILE, Profile, load_profile
 from tuner.simulator.text import count_prompt_tokens, expected_output_length, output_length
@@ -81,7 +82,8 @@ def expected_metrics(profile: Profile | str, server_args: Sequence[str], workloa
     config = _config(prof, tuple(server_args))
     prompt_tokens = count_prompt_tokens(prompt_text) if prompt_text else workload.input_tokens
     length = expected_output_length(prof, workload.max_tokens, workload.ignore_eos)
-    kind = _Kind(prompt_tokens, _accept_length(prof, config, workload, prompt_text), length)
+    kind = _Kind(prompt_tokens, _accept_length(prof, config, workload, prompt_text), length,
+                 model.acceptance_multiplier(prof, config, prompt_text))
     return _steady_state(prof, config, workload, concurrency, [kind])
 
 
@@ -96,7 +98,8 @@ def expected_metrics_for_prompts(profile: Profile | str, server_args: Sequence[s
     prof = load_profile(profile) if isinstance(profile, str) else profile
     config = _config(prof, tuple(server_args))
     kinds = [_Kind(count_prompt_tokens(p), _accept_length(prof, config, workload, p),
-                   float(output_length(prof, seed, p, max(workload.max_tokens, 1), workload.ignore_eos)))
+                   float(output_length(prof, seed, p, max(workload.max_tokens, 1), workload.ignore_eos)),
+                   model.acceptance_multiplier(prof, config, p))
              for p in prompts]
     return _steady_state(prof, config, workload, concurrency, kinds)
 
@@ -106,10 +109,11 @@ class _Kind:
     prompt_tokens: int
     accept_length: float
     length: float
+    multiplier: float = 1.0
 
 
 def _accept_length(prof: Profile, config: ServerConfig, workload: WorkloadSpec, prompt_text: str | None) -> float:
-    multiplier = model.predictability(prof.acceptance, prompt_text)
+    multiplier = model.acceptance_multiplier(prof, config, prompt_text)
     rates = model.position_rates(prof, config, temperature=workload.temperature, multiplier=multiplier)
     return 1.0 + model.expected_accepted_drafts(rates)
 
@@ -127,6 +131,8 @@ def _steady_state(prof: Profile, config: ServerConfig, workload: WorkloadSpec, c
     batch = running_batch(config, concurrency, prompt_tokens, workload.max_tokens)
     context = batch * (prompt_tokens + length / 2.0)
     t_iter = model.decode_iteration_ms(prof, config, batch, round(context)) / 1000.0
+    if config.adaptive is not None:
+        kinds, t_iter = _adaptive(prof, config, workload, batch, round(context), kinds)
     prefills = [model.prefill_ms(prof, k.prompt_tokens) / 1000.0 for k in kinds]
     t_prefill = _mean(prefills)
     # Per request: its own iterations, plus one stall for each other running request's prefill.
@@ -152,6 +158,30 @@ def _steady_state(prof: Profile, config: ServerConfig, workload: WorkloadSpec, c
         e2e_s=e2e, per_request_tok_s=_mean(speeds) if speeds else 0.0, per_request_e2e_tok_s=length / e2e,
         aggregate_tok_s=aggregate,
     )
+
+
+def _adaptive(prof: Profile, config: ServerConfig, workload: WorkloadSpec, batch: int, context: int,
+              kinds: Sequence[_Kind]) -> tuple[list[_Kind], float]:
+    """Adaptive steps: the batch's tier settles into a mix of step counts (``adaptive.steady_mix``); each kind's
+    accept length and the iteration time are that mix's, plus the switches' cost."""
+    assert config.adaptive is not None
+    tier = config.adaptive.tiers[config.adaptive.tier_index(batch, config.cuda_graph_bs)]
+    cache: dict[tuple[int, float], float] = {}
+
+    def accepted(steps: int, multiplier: float) -> float:
+        if (steps, multiplier) not in cache:
+            rates = model.position_rates(prof, config, temperature=workload.temperature, multiplier=multiplier,
+                                         chain=steps)
+            cache[steps, multiplier] = model.expected_accepted_drafts(rates)
+        return cache[steps, multiplier]
+
+    mix, switch_rate = steady_mix(tier, config.adaptive.initial_steps,
+                                  lambda steps: _mean([accepted(steps, k.multiplier) for k in kinds]))
+    t_ms = sum(f * model.decode_iteration_ms(prof, config, batch, context, steps=s) for s, f in mix.items())
+    t_ms += switch_rate * prof.adaptive.switch_ms
+    mixed = [_Kind(k.prompt_tokens, 1.0 + sum(f * accepted(s, k.multiplier) for s, f in mix.items()), k.length,
+                   k.multiplier) for k in kinds]
+    return mixed, t_ms / 1000.0
 
 
 def default_profile() -> Profile:

@@ -36,13 +36,14 @@ class MemoryPlan:
     failure_stage: str | None  # "weights" | "kv" | "graph"
 
 
-def plan_memory(profile: Profile, *, tp_size: int, mem_fraction: float, speculative: bool,
+def plan_memory(profile: Profile, *, tp_size: int, mem_fraction: float, draft_weights_gb: float,
                 graph_tokens: int, max_total_tokens: int | None = None) -> MemoryPlan:
     """``graph_tokens`` = largest decode-graph batch × tokens per request in it (draft tokens under
-    speculation), which is what graph memory grows with."""
+    speculation), which is what graph memory grows with; ``draft_weights_gb`` the draft's weights per GPU (0
+    without speculation, for NGRAM, and nearly 0 for a model's own MTP layer)."""
     model, mem = profile.model, profile.memory
     gpu = profile.hardware.gpu_memory_gb
-    weights = model.weights_gb / tp_size + (model.draft_weights_gb if speculative else 0.0)
+    weights = model.weights_gb / tp_size + draft_weights_gb
     pool = mem_fraction * gpu
     kv_gb = pool - weights
     # KV heads are split over tensor-parallel ranks; the profile states bytes at its own GPU count.

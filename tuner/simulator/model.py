@@ -27,8 +27,10 @@ import math
 import zlib
 from functools import lru_cache
 
+from tuner.simulator import speculation
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.profile import AcceptanceSpec, Profile
+from tuner.simulator.speculation import SpecKind
 
 #: Prompts shorter than this compress badly whatever they say, so they count as typical.
 _MIN_BYTES_FOR_RATIO = 256
@@ -41,7 +43,11 @@ def tree_shape(config: ServerConfig) -> tuple[int, float]:
     With topk=1 it is a chain of ``steps`` positions. With a tree, ``draft_tokens − 1`` nodes are spread over
     at most ``steps`` levels, so each level offers ``(draft_tokens − 1)/depth`` alternatives (at most topk).
     """
-    if not config.speculative or config.num_steps == 0:
+    if not config.speculative:
+        return 0, 1.0
+    if config.kind is SpecKind.NGRAM:
+        return speculation.ngram_shape(config.args, config.draft_tokens)
+    if config.num_steps == 0:
         return 0, 1.0
     proposals = max(config.draft_tokens - 1, 0)
     depth = min(config.num_steps, proposals)
@@ -60,6 +66,15 @@ def compression_ratio(text: str) -> float | None:
     return len(zlib.compress(raw, 6)) / len(raw)
 
 
+def acceptance_multiplier(profile: Profile, config: ServerConfig, prompt_text: str | None) -> float:
+    """What a prompt does to acceptance: a little for a draft model (``predictability``); for n-gram lookup it
+    decides the first position's rate, returned as a multiplier of the profile's typical one."""
+    if config.kind is SpecKind.NGRAM:
+        ratio = compression_ratio(prompt_text) if prompt_text else None
+        return speculation.ngram_first(profile, ratio) / profile.ngram.base
+    return predictability(profile.acceptance, prompt_text)
+
+
 def predictability(acc: AcceptanceSpec, prompt_text: str | None) -> float:
     """Acceptance multiplier from how repetitive the prompt is (repetitive context → easier drafting)."""
     ratio = compression_ratio(prompt_text) if prompt_text else None
@@ -70,10 +85,11 @@ def predictability(acc: AcceptanceSpec, prompt_text: str | None) -> float:
 
 
 def position_rates(profile: Profile, config: ServerConfig, *, temperature: float,
-                   multiplier: float = 1.0) -> tuple[float, ...]:
-    """Conditional acceptance probability of each draft position the tree covers."""
-    depth, width = tree_shape(config)
-    acc = profile.acceptance
+                   multiplier: float = 1.0, chain: int | None = None) -> tuple[float, ...]:
+    """Conditional acceptance probability of each draft position the tree covers (``chain``: of a topk-1 chain
+    of that many steps instead, as adaptive steps run)."""
+    depth, width = tree_shape(config) if chain is None else (chain, 1.0)
+    acc = speculation.acceptance(profile, config.kind)
     m = multiplier * math.exp(-acc.temperature_penalty * max(temperature, 0.0))
     tries = width**acc.topk_exponent
     rates = []
@@ -92,20 +108,30 @@ def expected_accepted_drafts(rates: tuple[float, ...]) -> float:
     return total
 
 
-def decode_iteration_ms(profile: Profile, config: ServerConfig, batch: int, context_tokens: int) -> float:
+def decode_iteration_ms(profile: Profile, config: ServerConfig, batch: int, context_tokens: int,
+                        *, steps: int | None = None) -> float:
     """Noiseless duration of one decode iteration (draft + verify) for ``batch`` running requests whose
-    contexts (prompt + generated) sum to ``context_tokens``."""
+    contexts (prompt + generated) sum to ``context_tokens`` (``steps``: a topk-1 chain of that many steps, as
+    adaptive steps run; 0 is a plain decode)."""
     t = profile.timing
-    steps, topk, draft = config.num_steps, config.topk, config.draft_tokens
+    if steps is None:
+        steps, topk, draft = config.num_steps, config.topk, config.draft_tokens
+    else:
+        topk, draft = 1, steps + 1
+    cost = speculation.draft_cost(profile, config.kind)
+    if config.kind is SpecKind.NGRAM:
+        steps = 0  # no draft forward: the trie lookup is CPU work (cost.cpu_request_ms)
     factor = t.attention_backend_factor.get(config.attention_backend, 1.0)
-    fixed = t.iteration_base_ms + steps * t.draft_step_ms
-    per_token = (steps * t.draft_token_ms * batch * topk + t.verify_token_ms * batch * draft
+    fixed = t.iteration_base_ms + steps * cost.step_ms
+    per_token = (steps * cost.token_ms * batch * topk + t.verify_token_ms * batch * draft
                  + t.context_ms_per_ktok * context_tokens / 1000.0)
     gpu = fixed + factor * per_token
     if batch > config.cuda_graph_max_bs:
         # No captured graph this large (or graphs off): eager kernels, each forward pays its launches.
         gpu = gpu * t.eager_factor + t.eager_launch_ms * (steps + 1)
-    cpu = t.scheduler_ms + t.scheduler_request_ms * batch
+    cpu = t.scheduler_ms + (t.scheduler_request_ms + cost.cpu_request_ms) * batch
+    if not config.overlap:
+        return float(cpu + gpu)  # --disable-overlap-schedule: the CPU side waits for the GPU and vice versa
     q = t.overlap_sharpness
     return float((cpu**q + gpu**q) ** (1.0 / q))
 

@@ -91,6 +91,65 @@ class AcceptanceSpec:
 
 
 @dataclass(frozen=True)
+class MtpSpec:
+    """``[mtp]``: the model's own multi-token-prediction layer(s) as the draft (``--speculative-algorithm NEXTN``).
+    No separate draft model: ``weights_gb`` is the MTP layer SGLang loads beside the target (per GPU). Acceptance
+    follows the same curve as ``AcceptanceSpec``; a profile without this section has no MTP head (NEXTN fails)."""
+
+    weights_gb: float
+    draft_step_ms: float
+    draft_token_ms: float
+    first: float
+    limit: float
+    decay: float
+
+
+@dataclass(frozen=True)
+class NgramSpec:
+    """``[ngram]``: n-gram speculation (``NGRAM``) drafts from a trie of the text seen so far, on the CPU.
+    The first position is accepted with ``base`` at a typical prompt (zlib ratio ``reference_compression_ratio``)
+    and ``base + sensitivity · (reference − ratio)`` otherwise, within [min_rate, max_rate]; deeper positions
+    follow ``limit``/``decay`` as in ``AcceptanceSpec``. ``match_ms`` is the trie lookup per request per
+    iteration (CPU side)."""
+
+    base: float
+    sensitivity: float
+    reference_compression_ratio: float
+    min_rate: float
+    max_rate: float
+    limit: float
+    decay: float
+    topk_exponent: float  # BFS siblings are frequency-ranked continuations: they add less than a draft's top-k
+    match_ms: float
+
+
+@dataclass(frozen=True)
+class StandaloneSpec:
+    """``[standalone]``: a small ordinary language model as the draft (``STANDALONE``): a full forward per step,
+    its own weights, and an acceptance ``acceptance_scale`` × the EAGLE draft's."""
+
+    draft_path: str
+    weights_gb: float
+    draft_step_ms: float
+    draft_token_ms: float
+    acceptance_scale: float
+
+
+@dataclass(frozen=True)
+class AdaptiveSpec:
+    """``[adaptive]``: the cost of one switch of SGLang's adaptive steps (``--speculative-adaptive``): the draft
+    runtime state (attention metadata, graph set) swapped before the next iteration."""
+
+    switch_ms: float
+
+
+#: Used where a profile has no ``[ngram]`` / ``[adaptive]`` section (docs/simulator.md: their sources).
+DEFAULT_NGRAM = NgramSpec(base=0.15, sensitivity=1.6, reference_compression_ratio=0.5, min_rate=0.05, max_rate=0.92,
+                          limit=0.55, decay=0.7, topk_exponent=0.3, match_ms=0.02)
+DEFAULT_ADAPTIVE = AdaptiveSpec(switch_ms=0.5)
+
+
+@dataclass(frozen=True)
 class MemorySpec:
     non_torch_gb: float  # CUDA context, NCCL buffers: outside the static pool
     graph_base_gb: float
@@ -125,6 +184,10 @@ class Profile:
     startup: StartupSpec
     #: How a started server fails (tuner/simulator/faults.py); none in the shipped profiles.
     faults: tuple[FaultRule, ...] = ()
+    mtp: MtpSpec | None = None  # None: the model has no MTP head
+    ngram: NgramSpec = DEFAULT_NGRAM
+    standalone: StandaloneSpec | None = None  # None: derived from the EAGLE draft (speculation.py)
+    adaptive: AdaptiveSpec = DEFAULT_ADAPTIVE
 
 
 _T = TypeVar("_T")
@@ -167,6 +230,10 @@ def parse_profile(data: dict[str, Any], source: str) -> Profile:
         memory=_section(MemorySpec, data, "memory", source),
         startup=_section(StartupSpec, data, "startup", source),
         faults=faults,
+        mtp=_section(MtpSpec, data, "mtp", source) if "mtp" in data else None,
+        ngram=_section(NgramSpec, data, "ngram", source) if "ngram" in data else DEFAULT_NGRAM,
+        standalone=_section(StandaloneSpec, data, "standalone", source) if "standalone" in data else None,
+        adaptive=_section(AdaptiveSpec, data, "adaptive", source) if "adaptive" in data else DEFAULT_ADAPTIVE,
     )
 
 

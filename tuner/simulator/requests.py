@@ -99,3 +99,17 @@ class Counters:
     last_gen_throughput: float = 0.0
     interval_tokens: int = 0
     interval_started: float = field(default_factory=time.monotonic)
+
+    def interval_line(self, running: int, kv_used: int, capacity: int, waiting: int) -> str:
+        """Close a decode-log interval (accept length and throughput snapshots) and return SGLang's log line."""
+        if self.verify_forwards:
+            self.avg_spec_accept_length = self.accepted_tokens / self.verify_forwards
+        now = time.monotonic()
+        elapsed = now - self.interval_started
+        self.last_gen_throughput = self.interval_tokens / elapsed if elapsed > 0 else 0.0
+        self.interval_tokens = 0
+        self.interval_started = now
+        accept = f"accept len: {self.avg_spec_accept_length:.2f}, " if self.avg_spec_accept_length else ""
+        return (f"Decode batch. #running-req: {running}, #token: {kv_used}, "
+                f"token usage: {kv_used / capacity if capacity else 0:.2f}, {accept}"
+                f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: {waiting}")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from tuner.simulator.config import InvalidServerArgs, ServerConfig, resolve
 from tuner.simulator.profile import Profile
+from tuner.simulator.speculation import SpecKind, draft_weights_gb
 
 WEIGHTS_DTYPE = "torch.bfloat16"
 READY_LINE = "The server is fired up and ready to roll!"
@@ -83,6 +84,15 @@ def graph_capture_s(profile: Profile, config: ServerConfig) -> dict[str, float]:
 
     if not config.speculative:
         return {"target decode": family(1)}
+    if config.kind is SpecKind.NGRAM:  # no draft model: only the target's verify graphs
+        return {"target verify": family(config.draft_tokens)}
+    if config.adaptive is not None:
+        # One runtime state per candidate step count, each with its own graphs (adaptive_runtime_state.py).
+        out = {"target decode": family(1)} if 0 in config.adaptive.candidate_steps else {}
+        for steps in (s for s in config.adaptive.candidate_steps if s > 0):
+            out[f"target verify (steps={steps})"] = family(steps + 1)
+            out[f"draft decode (steps={steps})"] = family(steps, s.draft_graph_factor)
+        return out
     return {
         "target verify": family(config.draft_tokens),
         "draft decode": family(config.num_steps * config.topk, s.draft_graph_factor),
@@ -109,13 +119,19 @@ def plan_startup(profile: Profile, config: ServerConfig) -> StartupPlan:
                       f"type={model.architecture}, dtype={WEIGHTS_DTYPE}, avail mem={avail:.2f} GB, "
                       f"mem usage={target_gb:.2f} GB."))
     load_weight = s.load_weights_s
-    if config.speculative:
+    if config.speculative and config.kind is not SpecKind.NGRAM:
+        draft_gb = draft_weights_gb(profile, config.kind)
+        draft_type = {SpecKind.MTP: f"{model.architecture}MTP",
+                      SpecKind.STANDALONE: "Qwen3ForCausalLM"}.get(config.kind, "LlamaForCausalLMEagle3")
+        load_s = s.load_draft_s * (draft_gb / model.draft_weights_gb if model.draft_weights_gb else 1.0)
+        if config.kind is SpecKind.STANDALONE:
+            load_s = max(load_s, s.load_draft_s)
         steps.append(Step(0.0, f"Load weight begin. avail mem={avail:.2f} GB"))
-        avail -= model.draft_weights_gb
-        steps.append(Step(s.load_draft_s, f"Load weight end. elapsed={s.load_draft_s:.2f} s, "
-                          f"type=LlamaForCausalLMEagle3, dtype={WEIGHTS_DTYPE}, avail mem={avail:.2f} GB, "
-                          f"mem usage={model.draft_weights_gb:.2f} GB."))
-        load_weight += s.load_draft_s
+        avail -= draft_gb
+        steps.append(Step(load_s, f"Load weight end. elapsed={load_s:.2f} s, "
+                          f"type={draft_type}, dtype={WEIGHTS_DTYPE}, avail mem={avail:.2f} GB, "
+                          f"mem usage={draft_gb:.2f} GB."))
+        load_weight += load_s
     if mem.failure_stage == "kv":
         return StartupPlan(tuple(steps), _scheduler_crash(f"RuntimeError: {mem.failure}"),
                            failure_delay_s=s.kv_alloc_s)
