@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
-import importlib.util
-import json
+import inspect
 import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 # Before NumPy loads: OpenBLAS threads on tiny matrices make the grey-box sampler's GP fits 50× slower on a
@@ -52,14 +51,24 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 import optuna
+from rich.console import Console
+from rich.progress import track
 from scipy.stats import bootstrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.gpu_hours import HoursRow, Run, hours_table, landscape_hours, ratio_table, trials_text
+from tuner.core.errors import SpectuneError
 from tuner.engine.landscape import Landscape, MeasuredLandscape, evaluate_search, simulator_landscape
+from tuner.engine.landscape_plugin import (
+    LandscapeError,
+    cached_true_scores,
+    landscape_fingerprint,
+    load_landscape,
+    study_of,
+)
 from tuner.engine.record import TrialRecord, measured_records
-from tuner.engine.trial import TrialRunner
+from tuner.engine.reference_search import found_so_far, random_search, sweep_search
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -74,114 +83,54 @@ DEFAULT_CASES = ("bench/studies/qwen-seed-space.toml", "bench/studies/llama-8b-h
 CACHE = REPO / ".spectune" / "bench-truth"
 
 
-def run_optuna(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: int, budget: int,
+def run_search(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: int, budget: int,
                truth: dict[str, float]) -> tuple[list[float], list[TrialRecord]]:
-    """Ratio (truth of the study's own best ÷ optimum) after each measured trial, and the measured trials."""
-    # The product's own loop (tuner/engine/loop.py, through the public evaluate_search): duplicates are free, a
-    # repeat is followed by a neighbour, and a study whose proposals stay free for too long ends "exhausted" —
-    # as `spectune tune` would.
-    # Random search is the reference a user would run by hand: the baseline, then random points — without the
-    # product's designed start, which is part of what is being measured against it.
-    result = evaluate_search(spec, landscape, n_trials=budget, seed=seed, sampler=sampler_name,  # type: ignore[arg-type]
-                             designed_start=sampler_name != "random")
-    optimum = max(truth.values())
-    ratios = []
-    for k in range(1, result.measured + 1):
-        best = result.best_after(k)
-        ratios.append(truth.get(best.config.key() if best.config else "", 0.0) / optimum if best else 0.0)
-    return _padded(ratios, budget), measured_records(result.study)
+    """Ratio (truth of the study's own best ÷ optimum) after each measured trial, and the measured trials.
 
-
-def _padded(ratios: list[float], budget: int) -> list[float]:
-    return ratios + [ratios[-1]] * (budget - len(ratios)) if ratios else [0.0] * budget
-
-
-def run_sweep(spec: StudySpec, space: SearchSpace, landscape: Landscape, seed: int, budget: int,
-              truth: dict[str, float]) -> tuple[list[float], list[TrialRecord]]:
-    """The seed campaign's method: one flag at a time from the baseline, the others held at the incumbent."""
-    measurer = landscape.measurer(seed)
-    study = optuna.create_study(direction="maximize")  # only as a store for the runner's scorer
-    runner = TrialRunner(spec, space, measurer, skip_phases=False)
-    optimum = max(truth.values())
-    current = space.encode(spec.baseline)
-    seen: dict[str, float] = {}
-    best_key, best_score = "", float("-inf")
-    ratios: list[float] = []
-
-    def evaluate(params: dict[str, Any]) -> float:
-        nonlocal best_key, best_score
-        study.enqueue_trial(params)  # the runner then measures exactly these parameters
-        study.optimize(runner, n_trials=1)
-        t = TrialRecord.from_trial(study.trials[-1])
-        score = t.values[0] if t.values else float("-inf")
-        if t.is_measured:
-            if t.feasible and score > best_score:
-                best_key, best_score = t.config.key() if t.config else "", score
-            ratios.append(truth.get(best_key, 0.0) / optimum)
-        return score if t.feasible else float("-inf")
-
-    while len(ratios) < budget:
-        before = len(ratios)
-        for dim in space.dimensions:
-            scores = {}
-            for value in dim.encoded_values():
-                candidate = dict(current, **{dim.name: value})
-                proposal = space.decode(candidate)
-                if proposal.config is None:
-                    continue
-                key = proposal.config.key()
-                if key not in seen:
-                    seen[key] = evaluate(candidate)
-                scores[value] = seen[key]
-                if len(ratios) >= budget:
-                    break
-            if scores:
-                current[dim.name] = max(scores, key=lambda v: scores[v])
-            if len(ratios) >= budget:
-                break
-        if len(ratios) == before:
-            break  # converged: every neighbour measured
-    return _padded(ratios, budget), measured_records(study)
-
-
-def load_landscape_factory(text: str) -> Callable[[StudySpec], Any]:
-    """``MODULE:FACTORY``: MODULE importable (``pkg.mod``) or a file path (``path/to/mod.py``)."""
-    module_name, sep, factory_name = text.rpartition(":")
-    if not sep or not module_name or not factory_name:
-        raise SystemExit(f"--landscape: expected MODULE:FACTORY, not {text!r}")
-    if module_name.endswith(".py") or "/" in module_name:
-        path = Path(module_name).resolve()
-        if not path.is_file():
-            raise SystemExit(f"--landscape: no file {path}")
-        module_spec = importlib.util.spec_from_file_location(path.stem, path)
-        assert module_spec is not None and module_spec.loader is not None
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
+    Through the public API (tuner/engine/reference_search.py): the product's own loop for the samplers
+    (duplicates free, a repeat followed by a neighbour, "exhausted" as `spectune tune` ends), ``random_search``
+    (the baseline, then random points — without the designed start, which is part of what is measured against
+    it) and ``sweep_search`` (the seed campaign's one flag at a time)."""
+    if sampler_name == "sweep":
+        result = sweep_search(spec, landscape, n_trials=budget, seed=seed)
+    elif sampler_name == "random":
+        result = random_search(spec, landscape, n_trials=budget, seed=seed)
     else:
-        module = importlib.import_module(module_name)
-    factory = getattr(module, factory_name, None)
-    if not callable(factory):
-        raise SystemExit(f"--landscape: {module_name} has no callable {factory_name!r}")
-    return factory
+        result = evaluate_search(spec, landscape, n_trials=budget, seed=seed, sampler=sampler_name)  # type: ignore[arg-type]
+    return found_so_far(result, truth, budget), measured_records(result.study)
 
 
-def make_landscape(spec: StudySpec, factory: Callable[[StudySpec], Any] | None, noise: float) -> Landscape:
-    """The factory's landscape for this study (a bare Measurer is its own truth), or the simulator's."""
+def make_landscape(spec: StudySpec | None, factory: Callable[..., Any] | None, noise: float
+                   ) -> tuple[Landscape, StudySpec]:
+    """The factory's landscape for this study (a bare Measurer is its own truth), or the simulator's; and the
+    study as the landscape completes it (its own objective and baseline; its own study when none is given)."""
     if factory is None:
-        return simulator_landscape(spec, noise=noise)
-    made = factory(spec)
-    if callable(getattr(made, "measurer", None)) and callable(getattr(made, "true_score", None)):
-        return made
-    return MeasuredLandscape(spec, lambda _seed: made, truth=made)
+        assert spec is not None
+        return simulator_landscape(spec, noise=noise), spec
+    made = factory(spec) if spec is not None and _needs_study(factory) else factory()
+    if spec is not None and isinstance(made, MeasuredLandscape) and made.spec.path != spec.path:
+        # A landscape that carries its study, run on another one (--studies): its truth is of that study.
+        made = MeasuredLandscape(spec, made.make_measurer, truth=made.truth_measurer, objective=made.objective,
+                                 baseline=made.baseline, version=made.version)
+    if not (callable(getattr(made, "measurer", None)) and callable(getattr(made, "true_score", None))):
+        if spec is None:
+            raise LandscapeError("--landscape: a factory that returns a bare Measurer needs --studies")
+        made = MeasuredLandscape(spec, lambda _seed: made, truth=made)
+    return made, study_of(made, spec)
 
 
 def true_score_table(space: SearchSpace, landscape: Landscape) -> dict[str, float]:
-    """Config key → true score over the distinct valid configurations of ``space`` that can be the answer."""
+    """Config key → true score over the distinct valid configurations of ``space`` that can be the answer, with a
+    progress bar on stderr."""
     known = getattr(landscape, "true_scores", None)
     if callable(known):
-        return known()
+        try:
+            return dict(known(progress=True))
+        except TypeError:  # a landscape's own true_scores() without the progress option
+            return dict(known())
     scores: dict[str, float] = {}
-    for params in space.points():
+    for params in track(space.points(), total=space.raw_size(), description="truth: every configuration",
+                        console=Console(stderr=True), transient=True):
         config = space.decode(params).config
         if config is not None and config.key() not in scores:
             score = landscape.true_score(config)
@@ -190,27 +139,18 @@ def true_score_table(space: SearchSpace, landscape: Landscape) -> dict[str, floa
     return scores
 
 
-def cached_truth(space: SearchSpace, landscape: Landscape, study_path: str, factory_text: str | None,
-                 noise: float) -> dict[str, float]:
-    """``true_score_table``, kept on disk per (study file, landscape module source): a held-out landscape's truth
-    measures all ~90,000 configurations, ~45 s each run on a shared CPU."""
-    sources = [(REPO / study_path).read_bytes()]
-    if factory_text:
-        module = factory_text.rpartition(":")[0]
-        path = Path(module) if module.endswith(".py") else None
-        sources += [path.read_bytes() if path and path.is_file() else module.encode(),
-                    factory_text.encode(), (path.parent / "_base.py").read_bytes()
-                    if path and (path.parent / "_base.py").is_file() else b""]
+def truth_of(space: SearchSpace, landscape: Landscape, module: ModuleType | None, cache: Path = CACHE
+             ) -> dict[str, float]:
+    """``true_score_table``, kept on disk (tuner/engine/landscape_plugin.py ``cached_true_scores``): keyed by the
+    study and by everything the landscape is made of (its declared version, else its modules' sources); the
+    simulator's by its sources and profile. A held-out landscape's truth measures ~90,000 configurations."""
+    if module is None:
+        simulator = sorted((REPO / "tuner" / "simulator").rglob("*.py"))
+        digest = hashlib.sha256(b"".join(p.read_bytes() for p in simulator)).hexdigest()[:16]
+        fingerprint = f"simulator:{digest}:{getattr(space.spec.target.settings, 'profile', None)}"
     else:
-        sources.append(f"simulator:{noise}".encode())
-    digest = hashlib.sha256(b"\0".join(sources)).hexdigest()[:16]
-    cache = CACHE / f"{digest}.json"
-    if cache.is_file():
-        return {str(k): float(v) for k, v in json.loads(cache.read_text()).items()}
-    truth = true_score_table(space, landscape)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(truth))
-    return truth
+        fingerprint = landscape_fingerprint(landscape, module)
+    return cached_true_scores(lambda: true_score_table(space, landscape), space.spec, fingerprint, cache)
 
 
 def median_interval(values: list[float], seed: int = 0) -> tuple[float, float, float]:
@@ -227,17 +167,34 @@ def trials_to_reach(ratios: list[float], target: float) -> int | None:
     return next((i + 1 for i, r in enumerate(ratios) if r >= target), None)
 
 
-def cases_from(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    """(study file, landscape factory or None) per landscape: ``--studies``/``--landscape`` as before, else
-    ``--cases``."""
-    if args.studies or args.landscape:
-        studies = (args.studies or "studies/simulated.toml,bench/studies/llama-8b-h100.toml").split(",")
-        return [(study, args.landscape) for study in studies]
-    out = []
+def cases_from(args: argparse.Namespace) -> list[tuple[Path | None, str | None]]:
+    """(study file or None, landscape factory or None) per landscape: ``--studies`` (relative to the working
+    directory) on ``--landscape`` (or the simulator); ``--landscape`` alone: the landscape's own study (its
+    factory called without one), or the two simulator studies for a factory that needs a study; else ``--cases``
+    (relative to the repository)."""
+    if args.studies:
+        return [(Path(study).resolve(), args.landscape) for study in args.studies.split(",")]
+    if args.landscape:
+        factory, _ = load_landscape(args.landscape)
+        if _needs_study(factory):
+            return [(REPO / study, args.landscape) for study in ("studies/simulated.toml",
+                                                                 "bench/studies/llama-8b-h100.toml")]
+        return [(None, args.landscape)]
+    out: list[tuple[Path | None, str | None]] = []
     for case in args.cases.split(","):
-        study, _, factory = case.partition("@")
-        out.append((study, factory or None))
+        study, _, factory_text = case.partition("@")
+        out.append((REPO / study, factory_text or None))
     return out
+
+
+def _needs_study(factory: Callable[..., Any]) -> bool:
+    try:
+        inspect.signature(factory).bind()
+    except TypeError:
+        return True
+    except ValueError:  # no signature to read (a builtin): pass it the study
+        return True
+    return False
 
 
 def fmt(cell: tuple[float, float, float], digits: int = 3) -> str:
@@ -253,38 +210,41 @@ def main() -> None:
     parser.add_argument("--samplers", default="auto,tpe,gp,random,sweep")
     parser.add_argument("--cases", default=",".join(DEFAULT_CASES),
                         help="comma-separated STUDY[@MODULE:FACTORY], one per landscape")
-    parser.add_argument("--studies", help="study files, all on --landscape (or the simulator)")
+    parser.add_argument("--studies", help="study files (relative to the working directory), all on --landscape "
+                                          "(or the simulator)")
     parser.add_argument("--landscape", metavar="MODULE:FACTORY",
-                        help="an external landscape: FACTORY(study_spec) returns a Landscape or a Measurer "
-                             "(docs/benchmarks.md); default: the simulator's ground truth (+ --noise)")
+                        help="an external landscape: FACTORY(study_spec) — or FACTORY() for a landscape that carries "
+                             "its study — returns a Landscape or a Measurer (docs/benchmarks.md); default: the "
+                             "simulator's ground truth (+ --noise)")
     parser.add_argument("--long-budget", type=int, metavar="N",
                         help="budget of random and sweep only (e.g. 150: long enough to reach 0.98 or not)")
     parser.add_argument("--gpu-hours", action="store_true",
                         help="also print the simulated GPU-hours to reach 0.98 and the seed's manual method "
                              "(bench/gpu_hours.py)")
+    parser.add_argument("--truth-cache", default=str(CACHE), metavar="DIR",
+                        help="where the landscapes' true scores are kept (default: .spectune/bench-truth)")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     rows = []
     hours: list[HoursRow] = []
     for study_path, factory_text in cases_from(args):
-        factory = load_landscape_factory(factory_text) if factory_text else None
-        spec = load_study_file(REPO / study_path)
+        factory, module = load_landscape(factory_text, base=REPO if not args.landscape else None) \
+            if factory_text else (None, None)
+        landscape, spec = make_landscape(load_study_file(study_path) if study_path else None, factory, args.noise)
         space = SearchSpace(spec, spec.option_table)
-        landscape = make_landscape(spec, factory, args.noise)
-        name = (Path(study_path).stem if args.studies or args.landscape
-                else Path(factory_text.rpartition(":")[0]).stem if factory_text else f"{Path(study_path).stem} (sim)")
+        name = (Path(spec.path).stem if args.studies or args.landscape
+                else Path(factory_text.rpartition(":")[0]).stem if factory_text else f"{Path(spec.path).stem} (sim)")
         t0 = time.perf_counter()
-        truth = cached_truth(space, landscape, study_path, factory_text, args.noise)
+        truth = truth_of(space, landscape, module if factory_text else None, Path(args.truth_cache).resolve())
         if not truth:
-            raise SystemExit(f"{study_path}: no configuration of the space can be the answer on this landscape")
+            raise SystemExit(f"{spec.path}: no configuration of the space can be the answer on this landscape")
         print(f"# {name}: {len(truth)} feasible distinct configurations, optimum score "
               f"{max(truth.values()):.3f} (ground truth in {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
         runs_here: dict[str, tuple[int, list[Run]]] = {}
         for sampler in args.samplers.split(","):
             t0 = time.perf_counter()
             budget = args.long_budget if args.long_budget and sampler in ("random", "sweep") else args.budget
-            runs = [run_sweep(spec, space, landscape, seed, budget, truth) if sampler == "sweep"
-                    else run_optuna(spec, landscape, sampler, seed, budget, truth) for seed in range(args.seeds)]
+            runs = [run_search(spec, landscape, sampler, seed, budget, truth) for seed in range(args.seeds)]
             curves = [ratios for ratios, _ in runs]
             cells = {k: median_interval([c[k - 1] for c in curves]) for k in CHECKPOINTS if k <= budget}
             reach = [trials_to_reach(c, TARGET_RATIO) for c in curves]
@@ -311,4 +271,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SpectuneError as exc:  # a bad study file or landscape: its one-line message, no traceback
+        raise SystemExit(str(exc)) from None

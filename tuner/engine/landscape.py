@@ -1,8 +1,10 @@
 """Evaluating the search on a performance landscape: the study's real loop against a model instead of a server.
 
 Stable API (docs/benchmarks.md, "Evaluating the search on your own landscape"): ``evaluate_search``,
-``SearchResult``, ``Landscape``, ``MeasuredLandscape``, and the re-exported ``Measurer``, ``DeployFailed`` and
-``ServerConfig``. Their names, parameters and fields only grow, they are not renamed or removed.
+``SearchResult``, ``Landscape``, ``MeasuredLandscape``, and the re-exported ``Measurer``, ``DeployFailed``,
+``RunFailed``, ``FailureCause``, ``make_objective`` and ``ServerConfig`` (random search, the one-flag sweep and
+the found-so-far curve: tuner/engine/reference_search.py; loading and caching: tuner/engine/landscape_plugin.py).
+Their names, parameters and fields only grow, they are not renamed or removed.
 
 ``evaluate_search`` runs exactly what ``spectune tune`` runs (tuner/engine/loop.py ``run_trials`` with
 tuner/engine/trial.py ``TrialRunner``: baseline first, duplicates free, a repeat followed by an unmeasured
@@ -14,20 +16,24 @@ stored studies run through it.
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import optuna
+from rich.console import Console
+from rich.progress import track
 
 from objectives.scoring import Scorer, constraint_values, is_feasible, references_from
 from objectives.spec import BenchmarkSpec
 from tuner.engine.baseline import enqueue_baseline
 from tuner.engine.fingerprint import record_or_check
+from tuner.engine.landscape_plugin import make_objective, study_of
 from tuner.engine.loop import Limits, run_trials
 from tuner.engine.record import TrialRecord, best_of, measured_records
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
@@ -39,20 +45,24 @@ from tuner.simulator.config import InvalidServerArgs, resolve
 from tuner.simulator.ground_truth import expected_metrics
 from tuner.simulator.profile import Profile, load_profile
 from tuner.simulator.startup import startup_s
-from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
-from tuner.study.spec import SamplerName, StudySpec
-from tuner.targets.base import DeployFailed
+from tuner.study.spec import ObjectiveSpec, SamplerName, StudySpec
+from tuner.targets.base import DeployFailed, FailureCause, RunFailed
 
-__all__ = ["DeployFailed", "Landscape", "MeasuredLandscape", "Measurer", "OracleMeasurer", "SearchResult",
-           "ServerConfig", "evaluate_search", "simulator_landscape", "true_phase_metrics", "true_scores"]
+__all__ = ["DeployFailed", "FailureCause", "Landscape", "MeasuredLandscape", "Measurer", "OracleMeasurer",
+           "RunFailed", "SearchResult", "ServerConfig", "evaluate_search", "make_objective", "simulator_landscape",
+           "true_phase_metrics", "true_scores"]
 
 _FAILURE_CLASS = {"flags": "invalid-flags", "config": "invalid-flags", "oom": "out-of-memory",
                   "runtime": "crashed"}
 
 
 class Landscape(Protocol):
-    """A performance model of one deployment: measurers for the search, and the truth to judge its pick by."""
+    """A performance model of one deployment: measurers for the search, and the truth to judge its pick by.
+
+    Optional attributes (tuner/engine/landscape_plugin.py ``study_of``): ``study`` (a ``StudySpec`` or a study
+    file path relative to the landscape's own file: objective, baseline, benchmark and space), ``objective``
+    (``ObjectiveSpec``) and ``baseline`` (flag → value) replacing the study's, ``version`` (keys its cached truth)."""
 
     def measurer(self, seed: int) -> Measurer:
         """A fresh measurer for one search (``seed``: of its measurement noise, if it has any)."""
@@ -89,18 +99,20 @@ class SearchResult:
         return best_of(measured_records(self.study)[:measured])
 
 
-def evaluate_search(study: StudySpec | str | Path, landscape: Landscape | Measurer, *, n_trials: int,
+def evaluate_search(study: StudySpec | str | Path | None, landscape: Landscape | Measurer, *, n_trials: int,
                     seed: int = 0, sampler: SamplerName | None = None,
                     storage: optuna.storages.BaseStorage | None = None, designed_start: bool = True) -> SearchResult:
     """Run the study's real loop against ``landscape`` until ``n_trials`` trials were measured (or the space is
     exhausted) and return what it did.
 
-    ``study``: a study file or its loaded spec (its target is not used). ``landscape``: a ``Landscape`` (a fresh
-    measurer is taken with ``seed``) or a bare ``Measurer`` (used as it is). ``sampler``: auto, gp, tpe or
-    random (default: the study file's); ``seed`` seeds the sampler. ``storage``: in memory unless given; a
-    stored study of the same name is continued. ``designed_start=False``: the baseline only, then the sampler
-    (how plain random search is measured, tuner/engine/baseline.py)."""
-    spec = study if isinstance(study, StudySpec) else load_study_file(study)
+    ``study``: a study file or its loaded spec (its target is not used); None: the landscape's own (its
+    ``study`` attribute); a landscape's ``objective`` and ``baseline`` replace the study's. ``landscape``: a
+    ``Landscape`` (a fresh measurer is taken with ``seed``) or a bare ``Measurer`` (used as it is).
+    ``sampler``: auto, gp, tpe or random (default: the study file's); ``seed`` seeds the sampler.
+    ``storage``: in memory unless given; a stored study of the same name is continued.
+    ``designed_start=False``: the baseline only, then the sampler (how plain random search is measured,
+    tuner/engine/baseline.py)."""
+    spec = study_of(landscape, study)
     spec = replace(spec, study=replace(spec.study, sampler=sampler or spec.study.sampler, seed=seed))
     space = SearchSpace(spec, spec.option_table)
     pareto = spec.objective.mode == "pareto"
@@ -128,27 +140,45 @@ class MeasuredLandscape:
     """A ``Landscape`` from a measurer factory: the truth is what a noiseless measurer answers, scored the way a
     study scores (1.0 = the baseline; the study's constraints apply).
 
-    ``make_measurer(seed)`` gives the search's measurers; ``truth`` (default: ``make_measurer(0)``) must be
-    deterministic. Truth needs every distinct valid configuration of the space measured once, on first use."""
+    ``spec``: the study (a ``StudySpec``, or a study file path — relative to the file that builds this landscape);
+    ``objective`` / ``baseline``: replace the study's (the landscape's own objective and starting point);
+    ``version``: keys its cached truth instead of its sources. ``make_measurer(seed)`` gives the search's
+    measurers; ``truth`` (default: ``make_measurer(0)``) must be deterministic. Truth needs every distinct valid
+    configuration of the space measured once, on first use."""
 
-    def __init__(self, spec: StudySpec, make_measurer: Callable[[int], Measurer], *,
-                 truth: Measurer | None = None) -> None:
-        self.spec = spec
+    def __init__(self, spec: StudySpec | str | Path, make_measurer: Callable[[int], Measurer], *,
+                 truth: Measurer | None = None, objective: ObjectiveSpec | None = None,
+                 baseline: Mapping[str, Any] | None = None, version: str | None = None) -> None:
+        self.objective = objective
+        self.baseline = dict(baseline) if baseline is not None else None
+        if not isinstance(spec, StudySpec) and not Path(spec).is_absolute():
+            # Relative to the file that called us: the landscape's own module (a study file beside it).
+            caller = sys._getframe(1).f_globals.get("__file__")
+            self.home = Path(caller).resolve().parent if caller else Path.cwd()
+        self.study: StudySpec | str | Path = spec
+        self.spec = self.study = study_of(self)
         self.make_measurer = make_measurer
+        self.version = version
         self._truth = truth
         self._scores: dict[str, float] | None = None
 
     def measurer(self, seed: int) -> Measurer:
         return self.make_measurer(seed)
 
+    @property
+    def truth_measurer(self) -> Measurer | None:
+        """The deterministic measurer the truth comes from, as given (None: ``make_measurer(0)``)."""
+        return self._truth
+
     def true_score(self, config: ServerConfig) -> float | None:
         return self.true_scores().get(config.key())
 
-    def true_scores(self) -> dict[str, float]:
-        """Config key → true score of every configuration that can be the answer."""
+    def true_scores(self, *, progress: bool = False) -> dict[str, float]:
+        """Config key → true score of every configuration that can be the answer (``progress``: a progress bar
+        on stderr while it is computed)."""
         if self._scores is None:
             space = SearchSpace(self.spec, self.spec.option_table)
-            self._scores = true_scores(space, self._truth or self.make_measurer(0))
+            self._scores = true_scores(space, self._truth or self.make_measurer(0), progress=progress)
         return self._scores
 
 
@@ -165,13 +195,18 @@ def simulator_landscape(spec: StudySpec, *, noise: float = 0.02, profile: str | 
         truth=OracleMeasurer(loaded, table, spec.benchmark, timed=False))
 
 
-def true_scores(space: SearchSpace, measurer: Measurer) -> dict[str, float]:
+def true_scores(space: SearchSpace, measurer: Measurer, *, progress: bool = False) -> dict[str, float]:
     """True score of every distinct valid configuration of ``space`` that starts and meets the study's
-    constraints, normalised by the baseline's truth exactly as a study normalises by its measured baseline."""
+    constraints, normalised by the baseline's truth exactly as a study normalises by its measured baseline.
+    ``progress``: a progress bar on stderr over the space's raw points (rich)."""
     spec = space.spec
     baseline = space.decode(space.encode(spec.baseline)).config if spec.baseline else None
     metrics_by_key: dict[str, dict[int, dict[str, Any]]] = {}
-    for params in space.points():
+    points: Iterable[dict[str, Any]] = space.points()
+    if progress:
+        points = track(points, total=space.raw_size(), description="truth: every configuration",
+                       console=Console(stderr=True), transient=True)
+    for params in points:
         config = space.decode(params).config
         if config is None or config.key() in metrics_by_key:
             continue
@@ -180,8 +215,11 @@ def true_scores(space: SearchSpace, measurer: Measurer) -> dict[str, float]:
         except DeployFailed:
             metrics_by_key[config.key()] = {}
             continue
-        measured = {phase.concurrency: dict(measurer.measure(index))
-                    for index, phase in enumerate(spec.benchmark.phases)}
+        try:
+            measured = {phase.concurrency: dict(measurer.measure(index))
+                        for index, phase in enumerate(spec.benchmark.phases)}
+        except RunFailed:
+            measured = {0: {"failure": "run-failed"}}
         # A configuration that crashes, hangs or answers wrongly cannot be the answer whatever its speed.
         metrics_by_key[config.key()] = {} if any(m.get("failure") for m in measured.values()) else measured
     reference_metrics = metrics_by_key.get(baseline.key()) if baseline is not None else None

@@ -40,7 +40,7 @@ from tuner.engine.score import fix_references, study_scorer, trial_score
 from tuner.sglang.launch import ServerConfig
 from tuner.study.space import Proposal, SearchSpace, effective_key
 from tuner.study.spec import StudySpec
-from tuner.targets.base import RUN_FAILURE_CLASSES, DeployFailed, SGLangRefused
+from tuner.targets.base import RUN_FAILURE_CLASSES, DeployFailed, RunFailed, SGLangRefused
 from tuner.targets.classify import cause_of
 
 #: The optimistic bound for a phase not measured yet: the best value seen so far times this.
@@ -224,7 +224,10 @@ class TrialRunner:
         for attempt in range(1, PHASE_ATTEMPTS + 1):
             if attempt > 1:
                 self._stage(trial, f"C={self.spec.benchmark.phases[index].concurrency} again ({result['failure']})")
-            result = dict(self.measurer.measure(index))
+            try:
+                result = dict(self.measurer.measure(index))
+            except RunFailed as exc:  # a measurer's typed run failure (a landscape's crash under load)
+                result = exc.as_result(self.spec.benchmark.phases[index].concurrency)
             # A run failure is the configuration's: measuring the dead server again would tell nothing new.
             if not result.get("failure") or result.get("failure") in RUN_FAILURE_CLASSES:
                 break

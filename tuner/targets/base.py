@@ -102,6 +102,28 @@ class DeployFailed(SpectuneError):
         super().__init__(f"{failure_class}: {message}")
 
 
+class RunFailed(SpectuneError):
+    """A server that started failed while measured — the configuration's fault, as a failed start is: it crashed
+    under load (``cause`` e.g. ``FailureCause.DECODE_OOM``), hung, or answered wrongly. A ``Measurer`` may raise it
+    from ``measure`` (tuner/engine/trial.py stores the trial run-failed: infeasible, never queued again)."""
+
+    def __init__(self, failure_class: RunFailureClass, message: str, *, cause: FailureCause | None = None,
+                 log_tail: str = "") -> None:
+        if failure_class not in RUN_FAILURE_CLASSES:
+            raise ValueError(f"RunFailed: failure_class {failure_class!r} is not one of {RUN_FAILURE_CLASSES}")
+        self.failure_class = failure_class
+        self.cause = cause
+        self.log_tail = log_tail
+        super().__init__(f"{failure_class}: {message}")
+        self.message = message
+
+    def as_result(self, concurrency: int) -> dict[str, Any]:
+        """The phase result a measurer reports for this failure (the keys tuner/engine/trial.py reads)."""
+        return {"failure": self.failure_class, "failure_cause": str(self.cause) if self.cause else None,
+                "failure_message": self.message, "log_tail": self.log_tail,
+                "run_failure": {"phase": f"c{concurrency}", "concurrency": concurrency}}
+
+
 class SGLangRefused(DeployFailed):
     """``Target.resolve``: the target's own SGLang refuses the command line (``invalid-flags``, with its own error
     line) — its verdict, told apart from a refusal by spectune's rules wherever a rejection is shown."""
