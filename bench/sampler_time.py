@@ -31,7 +31,7 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tuner.engine.samplers import gp_available, make_sampler
+from tuner.engine.samplers import SAMPLERS, make_sampler
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 
@@ -57,7 +57,7 @@ def stored_trials(space: SearchSpace, n: int, seed: int) -> list[optuna.trial.Fr
 def time_asks(sampler_name: str, trials: list[optuna.trial.FrozenTrial], space: SearchSpace, asks: int,
               in_flight: int, seed: int) -> float:
     """Median seconds from ``ask`` to a full proposal (relative sampling happens on the first suggest)."""
-    study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler_name, seed))
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler_name, seed, space=space))
     study.add_trials(trials)
     for _ in range(in_flight):  # trials other workers are measuring: left RUNNING
         space.suggest(study.ask())
@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", default=str(REPO / "studies" / "simulated.toml"))
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500, 1000])
-    parser.add_argument("--samplers", nargs="+", default=["tpe", "gp"], choices=["tpe", "gp", "random"])
+    parser.add_argument("--samplers", nargs="+", default=["tpe", "gp"], choices=list(SAMPLERS))
     parser.add_argument("--asks", type=int, default=5, help="timed proposals per cell (the median is shown)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -84,9 +84,9 @@ def main() -> None:
 
     spec = load_study_file(args.study)
     space = SearchSpace(spec, spec.option_table)
-    samplers = [s for s in args.samplers if s != "gp" or gp_available()]
+    samplers = [s for s in args.samplers if SAMPLERS[s].available()]
     if len(samplers) < len(args.samplers):
-        print("(GP skipped: torch/scipy not installed)", file=sys.stderr)
+        print("(skipped: samplers whose extra is not installed)", file=sys.stderr)
     pool = stored_trials(space, max(args.sizes), args.seed)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"Optuna {optuna.__version__}; {len(space.dimensions)} parameters ({spec.path.name}); median of "

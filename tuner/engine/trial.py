@@ -36,6 +36,7 @@ from tuner.engine.record import (
     skip_bounds,
     write,
 )
+from tuner.engine.samplers import SkippedPhases, skipped_phases
 from tuner.engine.score import fix_references, study_scorer, trial_score
 from tuner.sglang.launch import ServerConfig
 from tuner.study.space import Proposal, SearchSpace, effective_key
@@ -48,14 +49,6 @@ SKIP_BOUND_FACTOR = 1.15
 #: Skipping needs this many fully measured feasible trials to know what "best seen" means.
 SKIP_MIN_TRIALS = 3
 LOG_TAIL_CHARS = 4000
-#: Samplers (the study's ``sampler`` user attribute) handed a skipped trial's value at no more than the median
-#: score instead of its optimistic bound. The bound lands just below the incumbent, so TPE counts hopeless points
-#: among its best; GP, which models the value surface, was measured both ways (docs/benchmarks.md).
-SKIPPED_AT_MEDIAN: frozenset[str] = frozenset({"tpe"})
-#: Samplers whose trials measure every phase: the grey-box sampler models each phase's speed from the trials
-#: that measured it, and the optimistic bound is no bound where a small tree is slow at C=1 and several times
-#: faster per accepted token at C=64 than anything measured yet (docs/benchmarks.md, the Llama landscape).
-NEVER_SKIPPED: frozenset[str] = frozenset({"greybox"})
 
 
 class Measurer(Protocol):
@@ -308,7 +301,7 @@ class TrialRunner:
             attrs[Key.SCORE_CI] = interval.to_list() if interval else None
             value = self._objective_values(metrics, score)
             if attrs.get(Key.SKIP) and not self.pareto \
-                    and trial.study.user_attrs.get(StudyKey.SAMPLER) in SKIPPED_AT_MEDIAN:
+                    and skipped_phases(trial.study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.AT_MEDIAN:
                 value = min(score, self._median_score(trial.study))
             if not is_feasible(constraints):
                 value = self._placeholder(trial.study) if not self.pareto else value
@@ -363,7 +356,7 @@ class TrialRunner:
         """Skip the remaining phases when even an optimistic bound on them cannot beat the incumbent.
 
         The bound for an unmeasured phase is the best value any candidate trial reached × SKIP_BOUND_FACTOR."""
-        if not self.skip_phases or study.user_attrs.get(StudyKey.SAMPLER) in NEVER_SKIPPED:
+        if not self.skip_phases or skipped_phases(study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.NEVER:
             return None
         complete = [r for r in measured_records(study) if r.is_candidate]
         if len(complete) < SKIP_MIN_TRIALS:
