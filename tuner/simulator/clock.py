@@ -16,8 +16,9 @@ late from seeing a schedule that is mostly in its past, which would measure it f
 The timeline (``timeline_s``): the schedule as a measuring side should see it, in real seconds at the model's
 pace — each phase's duration, plus the idle gaps between busy periods — so that given-up and caught-up lag
 never enter it. The engine stamps each chunk with the timeline at the end of the iteration that produced it and
-each request with the timeline at its arrival (``timeline_now``); a load generator that reads those stamps
-measures the model whatever the host's load did to the arrival times of the chunks.
+each request with the start of the phase it arrived in (``arrival_stamp``: the engine admits it only after
+that phase, and where inside it the request landed is the client's and the host's timing); a load generator
+that reads those stamps measures the model whatever the host's load did to the arrival times of the chunks.
 
 ``VirtualClock`` jumps to each deadline at once (after letting every other task react to what the previous
 phase produced): tests run the engine without any dependence on the host's speed or load.
@@ -63,6 +64,7 @@ class Clock:
         self.deadline = 0.0
         self.timeline_s = 0.0  # at ``deadline``: the end of the phase being slept through (or the last one)
         self._phase_start_s = 0.0  # the timeline where that phase began
+        self._in_phase = False  # sleeping through a phase (arrivals wait for its end)
         self._started = False
 
     def now(self) -> float:
@@ -76,6 +78,18 @@ class Clock:
         self._started = True
         self._phase_start_s = self.timeline_s
         self.deadline = now
+
+    def arrival_stamp(self) -> float:
+        """Where a request arriving now starts on the timeline: the start of the phase being slept through (the
+        engine admits it only after that phase), else — between phases — the timeline's end.
+
+        Not ``timeline_now()``: where inside a phase a request lands is the client's and the host's timing
+        (a client reacting 1 ms later at time scale 25 lands 25 simulated ms later), so TTFT and E2E measured
+        from it moved with the host's load (C=64 TTFT p50 242 ms at load 2, 174 ms at load 6). From the phase's
+        start they are the model's: the wait for the current iteration, the prefill, the decode. A closed-loop
+        client that answers a chunk at once — what bench_serving does on a quiet machine — sends its next
+        request right at that phase's start, so the zero point is the same as bench_serving's."""
+        return self._phase_start_s if self._in_phase else self.timeline_s
 
     def timeline_now(self) -> float:
         """The timeline at this moment: inside the phase being slept through, or its end when late."""
@@ -108,7 +122,11 @@ class Clock:
                 stats.busy_s += dropped
                 stats.late_events += 1
         self.deadline = target
-        await self._sleep_until(target, now)
+        self._in_phase = True
+        try:
+            await self._sleep_until(target, now)
+        finally:
+            self._in_phase = False
         return dropped
 
     async def _sleep_until(self, target: float, now: float) -> None:

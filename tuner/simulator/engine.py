@@ -182,7 +182,7 @@ class Engine:
         handle = RequestHandle(rid=rid or f"{text.stable_hash('rid', self.seed, number):016x}",
                                prompt_tokens=prompt_tokens, output_length=length)
         if self._on_schedule:  # else it arrives when the schedule (re)starts (_restart)
-            handle.arrival_s = self.clock.timeline_now()
+            handle.arrival_s = self.clock.arrival_stamp()
         multiplier = model.acceptance_multiplier(self.profile, self.config, request.prompt)
         self._waiting.append(_Running(
             request=request, handle=handle, survival=self._survival(request.temperature, multiplier),

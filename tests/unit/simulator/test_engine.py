@@ -375,3 +375,50 @@ def test_a_burst_of_arrivals_settles_before_the_schedule_starts(profile: Profile
 
     (arrival_1, first_1), (arrival_2, first_2) = asyncio.run(run())
     assert arrival_1 == arrival_2 and first_1 == first_2
+
+
+class _HostClock(VirtualClock):
+    """A virtual clock whose "now" a client can push forward inside the phase being slept through: where in an
+    iteration a request lands is the host's timing (how fast the client reacted), not the model's."""
+
+    def __init__(self) -> None:
+        super().__init__(1.0)
+        self.host_delay = 0.0
+
+    def now(self) -> float:
+        return self._now + self.host_delay
+
+
+def test_latency_stamps_do_not_move_with_the_hosts_timing(profile: Profile) -> None:
+    """TTFT and E2E from the stamps are the schedule's: a closed-loop client that answers each completion a
+    little later inside the next iteration (a loaded host) gets exactly the same figures as a prompt one."""
+    config = configure(profile)
+    prompts = [f"{PROMPT} request {i} " + "word " * (i * 7 % 40) for i in range(24)]
+
+    async def run(delays: Sequence[float]) -> list[tuple[float, float]]:
+        clock = _HostClock()
+        engine = Engine(profile, config, seed=3, clock=clock)
+        engine.start()
+        queue = list(range(len(prompts)))
+        out: dict[int, tuple[float, float]] = {}
+
+        async def worker() -> None:
+            while queue:
+                i = queue.pop(0)
+                clock.host_delay = delays[i]  # the request reaches the server this late inside the iteration
+                handle = engine.submit(GenerationRequest(prompts[i], 48, ignore_eos=True))
+                clock.host_delay = 0.0
+                chunks = [chunk async for chunk in handle.chunks()]
+                assert handle.arrival_s is not None
+                out[i] = (chunks[0].at_s - handle.arrival_s, chunks[-1].at_s - handle.arrival_s)
+
+        await asyncio.gather(*(worker() for _ in range(6)))
+        await engine.stop()
+        return [out[i] for i in range(len(prompts))]
+
+    prompt_client = asyncio.run(run([0.0] * len(prompts)))
+    # up to 0.9 ms late: inside every iteration of this configuration (the shortest prefill is longer)
+    slow_client = asyncio.run(run([(i * 0.37) % 0.9 / 1000 for i in range(len(prompts))]))
+    assert slow_client == prompt_client
+    ttft, e2e = zip(*prompt_client, strict=True)
+    assert min(ttft) > 0 and all(a < b for a, b in zip(ttft, e2e, strict=True))
