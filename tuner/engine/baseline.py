@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from tuner.core.errors import SpectuneError
 from tuner.core.faults import fault_point
+from tuner.engine.optuna_private import replace_waiting_pop, storage_of, study_id_of, trial_id_of
 from tuner.engine.record import Key, StudyKey
 from tuner.engine.storage import MAX_RETRIES, params_of, retry_attrs
 from tuner.study.space import SearchSpace
@@ -104,22 +105,22 @@ def baseline_runs_first(study: optuna.Study) -> None:
     trial ``ask`` takes — so nothing is written that a kill could leave half done. Optuna's own order (oldest
     first) otherwise; its private ``_pop_waiting_trial_id`` is replaced on this instance only
     (tests/unit/engine/test_baseline_first.py holds it to Optuna's behaviour)."""
-    storage = study._storage
+    storage = storage_of(study)
 
     def pop() -> int | None:
-        trials = storage.get_all_trials(study._study_id, deepcopy=False)
+        trials = storage.get_all_trials(study_id_of(study), deepcopy=False)
         waiting = [t for t in trials if t.state == TrialState.WAITING]
         if not any(t.state == TrialState.COMPLETE and t.user_attrs.get(Key.BASELINE) for t in trials):
             waiting.sort(key=lambda t: not t.user_attrs.get(Key.BASELINE))  # stable: oldest first otherwise
         for trial in waiting:
             try:  # as Optuna: another worker may take or finish it first
-                if storage.set_trial_state_values(trial._trial_id, state=TrialState.RUNNING):
-                    return trial._trial_id
+                if storage.set_trial_state_values(trial_id_of(trial), state=TrialState.RUNNING):
+                    return trial_id_of(trial)
             except optuna.exceptions.UpdateFinishedTrialError:
                 continue
         return None
 
-    study._pop_waiting_trial_id = pop  # type: ignore[method-assign]
+    replace_waiting_pop(study, pop)
 
 
 def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from tuner.engine.optuna_private import queued_params
 from tuner.engine.record import Key, records
 from tuner.study.space import SearchSpace
 
@@ -50,7 +51,7 @@ def queue_unexplored_neighbour(study: optuna.Study, space: SearchSpace, repeated
     when every neighbour is known (then the sampler's next proposal is left to itself)."""
     known = known_keys(study)
     waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-    queued = [t.system_attrs.get("fixed_params") for t in waiting]
+    queued = [queued_params(t) for t in waiting]
     candidates = []
     for params in neighbours(space, repeated.params):
         proposal = space.decode(params)

@@ -36,6 +36,7 @@ from scipy.stats import norm
 from objectives.scoring import phase_value
 from tuner.engine.gp import GP, fit_gp
 from tuner.engine.oom_model import monotone_oom
+from tuner.engine.optuna_private import was_queued
 from tuner.engine.record import Outcome, TrialRecord
 from tuner.engine.score import stored_references
 from tuner.engine.tree_shape import tree_shape
@@ -219,7 +220,7 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
             run_failed.append(row)
         if record.is_candidate and record.score is not None and (best is None or record.score > best):
             stall = 0
-        elif "fixed_params" not in trial.system_attrs:  # Optuna's mark of a queued trial (baseline, design)
+        elif not was_queued(trial):  # the baseline and the design points were queued
             stall += 1
         if record.is_candidate and record.score is not None:
             best = record.score if best is None else max(best, record.score)
@@ -268,7 +269,7 @@ class GreyBoxSampler(BaseSampler):
         self._random.reseed_rng()
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        if study._is_multi_objective():
+        if len(study.directions) > 1:
             return {}
         return self._space.distributions()
 

@@ -27,6 +27,7 @@ from tuner.core import interrupts
 from tuner.core.faults import fault_point
 from tuner.engine.baseline import baseline_runs_first, keep_the_baseline
 from tuner.engine.explore import queue_unexplored_neighbour
+from tuner.engine.optuna_private import trial_id_of
 from tuner.engine.record import Outcome, StudyKey, TrialRecord, measured_records, records
 from tuner.engine.resilient import asked_trials, storage_failure
 from tuner.engine.score import stored_references
@@ -188,7 +189,7 @@ def requeue_interrupted(study: optuna.Study, number: int | None) -> None:
     Enqueue first, mark after: a kill between the two leaves a retry (and ``requeue_unretried`` on the next
     start finds any FAIL trial that has none)."""
     trials = study.get_trials(deepcopy=False)
-    numbers = {t.number for t in trials if t._trial_id in asked_trials(study) and t.state == TrialState.RUNNING}
+    numbers = {t.number for t in trials if trial_id_of(t) in asked_trials(study) and t.state == TrialState.RUNNING}
     if number is not None:
         numbers.add(number)
     for n in sorted(numbers):

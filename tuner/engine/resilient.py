@@ -31,6 +31,7 @@ from optuna.trial import TrialState
 
 from tuner.core.errors import chain_of
 from tuner.core.faults import fault_point
+from tuner.engine.optuna_private import RDB_PRIVATE_CALLS, backend_of, has_heartbeat, trial_id_of
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,7 @@ _RETRIED = ("check_trial_is_updatable", "create_new_study", "create_new_trial", 
             "get_trial_id_from_study_id_trial_number", "get_trial_number_from_id", "get_trial_param",
             "get_trial_params", "get_trial_system_attrs", "get_trial_user_attrs", "set_study_system_attr",
             "set_study_user_attr", "set_trial_intermediate_value", "set_trial_param", "set_trial_state_values",
-            "set_trial_system_attr", "set_trial_user_attr", "_get_stale_trial_ids",
-            # What Optuna's cache in front of every RDB storage calls instead of the public methods.
-            "_set_trial_param", "_get_best_trial_id", "_get_trials")
+            "set_trial_system_attr", "set_trial_user_attr", *RDB_PRIVATE_CALLS)
 
 
 def backoff() -> tuple[float, ...]:
@@ -167,7 +166,7 @@ class ResilientRDBStorage(RDBStorage):
         # Optuna's cache calls this one; the public create_new_trial goes through it too.
         trial = self._call("_create_new_trial", super()._create_new_trial, study_id, template_trial)
         if trial.state == TrialState.RUNNING:
-            self._started(trial._trial_id)
+            self._started(trial_id_of(trial))
         return trial
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
@@ -204,19 +203,17 @@ class ResilientRDBStorage(RDBStorage):
         grace = self.grace_period or 2 * (self.heartbeat_interval or 0)
         cutoff = datetime.datetime.now() - datetime.timedelta(seconds=grace)
         for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
-            if trial._trial_id in stale or trial.datetime_start is None or trial.datetime_start > cutoff:
+            if trial_id_of(trial) in stale or trial.datetime_start is None or trial.datetime_start > cutoff:
                 continue
-            if not self._has_heartbeat(trial._trial_id):
-                stale.append(trial._trial_id)
+            if not self._has_heartbeat(trial_id_of(trial)):
+                stale.append(trial_id_of(trial))
         return stale
 
     def _has_heartbeat(self, trial_id: int) -> bool:
-        from optuna.storages._rdb import models
-
         def look() -> bool:
             session = self.scoped_session()
             try:
-                return models.TrialHeartbeatModel.where_trial_id(trial_id, session) is not None
+                return has_heartbeat(session, trial_id)
             finally:
                 session.close()
 
@@ -250,11 +247,11 @@ for _name in _RETRIED:
 
 def storage_failure(study: optuna.Study) -> Exception | None:
     """Why ``study``'s storage was given up on, or None (also for storages that are not ours)."""
-    backend = getattr(study._storage, "_backend", study._storage)
+    backend = backend_of(study)
     return backend.failure if isinstance(backend, ResilientRDBStorage) else None
 
 
 def asked_trials(study: optuna.Study) -> list[int]:
     """Ids of the trials this process turned RUNNING (empty for storages that are not ours)."""
-    backend = getattr(study._storage, "_backend", study._storage)
+    backend = backend_of(study)
     return list(backend.asked) if isinstance(backend, ResilientRDBStorage) else []

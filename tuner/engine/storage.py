@@ -23,6 +23,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.core.errors import SpectuneError
+from tuner.engine.optuna_private import queued_params, retried_from
 from tuner.engine.record import Key
 from tuner.engine.resilient import ResilientRDBStorage, backoff, refused_for_good
 
@@ -272,13 +273,13 @@ def retry_attrs(trial: FrozenTrial) -> dict[str, Any]:
 def params_of(trial: FrozenTrial) -> dict[str, Any]:
     """The parameters a retry of ``trial`` takes: its own, or — for a queued trial interrupted before its objective
     asked for them (inside Optuna's ``ask``: the baseline, a designed-start point) — the ones it was queued with."""
-    return dict(trial.params or trial.system_attrs.get("fixed_params") or {})
+    return dict(trial.params or queued_params(trial) or {})
 
 
 def has_retry(trials: list[FrozenTrial], number: int) -> bool:
     """Whether trial ``number``'s parameters were queued again: by us (``retry_of``) or by Optuna's stale-trial
     callback (``retry_history``)."""
-    return any(t.user_attrs.get(Key.RETRY_OF) == number or number in t.system_attrs.get("retry_history", ())
+    return any(t.user_attrs.get(Key.RETRY_OF) == number or number in retried_from(t)
                for t in trials)
 
 

@@ -31,6 +31,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.engine.optuna_private import storage_of, study_id_of, with_system_attrs
 from tuner.engine.record import Key, TrialRecord, skipped_text
 from tuner.query.load import StoredStudy
 from tuner.study.spec import ParamSpec
@@ -69,11 +70,9 @@ def with_legacy_constraints(trial: FrozenTrial) -> FrozenTrial:
     constraints = trial.constraints
     if not constraints:
         return trial
-    shown = copy.copy(trial)
     attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith(LEGACY_CONSTRAINTS_KEY + ":")}
     attrs[LEGACY_CONSTRAINTS_KEY] = [float(constraints[k]) for k in sorted(constraints)]
-    shown._system_attrs = attrs
-    return shown
+    return with_system_attrs(trial, attrs)
 
 
 def flag_distribution(p: ParamSpec) -> BaseDistribution:
@@ -163,7 +162,7 @@ def make_app(stored: StoredStudy) -> Any:
 
     # mypy cannot see the forwarding methods the class body defines in a loop.
     distributions = {p.flag: flag_distribution(p) for p in stored.spec.search}
-    return wsgi(FeasibilityStorage(stored.study._storage, distributions))  # type: ignore[abstract]
+    return wsgi(FeasibilityStorage(storage_of(stored.study), distributions))  # type: ignore[abstract]
 
 
 def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str], None] | None = None) -> None:
@@ -177,7 +176,7 @@ def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str]
     app = make_app(stored)
     with make_server(host, port, app, handler_class=QuietHandler) as server:
         url_host = f"[{host}]" if ":" in host else host
-        study_id = stored.study._study_id
+        study_id = study_id_of(stored.study)
         if on_ready is not None:
             on_ready(f"http://{url_host}:{server.server_port}/dashboard/studies/{study_id}")
         server.serve_forever()

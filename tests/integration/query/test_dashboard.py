@@ -21,7 +21,8 @@ from tuner.query.answers import ranking_for
 from tuner.query.dashboard import make_app
 from tuner.query.load import open_stored_study
 
-pytestmark = pytest.mark.timeout(60)
+# A hang guard, not a speed goal: the fixture runs a short study first, which takes a minute on a busy machine.
+pytestmark = pytest.mark.timeout(240)
 
 
 def wsgi_get(app: Any, path: str) -> Any:
