@@ -29,7 +29,7 @@ from tuner.core.interrupts import deferred, interruptible, silence_tracebacks
 from tuner.engine.baseline import enqueue_baseline
 from tuner.engine.confirm import DEFAULT_REPEATS, DEFAULT_TOP, RULE, Verdict, confirm_top, runs_planned
 from tuner.engine.fingerprint import record_or_check
-from tuner.engine.loop import Gate, Limits, NoGate, requeue_interrupted, run_trials
+from tuner.engine.loop import Gate, Limits, NoGate, StopReason, requeue_interrupted, run_trials
 from tuner.engine.record import StudyKey, TrialRecord, best_record, measured_records, records
 from tuner.engine.resilient import storage_failure
 from tuner.engine.samplers import make_sampler, resolve_sampler_name
@@ -59,7 +59,7 @@ from tuner.workers.leases import LeaseLost
 class TuneOutcome:
     study_name: str
     measured: int
-    stopped_by: str  # n_trials | timeout | exhausted | phase-failures
+    stopped_by: StopReason
     best: TrialRecord | None
     best_command: str | None
     verdict: Verdict | None = None  # the confirmation stage's winner rule (None: not run)

@@ -13,6 +13,7 @@ One loop serves a lone tuner (SQLite) and each of several workers (PostgreSQL/My
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 import warnings
@@ -39,8 +40,25 @@ log = logging.getLogger(__name__)
 #: Proposals in a row that cost nothing (duplicates, rejections) before we call the space exhausted.
 MAX_FREE_PROPOSALS = 60
 #: Trials in a row whose phase failed as a whole (e.g. simulator-overloaded) before the study stops
-#: ("phase-failures"): the host, not the configurations, is the problem then, and the tuner says so.
+#: (``StopReason.PHASE_FAILURES``): the host, not the configurations, is the problem then, and the tuner says so.
 MAX_PHASE_FAILURES = 3
+
+
+class StopReason(enum.StrEnum):
+    """Why ``run_trials`` returned (shown as ``stopped: …`` at the end of ``tune`` and ``worker``)."""
+
+    N_TRIALS = "n_trials"  # the study has its measured trials (all workers together)
+    TIMEOUT = "timeout"  # one more trial would likely run past this process's timeout
+    EXHAUSTED = "exhausted"  # MAX_FREE_PROPOSALS proposals in a row measured nothing new
+    PHASE_FAILURES = "phase-failures"  # MAX_PHASE_FAILURES trials in a row failed a phase as a whole: the host
+
+
+class Step(enum.Enum):
+    """What one pass of the loop did, when it did not stop it."""
+
+    RUN = "run"  # a trial ran (or its proposal cost nothing)
+    WAIT = "wait"  # the remaining trials are in flight elsewhere, or the baseline is
+    PHASE_FAILED = "phase-failed"  # the trial's phase failed as a whole; it is queued again
 
 
 class Gate(Protocol):
@@ -70,8 +88,8 @@ class Limits:
 
 def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage_url: str, *,
                gate: Gate | None = None, poll_s: float = 1.0, say: Callable[[str], None] | None = None,
-               sleep: Callable[[float], None] = time.sleep) -> str:
-    """Run trials until ``n_trials`` | ``timeout`` | ``exhausted`` | ``phase-failures`` (the value returned).
+               sleep: Callable[[float], None] = time.sleep) -> StopReason:
+    """Run trials until the study has enough, time is up, the space is exhausted or the host keeps failing.
     ``gate`` must be released by ``runner`` once a trial's configuration is stored (pass ``gate.release`` as
     ``TrialEvents.on_proposed``)."""
     gate = gate or NoGate()
@@ -84,19 +102,19 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
         interrupts.check()
         before = len(measured_records(study))
 
-        def step(free: int = free_in_a_row) -> str:
+        def step(free: int = free_in_a_row) -> Step | StopReason:
             gate.acquire()
             try:
                 if not stored_references(study):
                     keep_the_baseline(study, runner.spec)  # never let another configuration define 1.0 silently
                 decision = _decide(study, limits, free)
-                if decision == "run":
+                if decision is Step.RUN:
                     with interrupts.deferrable():  # the trial defers signals from its bookkeeping to after tell
                         study.optimize(runner, n_trials=1, catch=(ConfigTaken, PhaseFailed))
                     interrupts.check()  # one that came meanwhile: now, with the trial stored
                     if _phase_failed(study, runner):
                         requeue_unretried(study)  # measured again later (at most MAX_RETRIES times)
-                        return "phase-failed"
+                        return Step.PHASE_FAILED
                     _explore_after_a_repeat(study, runner)
                 return decision
             finally:
@@ -116,7 +134,7 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
             if failure is not None:
                 raise failure from None
             raise
-        if decision == "wait":
+        if decision is Step.WAIT:
             if not waiting and say is not None:
                 say("waiting: the remaining trials are running on other workers")
             waiting = True
@@ -128,13 +146,13 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
             sleep(poll_s)
             continue
         waiting = False
-        if decision == "phase-failed":
+        if decision is Step.PHASE_FAILED:
             failed_in_a_row += 1
             if failed_in_a_row >= MAX_PHASE_FAILURES:
-                return "phase-failures"
+                return StopReason.PHASE_FAILURES
             continue
         failed_in_a_row = 0
-        if decision != "run":
+        if isinstance(decision, StopReason):
             return decision
         free_in_a_row = 0 if len(measured_records(study)) > before else free_in_a_row + 1
 
@@ -155,21 +173,21 @@ def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:
         queue_unexplored_neighbour(study, runner.space, trial, runner.spec.study.seed)
 
 
-def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int) -> str:
+def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int) -> Step | StopReason:
     trials = records(study)
     measured = [t for t in trials if t.is_measured]
     if len(measured) >= limits.n_trials:
-        return "n_trials"
+        return StopReason.N_TRIALS
     if limits.timeout_s is not None and out_of_time(measured, limits.started, limits.timeout_s):
-        return "timeout"
+        return StopReason.TIMEOUT
     if free_in_a_row >= MAX_FREE_PROPOSALS:
-        return "exhausted"
+        return StopReason.EXHAUSTED
     running = sum(t.state == TrialState.RUNNING for t in trials)
     if len(measured) + running >= limits.n_trials:
-        return "wait"  # the last trials are in flight; one may still fail or turn out free
+        return Step.WAIT  # the last trials are in flight; one may still fail or turn out free
     if running and not stored_references(study):
-        return "wait"  # the first measurement (the baseline) fixes what a score of 1.0 means
-    return "run"
+        return Step.WAIT  # the first measurement (the baseline) fixes what a score of 1.0 means
+    return Step.RUN
 
 
 def out_of_time(measured: list[TrialRecord], started: float, timeout_s: float) -> bool:
