@@ -28,8 +28,21 @@ class ApiFormat:
     build: Callable[[Prompt, WorkloadSpec, str | None], dict[str, Any]]
     extract: Callable[[dict[str, Any]], Extracted]
 
-    def body(self, prompt: Prompt, workload: WorkloadSpec, model: str | None) -> bytes:
-        return json.dumps(self.build(prompt, workload, model)).encode()
+    def body(self, prompt: Prompt, workload: WorkloadSpec, model: str | None, index: int | None = None) -> bytes:
+        """The request body; with ``index`` (the request's number in its phase's sequence), an OpenAI request
+        sampling at a temperature above 0 carries the seed ``request_seed(workload.seed, index)``, so request i
+        of every trial is the same prompt sampled with the same seed (objectives/paired.py). Every release of
+        SGLang's OpenAI API takes ``seed``; its native ``/generate`` only from 0.5 on (``sampling_seed``), so
+        there none is sent."""
+        body = self.build(prompt, workload, model)
+        if index is not None and workload.temperature > 0 and self.name != "generate":
+            body["seed"] = request_seed(workload.seed, index)
+        return json.dumps(body).encode()
+
+
+def request_seed(seed: int, index: int) -> int:
+    """The sampling seed of request ``index`` of a workload seeded ``seed``: the same in every trial."""
+    return (seed * 1_000_003 + index) % 2**31
 
 
 # Every OpenAI chunk then carries the cumulative completion-token count, which makes each chunk's token count

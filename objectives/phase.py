@@ -28,7 +28,7 @@ from typing import Literal
 import aiohttp
 import numpy as np
 
-from objectives import metrics
+from objectives import metrics, paired
 from objectives.accept_length import AcceptLength, AcceptLengthProbe
 from objectives.api import ApiFormat
 from objectives.client import Timeouts, Trace, send
@@ -354,6 +354,8 @@ class PhaseRunner:
             failure=self.overload.failure,
             failure_message=self.overload.message,
             simulator_dropped_share=self.overload.dropped_share,
+            per_request=(paired.speeds_of(records) if self.spec.concurrency == 1
+                         else paired.aggregate_parts_of(records, window)).to_dict(),
             records=tuple(records),
         )
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from objectives.accept_length import AcceptLength
 from objectives.confidence import MeanSample, RatioSample, sample_from_dict
+from objectives.paired import PerRequest
 from objectives.records import RequestRecord
 from objectives.spec import METRICS, BenchmarkSpec, PhaseSpec
 
@@ -88,6 +89,9 @@ class PhaseResult:
     failure: str | None = None  # "simulator-overloaded"
     failure_message: str | None = None
     simulator_dropped_share: float | None = None  # schedule given up / busy time over the measured part
+    # The primary metric's parts per request index (objectives/paired.py): what pairs this phase with the
+    # reference run's same requests for the score's interval.
+    per_request: dict[str, Any] | None = None
 
     records: tuple[RequestRecord, ...] = field(default=(), repr=False, compare=False)
 
@@ -120,6 +124,9 @@ class PhaseResult:
         if self.client_aggregate_tok_s is not None:
             changes["client_aggregate_tok_s"] = self.client_aggregate_tok_s / scale
         changes["samples"] = {name: scaled_sample(stored, scale) for name, stored in self.samples.items()}
+        parts = PerRequest.from_dict(self.per_request)
+        if parts is not None:
+            changes["per_request"] = parts.scaled(scale).to_dict()
         return dataclasses.replace(self, **changes)
 
     def metric(self, name: str) -> float | None:

@@ -87,7 +87,7 @@ class _Bench:
         workload, source, api, model = self.spec.workload, self.source, self.api, self.model
 
         def body(request: int) -> bytes:
-            return api.body(source.prompt(request), workload, model)
+            return api.body(source.prompt(request), workload, model, request)
 
         runner = PhaseRunner(self.session, self.base_url, api, body, self.spec.phases[index], self.timeouts,
                              self.progress, first_index=index * PHASE_INDEX_STRIDE,

@@ -10,7 +10,9 @@ so the baseline scores 1.0, 1.12 means "12 % better under these weights", and ne
 ranking by its size. Re-ranking with other weights needs only the stored metrics.
 
 Every figure carries a 95 % interval (objectives/confidence.py); the score's is the delta method over the
-phases' intervals — the score is linear in the phase metrics and the phases are measured independently, so
+phases' intervals — each phase's interval *paired* with the reference run's same requests where both kept their
+per-request parts (objectives/paired.py: the same prompts in the same order make their spread common to both),
+else the figure's own — the score is linear in the phase metrics and the phases are measured independently, so
 its half-width is ``√Σ_c (w_c · h_c / ref_c)²``. The references are constants of the study (every score of it
 divides by the same ones), so their own noise shifts all scores alike and does not enter.
 
@@ -26,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from objectives.confidence import Interval, pool, sample_from_dict
+from objectives.paired import PAIRED_SUFFIX, PerRequest, paired_interval
+from objectives.paired import pooled as paired_pool
 from objectives.spec import ConstraintSpec
 
 #: Constraint keys every trial sets (Optuna's GPSampler needs the same keys on every trial).
@@ -78,7 +82,7 @@ class Scorer:
             return None
         variance = 0.0
         for concurrency, weight in self.normalized_weights.items():
-            interval = phase_interval(metrics, concurrency)
+            interval = score_phase_interval(metrics, concurrency)
             if interval is None:
                 return None
             variance += (weight * (interval.high - interval.low) / 2 / self.reference(concurrency)) ** 2
@@ -102,6 +106,34 @@ def phase_interval(metrics: PhaseMetrics, concurrency: int) -> Interval | None:
     """The 95 % interval of a phase's primary metric (None: not measured, or stored before intervals existed)."""
     phase = metrics.get(concurrency)
     return Interval.from_stored(phase.get(primary_metric(concurrency) + "_ci")) if phase is not None else None
+
+
+def score_phase_interval(metrics: PhaseMetrics, concurrency: int) -> Interval | None:
+    """The interval a score uses for a phase: paired with the reference run's same requests when the phase has
+    it (``<metric>_paired_ci``, objectives/paired.py), else the figure's own interval."""
+    phase = metrics.get(concurrency)
+    if phase is None:
+        return None
+    paired = Interval.from_stored(phase.get(primary_metric(concurrency) + PAIRED_SUFFIX))
+    return paired if paired is not None else phase_interval(metrics, concurrency)
+
+
+def with_paired(metrics: PhaseMetrics, reference: PhaseMetrics | None) -> dict[int, dict[str, Any]]:
+    """``metrics`` with each phase's primary metric's interval relative to ``reference`` (the reference run's
+    phases) stored as ``<metric>_paired_ci`` where both kept their per-request parts."""
+    out = {c: dict(phase) for c, phase in metrics.items()}
+    for concurrency, phase in out.items():
+        ref = (reference or {}).get(concurrency)
+        if ref is None:
+            continue
+        name = primary_metric(concurrency)
+        value = phase.get(name)
+        interval = paired_interval(float(value) if isinstance(value, int | float) else None,
+                                   PerRequest.from_dict(phase.get("per_request")),
+                                   PerRequest.from_dict(ref.get("per_request")))
+        if interval is not None:
+            phase[name + PAIRED_SUFFIX] = interval
+    return out
 
 
 #: The figures whose samples pool across repeated phases.
@@ -131,6 +163,10 @@ def pooled_phase(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out[name + "_ci"] = interval.to_list() if interval else None
         samples[name] = sample.to_dict()
     out["samples"] = samples
+    parts = [PerRequest.from_dict(run.get("per_request")) for run in runs]
+    if parts and all(p is not None for p in parts):
+        together = paired_pool(p for p in parts if p is not None)
+        out["per_request"] = together.to_dict() if together is not None else None
     return out
 
 

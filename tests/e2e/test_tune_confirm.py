@@ -58,6 +58,18 @@ def test_tune_confirms_and_the_queries_show_intervals_and_confirmed_figures(tmp_
         assert low <= figures["score"] <= high
     verdict = trials["verdict"]
     assert isinstance(verdict, dict) and verdict["winner"] == trials["best"]
+    # Paired measurement: every trial sent the same requests; each phase keeps its per-request parts and its
+    # interval against the baseline's same requests (bench/paired_precision.py measures how much narrower).
+    phases = {t.number: t.user_attrs.get("phases") or {} for t in load(study).trials}
+    paired = [p["64"] for n, p in phases.items() if n and "64" in p and p["64"].get("aggregate_tok_s_paired_ci")]
+    assert paired and all(p["per_request"]["kind"] == "ratio" for p in paired)
+    for phase in paired:
+        low, high = phase["aggregate_tok_s_paired_ci"]
+        assert low < phase["aggregate_tok_s"] < high
+    # the reference run pairs with itself: exact (the score is a ratio to it)
+    assert phases[0]["64"]["aggregate_tok_s_paired_ci"] == [phases[0]["64"]["aggregate_tok_s"]] * 2
+    baseline = rows[0]["confirmed"]
+    assert baseline["score_ci"][0] == baseline["score_ci"][1] == baseline["score"]
 
     best = query(study, "best", "--format", "json")
     assert best["trial"] == verdict["winner"]

@@ -33,7 +33,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.confidence import Interval
-from objectives.scoring import pooled_phase
+from objectives.scoring import pooled_phase, with_paired
 from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import FailureCause
 from tuner.targets.classify import cause_of
@@ -165,23 +165,34 @@ class Confirmed:
 
     runs: tuple[Mapping[int, Mapping[str, Any]], ...]  # each run's phase metrics (feasible runs only)
     failed: int  # restarts that failed to start, or measured infeasible / without a score
+    #: The confirmed baseline's runs: run k of this configuration pairs with its run k (the same prompts).
+    reference: tuple[Mapping[int, Mapping[str, Any]], ...] = ()
 
     @property
     def pooled(self) -> dict[int, dict[str, Any]]:
-        """Each phase over every run (objectives.scoring.pooled_phase): the confirmed figures."""
-        concurrencies = sorted({c for run in self.runs for c in run})
-        return {c: pooled_phase([run[c] for run in self.runs if c in run]) for c in concurrencies}
+        """Each phase over every run (objectives.scoring.pooled_phase): the confirmed figures, with each primary
+        metric's interval paired with the confirmed baseline's runs (``<metric>_paired_ci``) where they kept
+        their per-request parts — the baseline's own is then [m, m]: its score is what the others are
+        compared with."""
+        pooled = _pooled(self.runs)
+        return with_paired(pooled, _pooled(self.reference)) if self.reference else pooled
+
+
+def _pooled(runs: tuple[Mapping[int, Mapping[str, Any]], ...]) -> dict[int, dict[str, Any]]:
+    concurrencies = sorted({c for run in runs for c in run})
+    return {c: pooled_phase([run[c] for run in runs if c in run]) for c in concurrencies}
 
 
 def confirmations(stored: Any) -> dict[int, Confirmed]:
     """``StudyKey.CONFIRMATION`` as stored → the fresh runs by trial number (an older list form: none)."""
     if not isinstance(stored, Mapping):
         return {}
-    out = {}
-    for number, entry in (stored.get("trials") or {}).items():
-        runs = tuple(decode_phases(run) for run in entry.get("runs") or ())
-        out[int(number)] = Confirmed(runs, int(entry.get("failed") or 0))
-    return out
+    decoded = {int(number): (tuple(decode_phases(run) for run in entry.get("runs") or ()),
+                             int(entry.get("failed") or 0))
+               for number, entry in (stored.get("trials") or {}).items()}
+    baseline = stored.get("baseline")
+    reference = decoded[baseline][0] if isinstance(baseline, int) and baseline in decoded else ()
+    return {number: Confirmed(runs, failed, reference) for number, (runs, failed) in decoded.items()}
 
 
 def skipped_text(phases: Iterable[int]) -> str:

@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 
 from objectives.scoring import PhaseMetrics, Scorer, phase_value, references_from
 from tuner.core.faults import fault_point
-from tuner.engine.record import Key, Outcome, StudyKey, TrialRecord
+from tuner.engine.record import Key, Outcome, StudyKey, TrialRecord, decode_phases
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,23 @@ def _valid(study: optuna.Study) -> Mapping[str, Any] | None:
     if owner < len(trials) and trials[owner].state in (TrialState.COMPLETE, TrialState.RUNNING):
         return stored
     return None
+
+
+def reference_phases(study: optuna.Study, number: int, metrics: PhaseMetrics) -> PhaseMetrics | None:
+    """The phases of the run the study's references come from — ``metrics`` themselves when trial ``number`` is
+    that run — for pairing a trial's requests with the reference's (objectives/paired.py); None when the study
+    has no valid references yet."""
+    if _valid(study) is None:
+        return None
+    owner = study.user_attrs.get(StudyKey.REFERENCES_TRIAL)
+    if owner is None:
+        return None
+    if owner == number:
+        return metrics
+    trials = study.get_trials(deepcopy=False)
+    if not 0 <= owner < len(trials):
+        return None
+    return decode_phases(trials[owner].user_attrs.get(Key.PHASES))
 
 
 def study_scorer(study: optuna.Study, weights: Mapping[int, float]) -> Scorer:

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from objectives.scoring import STARTED_KEY, VALID_KEY, Scorer, constraint_values, is_feasible, phase_value
+from objectives.scoring import STARTED_KEY, VALID_KEY, Scorer, constraint_values, is_feasible, phase_value, with_paired
 from tuner.core.interrupts import defer_from_here
 from tuner.engine.output_check import check_outputs
 from tuner.engine.record import (
@@ -37,7 +37,7 @@ from tuner.engine.record import (
     write,
 )
 from tuner.engine.samplers import SkippedPhases, skipped_phases
-from tuner.engine.score import fix_references, study_scorer, trial_score
+from tuner.engine.score import fix_references, reference_phases, study_scorer, trial_score
 from tuner.sglang.launch import ServerConfig
 from tuner.study.space import Proposal, SearchSpace, effective_key
 from tuner.study.spec import StudySpec
@@ -290,10 +290,12 @@ class TrialRunner:
         constraints.update(forced)
         value: float | tuple[float, float]
         if metrics is not None:
-            attrs[Key.PHASES] = encode_phases(metrics)
             constraints.update(constraint_values(self.spec.objective.constraints, metrics))
             if outcome is Outcome.MEASURED:
                 fix_references(trial.study, metrics, self.spec.objective.weights, trial.number)
+                # the interval of each phase against the reference run's same requests (common random numbers)
+                metrics = with_paired(metrics, reference_phases(trial.study, trial.number, metrics))
+            attrs[Key.PHASES] = encode_phases(metrics)
             scorer = self.scorer(trial.study)
             score = trial_score(scorer, metrics, skip_bounds(attrs.get(Key.SKIP)))
             attrs[Key.SCORE] = score
