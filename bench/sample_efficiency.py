@@ -79,8 +79,12 @@ TARGET_RATIO = 0.98
 #: study[@MODULE:FACTORY] per landscape; without a factory, the simulator's ground truth.
 DEFAULT_CASES = ("bench/studies/qwen-seed-space.toml", "bench/studies/llama-8b-h100.toml",
                  *(f"bench/studies/qwen-seed-space.toml@bench/landscapes/{name}.py:landscape"
-                   for name in ("memory_tight", "deep_tree", "ridge", "spread_roofline")))
+                   for name in ("memory_tight", "deep_tree", "ridge", "spread_roofline", "long_prompt_moe",
+                                "small_gains", "prefill_bound")),
+                 "bench/studies/llama-8b-h100.toml@bench/landscapes/long_prompt_moe.py:landscape")
 CACHE = REPO / ".spectune" / "bench-truth"
+#: The space the landscapes of bench/landscapes/ are named alone on (others: "name (study)").
+DEFAULT_SPACE = ("qwen-seed-space",)
 
 
 def run_search(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: int, budget: int,
@@ -234,6 +238,8 @@ def main() -> None:
         space = SearchSpace(spec, spec.option_table)
         name = (Path(spec.path).stem if args.studies or args.landscape
                 else Path(factory_text.rpartition(":")[0]).stem if factory_text else f"{Path(spec.path).stem} (sim)")
+        if factory_text and not (args.studies or args.landscape) and spec.path.stem not in DEFAULT_SPACE:
+            name += f" ({spec.path.stem})"  # the same landscape on another space
         t0 = time.perf_counter()
         truth = truth_of(space, landscape, module if factory_text else None, Path(args.truth_cache).resolve())
         if not truth:
