@@ -16,7 +16,7 @@ from tuner.engine.confirm import RULE
 from tuner.engine.record import Outcome
 from tuner.query.caveats import collapse_caveats
 from tuner.query.effective import changes
-from tuner.query.export import Format, export
+from tuner.query.export import Format, export, verdict_json
 from tuner.query.load import StoredStudy, StudyNotFound, open_stored_study
 from tuner.query.options import parse_constraints, parse_weights
 from tuner.query.ranking import Ranking, TrialView, rank
@@ -137,16 +137,6 @@ def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, 
     Console(file=buffer, width=width, color_system=None).print(
         render(table, ranking.concurrencies, best_trial.number if best_trial else None))
     return Answer(buffer.getvalue(), _warnings(stored))
-
-
-def verdict_json(ranking: Ranking) -> dict[str, object] | None:
-    """The winner rule's conclusion for ``--json`` (None: the study was not confirmed)."""
-    verdict = ranking.verdict
-    if verdict is None:
-        return None
-    return {"rule": RULE, "winner": verdict.winner, "best_lower_bound": verdict.best,
-            "significant": verdict.significant, "baseline": verdict.baseline, "ties": list(verdict.ties),
-            "explanation": verdict.explain()}
 
 
 def _warnings(stored: StoredStudy) -> tuple[str, ...]:

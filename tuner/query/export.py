@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from tuner.engine.confirm import RULE
 from tuner.query.effective import changes, comment_lines
 from tuner.query.ranking import Ranking, TrialView
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
@@ -20,7 +21,6 @@ from tuner.study.spec import StudySpec
 from tuner.targets.unit_file import render_dropin
 
 Format = Literal["command", "dropin", "json"]
-FORMATS: tuple[str, ...] = ("command", "dropin", "json")
 SGLANG_LAUNCH = ("python3", "-m", "sglang.launch_server")
 
 
@@ -70,10 +70,19 @@ def as_json(spec: StudySpec, ranking: Ranking, trial: TrialView, launch: LaunchC
 
 def _confirmed(ranking: Ranking, trial: TrialView) -> dict[str, Any] | None:
     """The confirmed figures and the winner rule's verdict (None: the study was not confirmed)."""
-    from tuner.query.answers import verdict_json
     from tuner.query.table import rows
 
     row = next((r for r in rows(ranking, []) if r.number == trial.number), None)
     if row is None or row.confirmed is None:
         return None
     return {**row.confirmed.to_json(), "verdict": verdict_json(ranking)}
+
+
+def verdict_json(ranking: Ranking) -> dict[str, object] | None:
+    """The winner rule's conclusion for ``--json`` (None: the study was not confirmed)."""
+    verdict = ranking.verdict
+    if verdict is None:
+        return None
+    return {"rule": RULE, "winner": verdict.winner, "best_lower_bound": verdict.best,
+            "significant": verdict.significant, "baseline": verdict.baseline, "ties": list(verdict.ties),
+            "explanation": verdict.explain()}

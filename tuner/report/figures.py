@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 
 from tuner.engine.record import Outcome
 from tuner.query.ranking import Ranking, TrialView
-from tuner.query.table import phase_label, short_flag
+from tuner.query.table import phase_label
 from tuner.sglang import versions
 
 FEASIBLE = "#1f77b4"
@@ -305,7 +305,3 @@ def failures(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
             marker={"color": FAILED if index == 0 else INFEASIBLE, "symbol": symbols[index % len(symbols)],
                     "size": 11}, text=[hover(t, ranking) for t in group], hovertemplate="%{text}<extra></extra>"))
     return _layout(fig, title, fx, fy)
-
-
-def short_names(flags: Sequence[str]) -> list[str]:
-    return [short_flag(f) for f in flags]

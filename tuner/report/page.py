@@ -4,7 +4,6 @@ draws; the tables (summary, steps × concurrency, every trial) are plain HTML, r
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.query.effective import shared, summary
@@ -122,7 +121,3 @@ def _top_html(content: PageContent) -> str:
     note = (f"<p class=\"muted\">Every trial: SGLang runs {e('; '.join(c.text() for c in common))}.</p>"
             if common else "")
     return "<h2 id=\"trials\">Trials</h2><table class=\"trials\">" + head + "".join(body) + "</table>" + note
-
-
-def plot_keys(plots: Sequence[Plot]) -> list[str]:
-    return [p.key for p in plots if p.div is not None]
