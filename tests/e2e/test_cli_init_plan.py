@@ -186,3 +186,24 @@ def test_init_never_writes_a_file_that_would_not_validate(tmp_path: Path) -> Non
     assert result.exit_code == 2
     assert f"error: {path} (as written by init): baseline: the baseline configuration is invalid" in result.stderr
     assert path.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+def test_ci_target_sets_the_request_counts_and_refuses_nan_and_inf(tmp_path: Path) -> None:
+    study = tmp_path / "s.toml"
+    text = (STUDIES / "simulated.toml").read_text()
+
+    def with_target(value: str) -> Path:
+        study.write_text(text.replace('max_tokens = 256\n', f'max_tokens = 256\nci_target = {value}\n'))
+        return study
+
+    out = cli("validate", "--plan", str(with_target("0.01"))).output
+    # ±1 % on a 50/50 score: C=1 20 requests, C=64 435 (tuner/study/precision.py), plus the warmups
+    assert "C=1" in out and "21 requests × ≤ 256 tokens" in out and "443 requests × ≤ 256 tokens" in out
+    # the demo's own counts (4 and 128) are floors: ±3 % needs 5 at C=1 and is met by 128 at C=64
+    out = cli("validate", "--plan", str(with_target("0.03"))).output
+    assert "6 requests × ≤ 256 tokens" in out and "136 requests × ≤ 256 tokens" in out
+    for bad in ("nan", "inf", "0", "1.5"):
+        result = cli("validate", str(with_target(bad)))
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {study}: benchmark.ci_target: "), lines

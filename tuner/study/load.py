@@ -8,6 +8,7 @@ checked by hand (tuner/study/flags.py, tuner/study/objective.py). Nothing here t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import tomllib
@@ -26,7 +27,7 @@ from tuner.core.fields import did_you_mean
 from tuner.sglang import versions
 from tuner.sglang.hardware import Hardware
 from tuner.sglang.options import OptionTable
-from tuner.study import flags
+from tuner.study import flags, precision
 from tuner.study.checks import CheckSection
 from tuner.study.models import (
     MISSING_SECTION,
@@ -128,6 +129,10 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
             problems.add(f"benchmark.{key}", problem)
     benchmark_spec = (benchmark or BenchmarkSection()).to_spec()
     objective_spec = objective(problems, objective_section or ObjectiveSection(), benchmark_spec)
+    if benchmark is not None and benchmark.ci_target is not None:
+        stated = [p.requests for p in benchmark.phases] if benchmark.phases else [None] * len(benchmark_spec.phases)
+        benchmark_spec = dataclasses.replace(benchmark_spec, phases=precision.with_target(
+            benchmark_spec.phases, objective_spec.weights, benchmark.ci_target, stated))
     flags.speculative_completeness(problems, server_flags, params)
     if target is not None and len(target.listed_hosts()) > 1 and settings.storage.startswith("sqlite"):
         problems.add("target.hosts", f"{len(target.listed_hosts())} hosts need a PostgreSQL [study] storage "

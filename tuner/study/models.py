@@ -294,6 +294,9 @@ class BenchmarkSection(FileModel):
     phases: list[PhaseSection] | None = Field(None, min_length=1, description=(
         "The phases, in order (default: { concurrency = 1, requests = 8 } then "
         "{ concurrency = 64, requests = 256, warmup = 8 })."))
+    ci_target: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False, description=(
+        "The precision asked of each trial's score: the 95 % interval's half-width as a fraction (0.03: ±3 %). "
+        "Sets the phases' request counts (a phase's own `requests` is a floor; docs/scoring.md)."))
 
     @field_validator("dataset")
     @classmethod
