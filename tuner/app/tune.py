@@ -28,11 +28,10 @@ from tuner.core.faults import fault_point
 from tuner.core.interrupts import deferred, interruptible, silence_tracebacks
 from tuner.engine.baseline import enqueue_baseline
 from tuner.engine.confirm import DEFAULT_REPEATS, DEFAULT_TOP, RULE, Verdict, confirm_top, runs_planned
-from tuner.engine.fingerprint import record_or_check
 from tuner.engine.loop import Gate, Limits, NoGate, StopReason, requeue_interrupted, run_trials
 from tuner.engine.record import StudyKey, TrialRecord, best_record, measured_records, records
 from tuner.engine.resilient import storage_failure
-from tuner.engine.samplers import make_sampler, resolve_sampler_name
+from tuner.engine.setup import Objectives, adopt, study_sampler
 from tuner.engine.storage import (
     CONNECT_TIMEOUT_S,
     StorageUnavailable,
@@ -85,9 +84,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
     timeout_s = timeout_s if timeout_s is not None else spec.study.timeout_s
     table = spec.option_table
     space = SearchSpace(spec, table)
-    pareto = spec.objective.mode == "pareto"
-    directions = ["maximize", "maximize"] if pareto else ["maximize"]
-    metric_names = ([f"c{c}_tok_s" for c in sorted(spec.objective.weights)] if pareto else ["score"])
+    objectives = Objectives.of(spec)
     shared = is_server_database(spec.study.storage)
 
     def say(line: str) -> None:
@@ -100,16 +97,15 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
         host = team.host if team else (host or hosts_of(spec)[0])
         # Workers seeded alike would make the same random start-up proposals in lockstep.
         seed = worker_seed(spec.study.seed, host) if team else spec.study.seed
-        sampler = make_sampler(spec.study.sampler, seed, multi_objective=pareto, space=space)
-        study = open_study(spec.study.storage, spec.study.name, sampler, directions, metric_names,
+        study = open_study(spec.study.storage, spec.study.name, study_sampler(spec, space, seed),
+                           objectives.directions, objectives.metric_names,
                            heartbeat_interval_s=spec.study.heartbeat_interval_s,
                            heartbeat_grace_s=spec.study.heartbeat_grace_s, say=say, announce=False)
         # Refuse to mix trials of a changed study file (tuner/engine/fingerprint.py); a changed [objective] only
         # re-ranks, and the answer below is then taken from a re-ranking of the stored metrics.
-        reranked = record_or_check(study, spec)
+        reranked = adopt(study, spec)
         if reranked:
             say(reranked)
-        study.set_user_attr(StudyKey.SAMPLER, resolve_sampler_name(spec.study.sampler))
         gate: Gate = NoGate()
         if team:
             gate = team.ask
@@ -140,11 +136,11 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                 if (installed := target.installed_sglang()) is not None:
                     study.set_user_attr(StudyKey.SGLANG_VERSION, installed)
                 stored = measured_records(study)
-                stored_best = None if pareto else best_record(study)
+                stored_best = None if objectives.pareto else best_record(study)
                 if team and confirm:  # one worker among many cannot interleave the others' hosts
                     say("confirmation is skipped on a shared study: run `spectune tune` alone afterwards to confirm")
                     confirm = 0
-                if pareto:
+                if objectives.pareto:
                     confirm = 0
                 with LiveView(console, n_trials, len(stored), extra=runs_planned(confirm, repeats),
                               best=stored_best.score if stored_best else None,
@@ -159,7 +155,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                                             spec.study.storage, gate=gate, say=say,
                                             poll_s=min(max(spec.study.heartbeat_interval_s / 2, 0.5), 10.0))
                     verdict = _confirm(study, spec, runner, measurer, confirm, repeats, say, view.on_confirm)
-                best = None if pareto else _best(study, spec, reranked=bool(reranked))
+                best = None if objectives.pareto else _best(study, spec, reranked=bool(reranked))
                 if verdict is not None:
                     best = next(r for r in records(study) if r.number == verdict.winner)
                 with deferred():  # a signal now is answered once the target is as [finish] says
@@ -173,7 +169,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             raise  # the host belongs to another worker now: leave it alone
         except BaseException:  # an interrupt, the target or storage gone, a bug: the target is left as it says
             with deferred():  # a second signal must not cut the restore short
-                _clean_up(study, spec, target, runner, table, console, pareto=pareto, restore=not finished)
+                _clean_up(study, spec, target, runner, table, console, pareto=objectives.pareto, restore=not finished)
             raise
         finally:
             target.close()

@@ -32,11 +32,10 @@ from rich.progress import track
 from objectives.scoring import Scorer, constraint_values, is_feasible, references_from
 from objectives.spec import BenchmarkSpec
 from tuner.engine.baseline import enqueue_baseline
-from tuner.engine.fingerprint import record_or_check
 from tuner.engine.landscape_plugin import make_objective, study_of
 from tuner.engine.loop import Limits, run_trials
 from tuner.engine.record import TrialRecord, best_of, measured_records
-from tuner.engine.samplers import make_sampler, resolve_sampler_name
+from tuner.engine.setup import Objectives, adopt, study_sampler
 from tuner.engine.trial import Measurer, TrialRunner
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
@@ -115,24 +114,20 @@ def evaluate_search(study: StudySpec | str | Path | None, landscape: Landscape |
     spec = study_of(landscape, study)
     spec = replace(spec, study=replace(spec.study, sampler=sampler or spec.study.sampler, seed=seed))
     space = SearchSpace(spec, spec.option_table)
-    pareto = spec.objective.mode == "pareto"
+    objectives = Objectives.of(spec)
     storage = storage if storage is not None else optuna.storages.InMemoryStorage()
-    optuna_study = optuna.create_study(
-        study_name=spec.study.name, storage=storage, load_if_exists=True,
-        sampler=make_sampler(spec.study.sampler, seed, multi_objective=pareto, space=space),
-        directions=["maximize", "maximize"] if pareto else ["maximize"])
+    optuna_study = optuna.create_study(study_name=spec.study.name, storage=storage, load_if_exists=True,
+                                       sampler=study_sampler(spec, space, seed), directions=objectives.directions)
     with warnings.catch_warnings():  # experimental in name only; `tune` sets the same names
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna_study.set_metric_names([f"c{c}_tok_s" for c in sorted(spec.objective.weights)] if pareto
-                                      else ["score"])
-    record_or_check(optuna_study, spec)
-    optuna_study.set_user_attr("sampler", resolve_sampler_name(spec.study.sampler))
+        optuna_study.set_metric_names(objectives.metric_names)
+    adopt(optuna_study, spec)
     enqueue_baseline(optuna_study, space, spec, designed=designed_start)
     measurer = landscape.measurer(seed) if _is_landscape(landscape) else landscape  # type: ignore[union-attr]
     runner = TrialRunner(spec, space, measurer)  # type: ignore[arg-type]
     url = getattr(storage, "url", "in-memory storage")  # only for messages
     stopped_by = run_trials(optuna_study, runner, Limits(n_trials, None, time.monotonic()), url)
-    best = None if pareto else best_of(measured_records(optuna_study))
+    best = None if objectives.pareto else best_of(measured_records(optuna_study))
     return SearchResult(spec, optuna_study, stopped_by, best)
 
 

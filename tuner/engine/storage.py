@@ -14,7 +14,7 @@ import re
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -216,7 +216,7 @@ def study_lock(url: str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, directions: list[str],
+def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, directions: Sequence[str],
                metric_names: list[str] | None = None, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
                heartbeat_grace_s: int = HEARTBEAT_GRACE_S, say: Callable[[str], None] | None = None,
                announce: bool = True) -> optuna.Study:
@@ -237,7 +237,7 @@ def open_study(url: str, name: str, sampler: optuna.samplers.BaseSampler, direct
         study = with_storage_retries(create, "opening the study", url, say=say)
     except ValueError as exc:
         raise SpectuneError(f"study {name!r} in {redact(url)}: {first_line(exc)}") from None
-    if [d.name.lower() for d in study.directions] != directions:
+    if [d.name.lower() for d in study.directions] != list(directions):
         raise SpectuneError(f"study {name!r} in {redact(url)} was created with other objectives "
                             f"({[d.name.lower() for d in study.directions]}); use a new study name")
     if metric_names and study.metric_names != metric_names:
