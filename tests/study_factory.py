@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import optuna
 import pytest
 
@@ -89,3 +91,69 @@ def stored_study(_oracle_template: Path, tmp_path: Path) -> Path:
     for name in (_oracle_template.name, _oracle_template.with_suffix(".db").name):
         shutil.copy(_oracle_template.parent / name, tmp_path / name)
     return tmp_path / _oracle_template.name
+
+
+class SampledOracle:
+    """The oracle with per-request samples: each phase's throughputs come with their 95 % intervals (as a real
+    benchmark's do), so scores, confirmations and the winner rule have intervals to work with."""
+
+    def __init__(self, spec: Any, *, noise: float = 0.03, seed: int = 7, requests: int = 8) -> None:
+        from tuner.engine.landscape import OracleMeasurer
+        from tuner.simulator.profile import load_profile
+
+        self.inner = OracleMeasurer(load_profile(), spec.option_table, spec.benchmark, noise=0.0)
+        self.rng = np.random.default_rng(seed)
+        self.noise, self.requests = noise, requests
+
+    def deploy(self, config: Any) -> Any:
+        return self.inner.deploy(config)
+
+    def measure(self, phase_index: int) -> dict[str, Any]:
+        from objectives.confidence import MeanSample
+
+        metrics = dict(self.inner.measure(phase_index))
+        samples = {}
+        for key in ("per_request_tok_s_mean", "aggregate_tok_s"):
+            if metrics.get(key) is None:
+                continue
+            sample = MeanSample.of(metrics[key] * (1 + self.rng.normal(0.0, self.noise, self.requests)))
+            interval = sample.interval()
+            metrics[key] = sample.estimate
+            metrics[key + "_ci"] = interval.to_list() if interval else None
+            samples[key] = sample.to_dict()
+        metrics["samples"] = samples
+        return metrics
+
+
+def run_confirmed_study(study_file: Path, n_measured: int = 12, *, top: int = 3, repeats: int = 2) -> optuna.Study:
+    """A stored study with intervals and a finished confirmation stage (the top ``top`` and the baseline,
+    ``repeats`` fresh runs each), through the product's loop and its confirmation (tuner/engine/confirm.py)."""
+    from tuner.engine.confirm import confirm_top
+    from tuner.engine.trial import TrialRunner
+    from tuner.study.space import SearchSpace
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec = load_study_file(study_file)
+    measurer = SampledOracle(spec)
+    result = evaluate_search(spec, measurer, n_trials=n_measured, seed=5, sampler="tpe",
+                             storage=_fast_sqlite(spec.study.storage))
+    runner = TrialRunner(result.spec, SearchSpace(result.spec, result.spec.option_table), measurer)  # type: ignore[arg-type]
+    confirm_top(result.study, result.spec, runner, measurer, top=top, repeats=repeats)  # type: ignore[arg-type]
+    return result.study
+
+
+@pytest.fixture(scope="session")
+def _confirmed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("confirmed-study")
+    path = write_study_file(directory, "confirmed", constraints=("error_rate <= 0.01",))
+    run_confirmed_study(path, top=1)
+    return path
+
+
+@pytest.fixture
+def confirmed_study(_confirmed_template: Path, tmp_path: Path) -> Path:
+    """A study file in ``tmp_path`` with its own copy of a 12-trial SQLite study with intervals and a finished
+    confirmation stage."""
+    for name in (_confirmed_template.name, _confirmed_template.with_suffix(".db").name):
+        shutil.copy(_confirmed_template.parent / name, tmp_path / name)
+    return tmp_path / _confirmed_template.name

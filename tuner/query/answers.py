@@ -21,6 +21,9 @@ from tuner.query.load import StoredStudy, StudyNotFound, open_stored_study
 from tuner.query.options import parse_constraints, parse_weights
 from tuner.query.ranking import Ranking, TrialView, rank
 from tuner.query.table import render, rows, sort_rows
+from tuner.query.winner import answer_json, leader_text, weights_text
+
+__all__ = ["Answer", "best", "ranking_for", "require_trials", "trials", "verdict_json", "weights_text"]
 
 
 @dataclass(frozen=True)
@@ -55,11 +58,6 @@ def weights_note(given: str | None, ranking: Ranking) -> str | None:
     return f"note: --weights {given.strip()} sum to {total:g}; normalised to {weights_text(ranking)}"
 
 
-def weights_text(ranking: Ranking) -> str:
-    total = sum(ranking.weights.values()) or 1.0
-    return ",".join(f"c{c}={w / total:g}" for c, w in sorted(ranking.weights.items()))
-
-
 def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ...], fmt: Format) -> Answer:
     stored = open_stored_study(study_file)
     ranking = ranking_for(stored, weights, constraints)
@@ -76,6 +74,9 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
     normalised = weights_note(weights, ranking)
     notes = [*(f"warning: {w}" for w in stored.warnings), *([normalised] if normalised else []),
              *explanation(ranking, winner, len(measured))]
+    leader = leader_text(ranking, study_file)
+    if leader is not None:
+        notes.append(leader)
     if ranking.constraints:
         notes.append("extra constraints: " + "; ".join(c.text for c in ranking.constraints))
     # The command stays as deployed (what SGLang was given); what SGLang runs differently is said beside it.
@@ -110,7 +111,8 @@ def explanation(ranking: Ranking, winner: TrialView, measured: int) -> list[str]
             listed = ", ".join(f"trial {t.number} ({t.score:.3f}{_interval(t.interval)})" for t in ties[:5])
             more = f" and {len(ties) - 5} more" if len(ties) > 5 else ""
             notes.append(f"tie: trial {winner.number} and {listed}{more} have overlapping intervals — the "
-                         "measurements cannot tell them apart (not confirmed: run `spectune tune` with --confirm)")
+                         "measurements cannot tell them apart (not confirmed: `spectune confirm` re-measures them "
+                         "against the baseline)")
     return notes
 
 
@@ -118,9 +120,10 @@ def _interval(interval: Interval | None) -> str:
     return f" {interval.text()}" if interval is not None else ""
 
 
-def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, width: int = 200) -> Answer:
+def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, width: int = 200,
+           weights: str | None = None, constraints: tuple[str, ...] = ()) -> Answer:
     stored = open_stored_study(study_file)
-    ranking = ranking_for(stored)
+    ranking = ranking_for(stored, weights, constraints)
     require_trials(stored, ranking)
     flags = [p.flag for p in stored.spec.search]
     table = sort_rows(rows(ranking, flags), sort, flags, ranking.concurrencies)
@@ -128,16 +131,19 @@ def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, 
     if as_json:
         payload = {"study": stored.spec.study.name, "weights": {f"c{c}": w for c, w in ranking.weights.items()},
                    "references": {f"c{c}": v for c, v in ranking.references.items()},
-                   "best": best_trial.number if best_trial else None, "verdict": verdict_json(ranking),
+                   **answer_json(ranking), "verdict": verdict_json(ranking),
                    "trials": [r.to_json() for r in table]}
-        return Answer(json.dumps(payload, indent=2) + "\n", _warnings(stored))
+        return Answer(json.dumps(payload, indent=2) + "\n", _notes(stored, ranking, study_file))
     from rich.console import Console
 
     buffer = io.StringIO()
+    leader = ranking.unconfirmed_leader
     Console(file=buffer, width=width, color_system=None).print(
-        render(table, ranking.concurrencies, best_trial.number if best_trial else None))
-    return Answer(buffer.getvalue(), _warnings(stored))
+        render(table, ranking.concurrencies, best_trial.number if best_trial else None,
+               leader.number if leader else None))
+    return Answer(buffer.getvalue(), _notes(stored, ranking, study_file))
 
 
-def _warnings(stored: StoredStudy) -> tuple[str, ...]:
-    return tuple(f"warning: {w}" for w in stored.warnings)
+def _notes(stored: StoredStudy, ranking: Ranking, study_file: str | Path) -> tuple[str, ...]:
+    leader = leader_text(ranking, study_file)
+    return (*(f"warning: {w}" for w in stored.warnings), *([leader] if leader else []))

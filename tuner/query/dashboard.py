@@ -18,12 +18,20 @@ choice list, a count of steps, a position inside the draft tree's range: tuner/s
 ``speculative-eagle-topk.idx 0`` in the dashboard and make its importances disagree with the report's. Trials come
 back with ``--speculative-eagle-topk = 4``-style parameters over distributions built from ``[search]``, and
 values rounded for reading, so the Best Trial card, the tables and the importances all speak in flags.
+
+The Best Trial card and the importances are spectune's own, through the code ``best``, ``trials`` and the report
+use (``Ranking.best``, tuner/query/importance.py), under the same ``--weights`` / ``--constraint``: each trial's
+value is its score under the ranking, a trial that breaks an extra constraint is infeasible, the answer's and an
+unconfirmed leader's ``spectune`` attr say what they are. Before any feasible trial (every study during its first
+trial, a study whose starts all failed) the study answers with no best trial instead of an error.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Container
+import json
+import re
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -33,8 +41,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.engine.optuna_private import storage_of, study_id_of, with_system_attrs
 from tuner.engine.record import Key, TrialRecord, skipped_text
+from tuner.query.importance import importance_values
 from tuner.query.load import StoredStudy
-from tuner.study.spec import ParamSpec
+from tuner.query.ranking import Ranking, rank
+from tuner.study.spec import ConstraintSpec, ParamSpec
 
 #: Digits of a trial's value shown (a score of 1.6135222156490205 reads as 1.614).
 VALUE_DIGITS = 3
@@ -117,13 +127,20 @@ class FeasibilityStorage(optuna.storages.BaseStorage):
     the study's ``[search]`` distributions, with flags as parameters."""
 
     def __init__(self, inner: optuna.storages.BaseStorage,
-                 distributions: dict[str, BaseDistribution] | None = None) -> None:
+                 distributions: dict[str, BaseDistribution] | None = None,
+                 ranking: Callable[[], Ranking] | None = None) -> None:
         self.inner = inner
         self.distributions = distributions or {}
+        self.ranking = ranking  # the ranking now (the study grows while the dashboard runs)
+        #: While the study's detail is built with no answer yet: ``get_best_trial`` hands out a stand-in that
+        #: ``make_app`` removes from the reply (optuna-dashboard asks whenever a trial is COMPLETE).
+        self.stand_in = False
 
-    def _present(self, trial: FrozenTrial) -> FrozenTrial:
-        """A stored trial as the dashboard shows it: constraints it can read, no bound as a score, flags."""
-        return with_flags(as_shown(trial), self.distributions)
+    def _present(self, trial: FrozenTrial, ranking: Ranking | None = None) -> FrozenTrial:
+        """A stored trial as the dashboard shows it: constraints it can read, no bound as a score, flags, and
+        under a ranking its score and feasibility there."""
+        shown = with_flags(as_shown(trial), self.distributions)
+        return ranked(shown, ranking) if ranking is not None else shown
 
     # Plain forwarding for everything else (the class body's namespace is where methods are defined).
     for _name in ("create_new_study", "delete_study", "set_study_user_attr", "set_study_system_attr",
@@ -135,37 +152,152 @@ class FeasibilityStorage(optuna.storages.BaseStorage):
         locals()[_name] = _delegate(_name)
     del _name
 
+    def _ranking(self) -> Ranking | None:
+        return self.ranking() if self.ranking is not None else None
+
     def get_trial(self, trial_id: int) -> FrozenTrial:
-        return self._present(self.inner.get_trial(trial_id))
+        return self._present(self.inner.get_trial(trial_id), self._ranking())
 
     def get_all_trials(self, study_id: int, deepcopy: bool = True,
                        states: Container[TrialState] | None = None) -> list[FrozenTrial]:
         # Filtered as shown: a skipped trial is COMPLETE in storage but PRUNED in the dashboard.
-        shown = [self._present(t) for t in self.inner.get_all_trials(study_id, deepcopy=deepcopy)]
+        ranking = self._ranking()
+        shown = [self._present(t, ranking) for t in self.inner.get_all_trials(study_id, deepcopy=deepcopy)]
         return [t for t in shown if states is None or t.state in states]
 
+    def _by_number(self, study_id: int, number: int) -> FrozenTrial:
+        return self.inner.get_trial(self.inner.get_trial_id_from_study_id_trial_number(study_id, number))
+
     def get_best_trial(self, study_id: int) -> FrozenTrial:
-        """The best *feasible* complete trial (Optuna's RDB storage ranks by value alone)."""
+        """The answer under the ranking (``Ranking.best``: what ``best`` names); without a ranking, the best
+        *feasible* complete trial (Optuna's RDB storage ranks by value alone). ``NoBestTrial`` when there is none
+        yet: ``make_app`` answers that study with no best trial."""
+        ranking = self._ranking()
+        if ranking is not None:
+            answer = ranking.best
+            if answer is None and self.stand_in:
+                complete = [t for t in ranking.trials if t.state == "COMPLETE"]
+                if complete:
+                    return self._present(self._by_number(study_id, complete[0].number), ranking)
+            if answer is None:
+                raise NoBestTrial("no feasible trial is completed yet")
+            return self._present(self._by_number(study_id, answer.number), ranking)
         direction = self.inner.get_study_directions(study_id)[0]
         trials = [t for t in self.inner.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
                   if t.value is not None and TrialRecord.from_trial(t).feasible
                   and not t.user_attrs.get(Key.SKIPPED_PHASES)]
         if not trials:
-            raise ValueError("no feasible trial is completed yet")
+            raise NoBestTrial("no feasible trial is completed yet")
         pick = max if direction == StudyDirection.MAXIMIZE else min
         return self._present(pick(trials, key=lambda t: (t.value, -t.number)))
 
 
-def make_app(stored: StoredStudy) -> Any:
-    """The dashboard as a WSGI app (for tests and for serving)."""
+class NoBestTrial(ValueError):
+    """No trial can be the answer yet (every study during its first trial)."""
+
+
+def ranked(shown: FrozenTrial, ranking: Ranking) -> FrozenTrial:
+    """``shown`` under ``ranking``: its value is its score there, an extra constraint it breaks makes it
+    infeasible, and the answer / an unconfirmed leader say so in the ``spectune`` attr."""
+    view = next((t for t in ranking.trials if t.number == shown.number), None)
+    if view is None:
+        return shown
+    out = copy.copy(shown)
+    if out.state == TrialState.COMPLETE and view.score is not None and out.values is not None:
+        out._values = [round(view.score, VALUE_DIGITS)]
+    extra = {c.text for c in ranking.constraints}
+    broken = [v for k, v in view.violations.items() if k in extra]
+    if broken and out.state == TrialState.COMPLETE:
+        attrs = dict(out.system_attrs)
+        attrs[LEGACY_CONSTRAINTS_KEY] = [*attrs.get(LEGACY_CONSTRAINTS_KEY, []),
+                                         *(min(v, 1e12) for v in broken)]  # JSON has no inf
+        out = with_system_attrs(out, attrs)
+    best, leader = ranking.best, ranking.unconfirmed_leader
+    role = ("the answer" + (" (confirmed)" if ranking.verdict is not None else "")
+            if best is not None and best.number == view.number else
+            "leads under these weights, never confirmed" if leader is not None and leader.number == view.number
+            else None)
+    if role is not None:
+        out._user_attrs = {**out.user_attrs, STATUS_ATTR: role}
+    return out
+
+
+def make_app(stored: StoredStudy, weights: Mapping[int, float] | None = None,
+             constraints: Sequence[ConstraintSpec] = ()) -> Any:
+    """The dashboard as a WSGI app (for tests and for serving), ranked under ``weights`` (default: the study
+    file's) and the extra ``constraints``."""
     from optuna_dashboard import wsgi
+
+    def ranking() -> Ranking:
+        return rank(stored.study, stored.spec, weights, constraints)
 
     # mypy cannot see the forwarding methods the class body defines in a loop.
     distributions = {p.flag: flag_distribution(p) for p in stored.spec.search}
-    return wsgi(FeasibilityStorage(storage_of(stored.study), distributions))  # type: ignore[abstract]
+    storage = FeasibilityStorage(storage_of(stored.study), distributions, ranking)  # type: ignore[abstract]
+    inner = wsgi(storage)
+    flags = [p.flag for p in stored.spec.search]
+    detail = re.compile(r"/api/studies/\d+")
+    importances = re.compile(r"/api/studies/\d+/param_importances")
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if importances.fullmatch(path):
+            return _json(start_response, {"param_importances": [importance_json(ranking(), flags)]})
+        if detail.fullmatch(path):
+            return _study_detail(inner, storage, environ, start_response)
+        return inner(environ, start_response)
+
+    return app
 
 
-def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str], None] | None = None) -> None:
+def importance_json(ranking: Ranking, flags: Sequence[str]) -> list[dict[str, Any]]:
+    """The report's importances (tuner/query/importance.py) in optuna-dashboard's form, largest first."""
+    found = importance_values(ranking, flags)
+    if found is None:
+        return []
+    values = found[0]
+    return [{"name": name, "importance": values[name], "distribution": _distribution_name(ranking, name)}
+            for name in sorted(values, key=lambda n: -values[n])]
+
+
+def _distribution_name(ranking: Ranking, flag: str) -> str:
+    numeric = all(isinstance(t.tuned.get(flag), int | float) and not isinstance(t.tuned.get(flag), bool)
+                  for t in ranking.trials if t.rankable)
+    return "FloatDistribution" if numeric else "CategoricalDistribution"
+
+
+def _json(start_response: Callable[..., Any], payload: Any) -> list[bytes]:
+    body = json.dumps(payload).encode()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def _study_detail(inner: Any, storage: FeasibilityStorage, environ: dict[str, Any],
+                  start_response: Callable[..., Any]) -> Iterable[bytes]:
+    """The study's detail; when no trial can be the answer yet, with no best trial (optuna-dashboard would
+    answer HTTP 500 from ``get_best_trial``): the study is served at every moment."""
+    ranking = storage._ranking()
+    if ranking is None or ranking.best is not None:
+        return inner(environ, start_response)
+    storage.stand_in = True
+    try:
+        captured: list[Any] = []
+        body = b"".join(inner(environ, lambda status, headers, exc_info=None: captured.append((status, headers))))
+    finally:
+        storage.stand_in = False
+    status, headers = captured[0]
+    if status.startswith("200"):
+        payload = json.loads(body)
+        payload["best_trials"] = []
+        body = json.dumps(payload).encode()
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(body))))
+    start_response(status, headers)
+    return [body]
+
+
+def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str], None] | None = None,
+          weights: Mapping[int, float] | None = None, constraints: Sequence[ConstraintSpec] = ()) -> None:
     """Serve the dashboard until interrupted (wsgiref, like ``optuna-dashboard`` itself)."""
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -173,10 +305,24 @@ def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str]
         def log_message(self, format: str, *args: Any) -> None:  # one line per request would drown the URL
             pass
 
-    app = make_app(stored)
-    with make_server(host, port, app, handler_class=QuietHandler) as server:
+    app = make_app(stored, weights, constraints)
+    stopped: list[KeyboardInterrupt] = []
+
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        # wsgiref's handler turns *any* exception of the app into a 500 and serves on; a signal that lands while
+        # a request is answered must still stop the server (its handler raises only once).
+        try:
+            return list(app(environ, start_response))
+        except KeyboardInterrupt as exc:
+            stopped.append(exc)
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain")], None)
+            return [b"stopping"]
+
+    with make_server(host, port, guarded, handler_class=QuietHandler) as server:
         url_host = f"[{host}]" if ":" in host else host
         study_id = study_id_of(stored.study)
         if on_ready is not None:
             on_ready(f"http://{url_host}:{server.server_port}/dashboard/studies/{study_id}")
-        server.serve_forever()
+        while not stopped:
+            server.handle_request()
+        raise stopped[0]

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from tuner.engine.confirm import RULE
 from tuner.query.effective import changes, comment_lines
 from tuner.query.ranking import Ranking, TrialView
+from tuner.query.winner import answer_json
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.study.spec import StudySpec
 from tuner.targets.unit_file import render_dropin
@@ -55,6 +56,7 @@ def as_json(spec: StudySpec, ranking: Ranking, trial: TrialView, launch: LaunchC
         "score": trial.score,
         "score_ci": trial.interval.to_list() if trial.interval else None,
         "confirmed": _confirmed(ranking, trial),
+        **{k: v for k, v in answer_json(ranking).items() if k != "best"},
         "weights": {f"c{c}": w for c, w in ranking.weights.items()},
         "references": {f"c{c}": v for c, v in ranking.references.items()},
         "constraints": [c.text for c in spec.objective.constraints] + [c.text for c in ranking.constraints],

@@ -162,12 +162,29 @@ class Ranking:
 
     @property
     def best(self) -> TrialView | None:
-        """The confirmed winner when the study was confirmed, else the highest score."""
+        """The answer — the one winner rule every surface shows (best, trials, report, dashboard): the winner
+        rule's choice over the confirmed trials when the study has a confirmation under which a candidate
+        qualifies, else the highest score."""
         verdict = self.verdict
         if verdict is not None:
             return next(t for t in self.trials if t.number == verdict.winner)
+        return self.leader
+
+    @property
+    def leader(self) -> TrialView | None:
+        """The highest score under these weights and constraints (ties: the earlier trial)."""
         ranked = self.ranked
         return ranked[0] if ranked else None
+
+    @property
+    def unconfirmed_leader(self) -> TrialView | None:
+        """The leader when it is not the answer and was never confirmed: the answer rests on a confirmation
+        that did not re-measure it (other weights or constraints than the study's make another trial lead).
+        Shown beside the answer everywhere; ``spectune confirm`` re-measures it against the baseline."""
+        leader, answer = self.leader, self.best
+        if leader is None or answer is None or leader.number == answer.number or leader.confirmed_runs:
+            return None
+        return leader
 
     @property
     def scorer(self) -> Scorer:

@@ -163,14 +163,19 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None) -> Any:
-    """A rich Table; the best trial's row is marked with ★."""
+def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None, leader: int | None = None) -> Any:
+    """A rich Table; the best trial's row is marked with ★, a leader that was never confirmed with ☆."""
     from rich.table import Table
     from rich.text import Text
 
     common = shared(r.changes if r.effective else None for r in table)
-    out = Table(show_lines=False, header_style="bold",
-                caption=f"every trial: SGLang runs {'; '.join(c.text() for c in common)}" if common else None)
+    captions = [f"every trial: SGLang runs {'; '.join(c.text() for c in common)}"] if common else []
+    if best is not None:
+        captions.append(f"★ the answer (trial {best})"
+                        + (f"; ☆ trial {leader} leads under these weights but was never confirmed" if leader is not None
+                           else ""))
+    # Headers never wrap into "num-s/teps": a narrow terminal squeezes the cells, not the flag names.
+    out = Table(show_lines=False, header_style="bold", caption="\n".join(captions) or None)
     out.add_column("#", justify="right")
     out.add_column("status")
     flags = [f for f, _ in table[0].flags] if table else []
@@ -188,7 +193,7 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
         out.add_column("SGLang runs")
     out.add_column("failure")
     for r in table:
-        mark = "★" if r.number == best else ""
+        mark = "★" if r.number == best else "☆" if r.number == leader else ""
         extra = [r.confirmed.text() if r.confirmed else ""] if confirmed else []
         extra += [summary(tuple(c for c in r.changes if c not in common))] if changed else []
         cells = [f"{mark}{r.number}", r.status, *(_flag_text(v) for _, v in r.flags),

@@ -15,7 +15,7 @@ from typing import Any
 from tuner.core.errors import SpectuneError, UsageError
 from tuner.engine.record import Outcome, StudyKey
 from tuner.engine.storage import redact
-from tuner.query.answers import ranking_for, require_trials, weights_text
+from tuner.query.answers import ranking_for, require_trials
 from tuner.query.caveats import collapse_caveats
 from tuner.query.comparison import comparison_table
 from tuner.query.effective import changes, comment_lines
@@ -23,6 +23,7 @@ from tuner.query.export import launch_for
 from tuner.query.load import StoredStudy, open_stored_study
 from tuner.query.ranking import Ranking, TrialView
 from tuner.query.table import TrialRow, fmt, pm, rows, sort_rows
+from tuner.query.winner import answer_status, confirm_command, leader_text, weights_text
 from tuner.report import figures
 from tuner.report.page import PageContent, Plot, render
 from tuner.report.steps import steps_table
@@ -41,10 +42,11 @@ class ReportResult:
     notes: tuple[str, ...]
 
 
-def write_report(study_file: str | Path, output: str | Path, weights: str | None = None) -> ReportResult:
+def write_report(study_file: str | Path, output: str | Path, weights: str | None = None,
+                 constraints: tuple[str, ...] = ()) -> ReportResult:
     stored = open_stored_study(study_file)
     spec = stored.spec
-    ranking = ranking_for(stored, weights)
+    ranking = ranking_for(stored, weights, constraints)
     require_trials(stored, ranking)
     out = Path(output)
     try:
@@ -90,9 +92,10 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         ("weights", weights_text(ranking)),
         ("references", ", ".join(f"C={c}: {v:.1f} tok/s" for c, v in sorted(ranking.references.items()))
          + " (score 1.0)"),
-        ("constraints", "; ".join(c.text for c in spec.objective.constraints) or "none"),
+        ("constraints", "; ".join(c.text for c in (*spec.objective.constraints, *ranking.constraints)) or "none"),
         ("SGLang", _sglang_text(stored)),
         ("best", best_text(ranking, best)),
+        *((("leader", leader),) if (leader := leader_text(ranking, spec.path)) else ()),
         ("generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),  # noqa: UP017 - explicit
     )
     files = (out / SUMMARY, out / TRIALS_CSV)
@@ -105,6 +108,7 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         best_command=_best_command(spec, best) if best and best.config else None,
         plots=tuple(plots), steps=steps_table(ranking, ranking.concurrencies), top=tuple(top),
         best_number=best.number if best else None, concurrencies=ranking.concurrencies,
+        leader_number=ranking.unconfirmed_leader.number if ranking.unconfirmed_leader else None,
         plotly_js=plotly.offline.get_plotlyjs(), files=tuple(f.name for f in files))
     page = out / PAGE
     _write(page, render(content))
@@ -152,7 +156,7 @@ def best_text(ranking: Ranking, best: TrialView | None) -> str:
     """The winner with its 95 % interval, and the confirmation's figures and verdict when the study has them."""
     if best is None:
         return "none yet"
-    text = f"trial {best.number}"
+    text = f"trial {best.number} ({answer_status(ranking)})"
     if best.score is not None:
         text += f", score {best.score:.3f}" + pm(best.interval, 3)
     verdict = ranking.verdict
@@ -184,9 +188,17 @@ def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
         return "\n".join([*lines, "No feasible measured trial yet.", ""])
     baseline = next((t.record for t in ranking.trials if t.record.baseline and t.outcome is Outcome.MEASURED), None)
     launch = launch_for(spec, best.config)
-    lines += [f"Best: trial {best.number}, score {best.score:.3f} under weights {weights_text(ranking)} "
-              f"(1.0 = the baseline), of {sum(1 for t in ranking.trials if t.outcome is Outcome.MEASURED)} "
-              "measured trials.", "", "## Launch command", "", "```sh",
+    measured = sum(1 for t in ranking.trials if t.outcome is Outcome.MEASURED)
+    score = f"{best.score:.3f}{pm(best.interval, 3)}" if best.score is not None else "–"
+    lines += [f"Best: trial {best.number} ({answer_status(ranking)}), score {score} under weights "
+              f"{weights_text(ranking)} (1.0 = the baseline), of {measured} measured trials."]
+    if ranking.constraints:
+        lines.append(f"Extra constraints: {'; '.join(c.text for c in ranking.constraints)}.")
+    lines += _confirmation_lines(ranking, best, spec.path)
+    leader = leader_text(ranking, spec.path)
+    if leader is not None:
+        lines += ["", f"> {leader[0].upper()}{leader[1:]}"]
+    lines += ["", "## Launch command", "", "```sh",
               *comment_lines(changes(best.config, best.record.effective)), launch.shell(multiline=True), "```", "",
               "## systemd drop-in", "", "```ini", render_dropin(launch, spec.study.name).rstrip(), "```", "",
               "## Against the baseline", ""]
@@ -199,6 +211,21 @@ def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
     if caveats:
         lines += ["", *(f"> {c}" for c in caveats)]
     return "\n".join([*lines, ""])
+
+
+def _confirmation_lines(ranking: Ranking, best: TrialView, study_file: Path) -> list[str]:
+    """The confirmation's verdict under these weights (or that there was none), for summary.md."""
+    verdict = ranking.verdict
+    if verdict is None:
+        return ["", "Confirmation: none under these weights (the highest study score, measured once); "
+                f"`{confirm_command(study_file, ranking, best)}` re-measures it against the baseline."]
+    lines = ["", "## Confirmation", "", "| trial | confirmed score ±95% | fresh runs |", "|---|---|---|"]
+    for t in ranking.trials:
+        if t.number in verdict.intervals:
+            role = " (baseline)" if t.record.baseline else ""
+            lines.append(f"| {t.number}{role} | {fmt(t.confirmed_score, 3)}{pm(t.confirmed_interval, 3)} | "
+                         f"{t.confirmed_runs} |")
+    return [*lines, "", f"Verdict: {verdict.explain()}."]
 
 
 def _split(line: str) -> list[str]:
@@ -217,14 +244,18 @@ def trials_csv(table: list[TrialRow], ranking: Ranking) -> str:
     flags = [f for f, _ in table[0].flags] if table else []
     writer.writerow(["number", "status", *flags, *(f"c{c}_tok_s" for c in ranking.concurrencies),
                      *(f"c{c}_{m}" for c in ranking.concurrencies for m in metrics),
-                     "accept_length", "score", "feasible", "failure", "message", "sglang_runs"])
+                     "accept_length", "score", "feasible", "answer", "failure", "message", "sglang_runs"])
     views = {t.number: t for t in ranking.trials}
+    best, leader = ranking.best, ranking.unconfirmed_leader
+    roles = {**({leader.number: "leader, not confirmed"} if leader else {}),
+             **({best.number: f"best ({answer_status(ranking)})"} if best else {})}
     for r in table:
         phase = views[r.number].metrics
         writer.writerow([r.number, r.status, *("" if v is None else v for _, v in r.flags),
                          *("" if v is None else f"{v:.3f}" for _, v in r.speeds),
                          *(_cell(phase.get(c, {}).get(m)) for c in ranking.concurrencies for m in metrics),
-                         _cell(r.accept_length), _cell(r.score), r.feasible, r.failure or "", r.message or "",
+                         _cell(r.accept_length), _cell(r.score), r.feasible, roles.get(r.number, ""),
+                         r.failure or "", r.message or "",
                          "; ".join(c.text() for c in r.changes)])
     return buffer.getvalue()
 

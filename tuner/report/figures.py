@@ -8,19 +8,18 @@ evaluator run on an in-memory study over the *decoded* flags, so the bars name f
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-import optuna
 import plotly.graph_objects as go
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 from plotly.subplots import make_subplots
 
 from tuner.engine.record import Outcome
+from tuner.query.importance import IMPORTANCE_MIN_TRIALS, importance_values
 from tuner.query.ranking import Ranking, TrialView
 from tuner.query.table import phase_label
+from tuner.query.winner import answer_status
 from tuner.sglang import versions
 
 FEASIBLE = "#1f77b4"
@@ -31,8 +30,6 @@ BASELINE = "#000000"
 #: (colour, marker symbol) per kind of trial, shared by every plot.
 STYLE = {"feasible": (FEASIBLE, "circle"), "infeasible": (INFEASIBLE, "x"), "failed": (FAILED, "triangle-down"),
          "baseline": (BASELINE, "star"), "best": (BEST, "circle-open")}
-#: Fewer feasible trials than this make importances a rough guide only (the page says so).
-IMPORTANCE_MIN_TRIALS = 20
 #: Flags a failures plot prefers as its axes: where out-of-memory happens is a question of these two.
 MEMORY_AXES = ("--mem-fraction-static", "--cuda-graph-max-bs-decode")
 
@@ -85,7 +82,8 @@ def _marks(fig: go.Figure, ranking: Ranking, x: Any, y: Any) -> None:
     """The baseline and the best on top of a plot; ``x``/``y`` map a trial to its coordinates (or None)."""
     for kind, trial, name in (("baseline", _baseline(ranking), "baseline"), ("best", ranking.best, "best")):
         if trial is not None and x(trial) is not None and y(trial) is not None:
-            _points(fig, [trial], ranking, kind, [x(trial)], [y(trial)], f"{name} (trial {trial.number})")
+            label = f"{name} (trial {trial.number}" + (f", {answer_status(ranking)})" if kind == "best" else ")")
+            _points(fig, [trial], ranking, kind, [x(trial)], [y(trial)], label)
 
 
 def _baseline(ranking: Ranking) -> TrialView | None:
@@ -108,7 +106,28 @@ def history(ranking: Ranking) -> go.Figure | None:
                                Outcome.RUN_FAILED)]
     _points(fig, failed, ranking, "failed", [t.number for t in failed], [low] * len(failed),
             "no measurement (rejected / failed to start / crashed, hung or wrong output / interrupted / phase failed)")
-    xs, ys, best = [], [], float("-inf")
+    xs, ys = best_so_far(ranking)
+    if xs:
+        # The line is the highest study score so far: it ends at the ranking's leader, which is the ring (the
+        # answer) unless the confirmation chose another trial — then the legend says which each one is.
+        leader = ranking.leader
+        same = leader is not None and ranking.best is not None and leader.number == ranking.best.number
+        name = "best so far" if same else f"highest study score so far (trial {leader.number if leader else '–'})"
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv", "color": BEST}, name=name,
+                                 hoverinfo="skip"))
+    _marks(fig, ranking, lambda t: t.number, lambda t: t.score)
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": BASELINE, "width": 1})
+    _layout(fig, "Optimization history (dotted line: the baseline's score, 1.0)", "trial", "score")
+    fig.update_xaxes(tickmode="linear", dtick=max(1, len(ranking.trials) // 20), tickformat="d")  # whole trials
+    return fig
+
+
+def best_so_far(ranking: Ranking) -> tuple[list[int], list[float]]:
+    """The highest score of a rankable trial up to each measured trial (the step line of the history plot)."""
+    measured = [t for t in ranking.trials if t.outcome is Outcome.MEASURED and t.score is not None]
+    xs: list[int] = []
+    ys: list[float] = []
+    best = float("-inf")
     for t in sorted(measured, key=lambda t: t.number):
         if t.rankable and (t.score or 0.0) > best:
             best = t.score or 0.0
@@ -118,13 +137,7 @@ def history(ranking: Ranking) -> go.Figure | None:
     if xs:
         xs.append(max(t.number for t in ranking.trials))
         ys.append(ys[-1])
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv", "color": BEST}, name="best so far",
-                                 hoverinfo="skip"))
-    _marks(fig, ranking, lambda t: t.number, lambda t: t.score)
-    fig.add_hline(y=1.0, line={"dash": "dot", "color": BASELINE, "width": 1})
-    _layout(fig, "Optimization history (dotted line: the baseline's score, 1.0)", "trial", "score")
-    fig.update_xaxes(tickmode="linear", dtick=max(1, len(ranking.trials) // 20), tickformat="d")  # whole trials
-    return fig
+    return xs, ys
 
 
 def speeds(ranking: Ranking) -> go.Figure | None:
@@ -203,35 +216,11 @@ def latencies(ranking: Ranking) -> go.Figure | None:
                 marker={"color": colours[index % len(colours)], "symbol": "circle", "size": 9},
                 text=[hover(t, ranking) for t in group], hovertemplate="%{y:.0f} ms<br>%{text}<extra></extra>"),
                 row=1, col=col)
-    _layout(fig, "Latency per trial (lower is better)", "trial", "ms")
+    _layout(fig, "Latency per trial (lower is better; log scale: C=1 and the highest concurrency differ "
+                 "by orders of magnitude)", "trial", "ms (log scale)")
     fig.update_xaxes(tickformat="d")
+    fig.update_yaxes(type="log")
     return fig
-
-
-def importance_values(ranking: Ranking, tuned_flags: Sequence[str]) -> tuple[dict[str, float], int] | None:
-    """Optuna's importances of each tuned flag (by its full name) for the score, and how many trials they rest
-    on; None with too few feasible trials or nothing varied."""
-    rankable = [t for t in ranking.trials if t.rankable]
-    flags = [f for f in tuned_flags if all(f in t.tuned for t in rankable)]
-    if len(rankable) < 3 or not flags:
-        return None
-    distributions = {f: _distribution([t.tuned[f] for t in rankable]) for f in flags}
-    varying = {f: d for f, d in distributions.items() if d is not None}
-    if not varying:
-        return None
-    study = optuna.create_study(direction="maximize")
-    study.add_trials([optuna.trial.create_trial(
-        value=t.score, params={f: _param(t.tuned[f]) for f in varying}, distributions=varying) for t in rankable])
-    level = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.ERROR)  # thin data makes Optuna log; the page says so itself
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return dict(optuna.importance.get_param_importances(study)), len(rankable)
-    except (ValueError, RuntimeError, ZeroDivisionError):  # too few or too uniform trials to estimate
-        return None
-    finally:
-        optuna.logging.set_verbosity(level)
 
 
 def importances(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
@@ -245,20 +234,6 @@ def importances(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | Non
     caveat = f" — only {n} trials: a rough guide" if n < IMPORTANCE_MIN_TRIALS else ""
     return _layout(fig, f"Importance of each flag for the score ({n} feasible measured trials){caveat}",
                    "importance (fANOVA, sums to 1)", "", height=120 + 45 * len(names))
-
-
-def _param(value: Any) -> Any:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
-
-
-def _distribution(values: list[Any]) -> BaseDistribution | None:
-    """The observed range of one flag; None when it never varied (nothing to attribute)."""
-    converted = [_param(v) for v in values]
-    if len(set(converted)) < 2:
-        return None
-    if all(isinstance(v, float) for v in converted):
-        return FloatDistribution(min(converted), max(converted))
-    return CategoricalDistribution(sorted(set(map(str, converted))))
 
 
 def failure_counts(ranking: Ranking) -> Counter[str]:
@@ -298,10 +273,29 @@ def failures(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
     ok = [t for t in trials if t.failure is None]
     _points(fig, ok, ranking, "feasible", [_value_of(t, fx) for t in ok], [_value_of(t, fy) for t in ok], "no failure")
     symbols = ["triangle-down", "square", "diamond", "cross", "triangle-up", "x"]
-    for index, cls in enumerate(sorted(counts, key=lambda k: (-counts[k], k))):
+    classes = sorted(counts, key=lambda k: (-counts[k], k))
+    for index, cls in enumerate(classes):
         group = [t for t in trials if t.failure == cls]
+        # Trials of one class at one point are one marker, sized and labelled by their count; classes at one
+        # point sit side by side (a small offset per class), so no failure hides another.
+        spots: dict[tuple[Any, Any], list[TrialView]] = {}
+        for t in group:
+            spots.setdefault((_value_of(t, fx), _value_of(t, fy)), []).append(t)
+        xs = [_dodge(x, index, len(classes), [_value_of(t, fx) for t in trials]) for x, _ in spots]
         fig.add_trace(go.Scatter(
-            x=[_value_of(t, fx) for t in group], y=[_value_of(t, fy) for t in group], mode="markers", name=cls,
+            x=xs, y=[y for _, y in spots], mode="markers+text", name=f"{cls} ({counts[cls]})",
+            text=[f"×{len(ts)}" if len(ts) > 1 else "" for ts in spots.values()], textposition="top center",
             marker={"color": FAILED if index == 0 else INFEASIBLE, "symbol": symbols[index % len(symbols)],
-                    "size": 11}, text=[hover(t, ranking) for t in group], hovertemplate="%{text}<extra></extra>"))
+                    "size": [11 + 3 * (len(ts) - 1) for ts in spots.values()]},
+            hovertext=["<br>---<br>".join(hover(t, ranking) for t in ts) for ts in spots.values()],
+            hovertemplate="%{hovertext}<extra></extra>"))
     return _layout(fig, title, fx, fy)
+
+
+def _dodge(x: Any, index: int, classes: int, every: Sequence[Any]) -> Any:
+    """``x`` moved a little sideways for the ``index``-th of ``classes`` failure classes (numeric axes only)."""
+    numbers = [v for v in every if isinstance(v, int | float) and not isinstance(v, bool)]
+    if classes < 2 or not isinstance(x, int | float) or isinstance(x, bool) or not numbers:
+        return x
+    span = (max(numbers) - min(numbers)) or 1.0
+    return x + (index - (classes - 1) / 2) * 0.02 * span

@@ -47,6 +47,7 @@ class PageContent:
     concurrencies: tuple[int, ...]
     plotly_js: str = ""  # the library, inlined: the page must open offline and make no request
     files: tuple[str, ...] = ()  # the other files written beside the page
+    leader_number: int | None = None  # a trial that leads under these weights but was never confirmed
 
 
 def render(content: PageContent) -> str:
@@ -108,6 +109,7 @@ def _top_html(content: PageContent) -> str:
     body = []
     for r in content.top:
         css = "best" if r.number == content.best_number else "" if r.feasible else "infeasible"
+        mark = "★" if r.number == content.best_number else "☆" if r.number == content.leader_number else ""
         failure = failure_text(r)
         cells = "".join(f"<td>{e(fmt(v) if not isinstance(v, float) else f'{v:g}')}</td>" for _, v in r.flags)
         speeds = "".join(f"<td>{speed_text(r, c, v)}</td>" for c, v in r.speeds)
@@ -115,9 +117,13 @@ def _top_html(content: PageContent) -> str:
         if changed:
             own = tuple(c for c in r.changes if c not in common)
             again += f"<td class=\"l\" title=\"{e('; '.join(c.text() for c in own))}\">{e(summary(own))}</td>"
-        body.append(f"<tr class=\"{css}\"><td>{r.number}</td><td class=\"l\">{e(r.status)}</td>{cells}{speeds}"
+        body.append(f"<tr class=\"{css}\"><td>{mark}{r.number}</td><td class=\"l\">{e(r.status)}</td>{cells}{speeds}"
                     f"<td>{fmt(r.accept_length, 2)}</td><td>{fmt(r.score, 3)}{pm(r.score_interval, 3)}</td>{again}"
                     f"<td class=\"l\" title=\"{e(r.message or '')}\">{e(failure)}</td></tr>")
     note = (f"<p class=\"muted\">Every trial: SGLang runs {e('; '.join(c.text() for c in common))}.</p>"
             if common else "")
+    if content.best_number is not None:
+        note += (f"<p class=\"muted\">★ the answer (trial {content.best_number})"
+                 + (f"; ☆ trial {content.leader_number} leads under these weights but was never confirmed"
+                    if content.leader_number is not None else "") + ".</p>")
     return "<h2 id=\"trials\">Trials</h2><table class=\"trials\">" + head + "".join(body) + "</table>" + note

@@ -1,1 +1,6 @@
-from tests.study_factory import _oracle_template, stored_study  # noqa: F401 - fixtures
+from tests.study_factory import (  # noqa: F401 - fixtures
+    _confirmed_template,
+    _oracle_template,
+    confirmed_study,
+    stored_study,
+)

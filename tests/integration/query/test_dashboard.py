@@ -55,8 +55,9 @@ def check_study_detail(detail: dict[str, Any], stored_path: Path) -> None:
     assert all("constraints" not in t.system_attrs for t in stored.study.trials)
 
 
-def test_dashboard_command_serves_feasibility(stored_study: Path) -> None:
-    proc = subprocess.Popen([*spectune_command(), "dashboard", str(stored_study), "--port", "0"],
+def served_detail(study: Path, *options: str) -> dict[str, Any]:
+    """``spectune dashboard STUDY`` on a free port, asked over real HTTP for the study's detail and its page."""
+    proc = subprocess.Popen([*spectune_command(), "dashboard", str(study), "--port", "0", *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
@@ -66,13 +67,53 @@ def test_dashboard_command_serves_feasibility(stored_study: Path) -> None:
         assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
         base, study_id = m.groups()
         with urllib.request.urlopen(f"{base}/api/studies/{study_id}", timeout=20) as response:
-            detail = json.load(response)
+            detail: dict[str, Any] = json.load(response)
         with urllib.request.urlopen(f"{base}/dashboard", timeout=20) as response:
             assert response.status == 200 and b"<html" in response.read().lower()
+        with urllib.request.urlopen(f"{base}/api/studies/{study_id}/param_importances", timeout=20) as response:
+            assert response.status == 200 and "param_importances" in json.load(response)
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
-    check_study_detail(detail, stored_study)
+        proc.wait(timeout=30)  # a loaded CI machine can take a while to unwind an interpreter
+    return detail
+
+
+def test_dashboard_command_serves_feasibility(stored_study: Path) -> None:
+    check_study_detail(served_detail(stored_study), stored_study)
+
+
+class _NeverStarts:
+    """A server that never starts: the baseline fails to deploy, as on a host where the first start fails."""
+
+    def deploy(self, config: Any) -> Any:
+        from tuner.targets.base import DeployFailed
+
+        raise DeployFailed("out-of-memory", "CUDA out of memory while loading the weights")
+
+    def measure(self, phase_index: int) -> Any:
+        raise AssertionError("never deployed")
+
+
+def test_dashboard_answers_before_any_feasible_trial(tmp_path: Path) -> None:
+    """Every real study spends its first trial with nothing feasible: the baseline's start failed and the next
+    trial is still running. The dashboard serves the study then (no HTTP 500), with no best trial."""
+    import optuna
+
+    from tests.study_factory import write_study_file
+    from tuner.engine.landscape import evaluate_search
+    from tuner.engine.storage import make_storage
+    from tuner.study.file import load_study_file
+
+    path = write_study_file(tmp_path, "early")
+    spec = load_study_file(path)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = evaluate_search(spec, _NeverStarts(), n_trials=1, sampler="random",
+                            storage=make_storage(spec.study.storage)).study
+    study.ask()  # the next trial, still running
+    detail = served_detail(path)
+    assert detail["best_trials"] == []
+    states = [t["state"] for t in detail["trials"]]
+    assert states[0] == "Complete" and "Running" in states, states
 
 
 def test_dashboard_app_on_sqlite(stored_study: Path) -> None:
