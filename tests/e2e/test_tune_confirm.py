@@ -76,6 +76,22 @@ def test_tune_confirms_and_the_queries_show_intervals_and_confirmed_figures(tmp_
     assert best["confirmed"]["runs"] >= 1 and best["confirmed"]["verdict"]["rule"]  # type: ignore[index]
     assert wait_gone(name) == []
 
+    # `spectune confirm` re-measures a trial and the baseline afterwards; the trials confirmed before keep theirs.
+    bad = subprocess.run([*spectune_command(), "confirm", str(study), "--trials", "99"], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --trials: ") and bad.stderr.count("\n") == 1
+    again = order[0]
+    done = subprocess.run([*spectune_command(), "confirm", str(study), "--trials", str(again), "--repeats", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"confirm: trial(s) {again} against the baseline (trial 0), 1 fresh restart(s) each" in done.stderr
+    entries = load(study).user_attrs[StudyKey.CONFIRMATION]["trials"]
+    assert set(entries) == {str(n) for n in order}  # order[1]'s runs were kept
+    assert len(entries[str(again)]["runs"]) + entries[str(again)]["failed"] == 1
+    assert len(entries[str(order[1])]["runs"]) + entries[str(order[1])]["failed"] == 2
+    assert query(study, "best", "--format", "json")["trial"] == query(study, "trials", "--json")["best"]
+    assert wait_gone(name) == []
+
 
 def test_confirm_0_turns_it_off(tmp_path: Path) -> None:
     name = f"e2e-noconfirm-{RUN}"

@@ -118,6 +118,7 @@ def _register() -> None:
     from tuner.cli import (
         bench,
         best,
+        confirm,
         dashboard,
         deploy,
         init,
@@ -131,8 +132,8 @@ def _register() -> None:
         worker,
     )
 
-    for module in (init, validate, schema, tune, worker, deploy, simulate, bench, best, trials, trial, report,
-                   dashboard):
+    for module in (init, validate, schema, tune, worker, confirm, deploy, simulate, bench, best, trials, trial,
+                   report, dashboard):
         main.add_command(module.command)
 
 
