@@ -39,6 +39,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.core import interrupts
 from tuner.engine.optuna_private import storage_of, study_id_of, with_system_attrs
 from tuner.engine.record import Key, TrialRecord, skipped_text
 from tuner.query.importance import importance_values
@@ -306,23 +307,13 @@ def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str]
             pass
 
     app = make_app(stored, weights, constraints)
-    stopped: list[KeyboardInterrupt] = []
-
-    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        # wsgiref's handler turns *any* exception of the app into a 500 and serves on; a signal that lands while
-        # a request is answered must still stop the server (its handler raises only once).
-        try:
-            return list(app(environ, start_response))
-        except KeyboardInterrupt as exc:
-            stopped.append(exc)
-            start_response("503 Service Unavailable", [("Content-Type", "text/plain")], None)
-            return [b"stopping"]
-
-    with make_server(host, port, guarded, handler_class=QuietHandler) as server:
+    with make_server(host, port, app, handler_class=QuietHandler) as server:
         url_host = f"[{host}]" if ":" in host else host
         study_id = study_id_of(stored.study)
         if on_ready is not None:
             on_ready(f"http://{url_host}:{server.server_port}/dashboard/studies/{study_id}")
-        while not stopped:
+        while True:
             server.handle_request()
-        raise stopped[0]
+            # wsgiref's handler turns any exception while it answers a request into a 500 and serves on: a signal
+            # that landed then (its handler raises only once) is raised here instead.
+            interrupts.check()
