@@ -43,7 +43,8 @@ def finish_text(spec: StudySpec, best: TrialRecord | None) -> str:
             f"`spectune deploy {spec.path} --best` starts the winner")
 
 
-def best_lines(best: TrialRecord, baseline: TrialRecord | None, verdict: Verdict | None) -> list[str]:
+def best_lines(best: TrialRecord, baseline: TrialRecord | None, verdict: Verdict | None,
+               study: Path | str = "STUDY") -> list[str]:
     """The winner and its score: the confirmed interval when the confirmation stage ran, else the study's."""
     # Without a measured baseline, 1.0 is whichever trial measured first: said, never passed off as the baseline.
     scale = f"1.0 = the baseline, trial {baseline.number}" if baseline is not None else \
@@ -56,6 +57,7 @@ def best_lines(best: TrialRecord, baseline: TrialRecord | None, verdict: Verdict
         runs = len(best.confirmed.runs) if best.confirmed else 0
         lines.append(f"best: trial {best.number}, confirmed score {confirmed.mid:.3f} {confirmed.text()}"
                      f" over {runs} fresh run(s) ({scale})")
+        lines += _improvement(best, verdict, study)
         return lines
     score = f"{best.score:.3f}" if best.score is not None else "–"
     interval = f" {best.score_ci.text()}" if best.score_ci else ""
@@ -63,12 +65,29 @@ def best_lines(best: TrialRecord, baseline: TrialRecord | None, verdict: Verdict
     return lines
 
 
+def _improvement(best: TrialRecord, verdict: Verdict | None, study: Path | str) -> list[str]:
+    """By how much the confirmed winner beats the confirmed baseline, with its interval, and how to apply it."""
+    if verdict is None or not verdict.significant or verdict.baseline is None or best.number == verdict.baseline:
+        return []
+    base = verdict.intervals[verdict.baseline]
+    mine = verdict.intervals[best.number]
+    if base.mid <= 0:
+        return []
+    # Paired with the baseline's fresh runs (objectives/paired.py), the baseline's confirmed score is exact and
+    # the winner's interval is the whole uncertainty of the ratio; otherwise the baseline's own width is added.
+    spread = (base.high - base.low) / 2 / base.mid
+    low, high = mine.low / base.mid - 1 - spread, mine.high / base.mid - 1 + spread
+    return [f"improvement: {mine.mid / base.mid - 1:+.1%} [{low:+.1%}, {high:+.1%}] over the baseline under the "
+            f"study's weights (95 %, confirmed on fresh restarts paired with the baseline's); apply it with "
+            f"`spectune deploy {study} --best`, or the launch command below"]
+
+
 def summary_lines(spec: StudySpec, baseline: TrialRecord | None, best: TrialRecord | None,
                   where: Locations, verdict: Verdict | None = None) -> list[str]:
     """Everything after the study line and before the launch command."""
     lines = []
     if best is not None:
-        lines += best_lines(best, baseline, verdict)
+        lines += best_lines(best, baseline, verdict, spec.path)
         lines += comparison_table(baseline, best)
         lines += collapse_caveats(baseline, best, spec.objective.weights)
     lines.append(finish_text(spec, best))
