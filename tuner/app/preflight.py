@@ -48,8 +48,9 @@ def first_proposal(space: SearchSpace, spec: StudySpec) -> Proposal:
     """What ``tune`` deploys first: the baseline when the study has one that covers the space, else the first
     valid point."""
     proposal = None
-    if spec.baseline and set(space.encode(spec.baseline)) == {d.name for d in space.dimensions}:
-        proposal = space.decode(space.encode(spec.baseline))
+    encoded = space.encode(spec.baseline) if spec.baseline else {}
+    if encoded and space.covers(encoded):
+        proposal = space.decode(encoded)
     if proposal is None or proposal.config is None:
         proposal = next(p for p in map(space.decode, space.points()) if p.config is not None)
     return proposal

@@ -24,6 +24,7 @@ from tuner.core.errors import SpectuneError
 from tuner.core.faults import fault_point
 from tuner.engine.optuna_private import replace_waiting_pop, storage_of, study_id_of, trial_id_of
 from tuner.engine.record import Key, StudyKey
+from tuner.engine.references import comparison_points
 from tuner.engine.storage import MAX_RETRIES, params_of, retry_attrs
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -61,6 +62,8 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *
         # (a kill here loses only the designed start: the sampler's own start-up points take its place)
         for params in designed_start(space, baseline) if designed else []:
             study.enqueue_trial(params)
+        for params, attrs in comparison_points(space, spec, baseline):  # branch starts, SGLang's own choices
+            study.enqueue_trial(params, user_attrs=attrs)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
 
 
@@ -127,16 +130,17 @@ def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[st
     """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes (and to the headroom flags), the
     baseline's values elsewhere; shapes that decode to the baseline or to each other, or are rejected, are left
     out. Empty without a tuned tree."""
-    tree = {d.name: d for d in space.dimensions if d.name.split(".")[0] in _TREE}
+    dims = space.active(space.branch(baseline)) if space.covers(baseline) else space.dimensions
+    tree = {d.name: d for d in dims if d.name.split(".")[0] in _TREE}
     if not tree:
         return []
     seen = {_key(space, baseline)}
     out = []
-    flags = {d.name.split(".")[0] for d in space.dimensions}
+    flags = {d.name.split(".")[0] for d in dims}
     headroom = (_GRAPH_FLAGS & flags) or (_STATIC_FLAGS & flags)
     for shape in DESIGNED_SHAPES:
         params = dict(baseline)
-        for d in space.dimensions:
+        for d in dims:
             flag = d.name.split(".")[0]
             position = shape[_TREE.index(flag)] if d.name in tree else shape[3] if flag in headroom else None
             if position is not None:

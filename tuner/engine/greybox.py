@@ -34,6 +34,7 @@ from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import norm
 
 from objectives.scoring import phase_value
+from tuner.engine.branch_inputs import filled
 from tuner.engine.gp import GP, fit_gp
 from tuner.engine.oom_model import monotone_oom
 from tuner.engine.optuna_private import was_queued
@@ -42,7 +43,7 @@ from tuner.engine.score import stored_references
 from tuner.engine.tree_shape import tree_shape
 from tuner.engine.trust_region import radius, rung_table, within
 from tuner.sglang.launch import ServerConfig
-from tuner.study.space import DRAFT, STEPS, TOPK, SearchSpace
+from tuner.study.space import ALGORITHM, DRAFT, STEPS, TOPK, SearchSpace
 
 #: Enumerate every point of a space up to this many raw points (the seed space has ~200,000); sample beyond.
 ENUMERATE_LIMIT = 250_000
@@ -125,7 +126,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     memory: list[int] = []
     shape: list[int] = []
     for d in space.dimensions:
-        raw = [v.get(d.flag) for v in values]
+        raw = filled(d, values)  # a flag of another branch gets a neutral value (tuner/engine/branch_inputs.py)
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw)
         if numeric:
             # Ladders by rung (their values are usually doublings), the draft-token count on a log scale
@@ -140,7 +141,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
         else:  # categorical: one column per choice, at distance 1 from one another
             choices = sorted({repr(v) for v in raw})
             new = [np.array([repr(v) == c for v in raw], dtype=float) / math.sqrt(2) for c in choices]
-        if d.flag in _TREE:
+        if d.flag in _TREE or d.flag == ALGORITHM:  # the kind of speculation decides the accept length too
             tree += range(len(columns), len(columns) + len(new))
         if d.flag in (STEPS, TOPK):
             shape += range(len(columns), len(columns) + len(new))

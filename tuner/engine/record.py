@@ -117,6 +117,8 @@ class Key:
     OUTCOME_OF_ORIGINAL: Final = "outcome_of_original"  # copied onto a duplicate when the original has it
     RETRY_OF: Final = "retry_of"  # set when an interrupted trial's parameters are enqueued again
     NEIGHBOUR_OF: Final = "neighbour_of"  # set when a neighbour of a repeated proposal is enqueued
+    #: "adaptive" or "off": SGLang's own choice measured beside the tuning (tuner/engine/references.py)
+    REFERENCE: Final = "reference"
 
 
 #: What a measurer's ``deploy`` reports that is stored on the trial (timings are merged separately).

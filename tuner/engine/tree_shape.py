@@ -37,9 +37,11 @@ def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.n
     draft = np.array([_number(c.get(DRAFT)) for c in configs], dtype=float)
     known = (steps > 0) & (draft > 1)
     shallow = known & (draft - 1 < steps)
-    if not len(configs) or not known.all():
+    if not len(configs) or not known.any():
         return None, shallow
-    per_level = np.log((draft - 1) / steps)
+    # Without a tree (another branch of the speculation choice) a candidate gets the median of those with one.
+    per_level = np.log(np.where(known, (draft - 1) / np.where(known, steps, 1.0), 1.0))
+    per_level = np.where(known, per_level, float(np.median(per_level[known])))
     if per_level.max() <= per_level.min():
         return None, shallow
     return per_level, shallow

@@ -20,6 +20,7 @@ from tuner.query.export import Format, export, verdict_json
 from tuner.query.load import StoredStudy, StudyNotFound, open_stored_study
 from tuner.query.options import parse_constraints, parse_weights
 from tuner.query.ranking import Ranking, TrialView, rank
+from tuner.query.speculation import comparison_lines
 from tuner.query.table import render, rows, sort_rows
 from tuner.query.winner import answer_json, leader_text, weights_text
 
@@ -84,6 +85,7 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
               for c in changes(winner.config, winner.record.effective)]
     baseline = next((t.record for t in measured if t.record.baseline), None)
     notes += collapse_caveats(baseline, winner.record, ranking.weights)
+    notes += comparison_lines(ranking)  # tuned static vs SGLang's adaptive steps vs off (tuner/query/speculation.py)
     return Answer(export(stored.spec, ranking, winner, fmt), tuple(notes))
 
 

@@ -14,9 +14,10 @@ from typing import Any
 from tuner.sglang import versions
 from tuner.sglang.launch import FlagValue
 from tuner.sglang.options import AmbiguousOption, OptionSpec, OptionTable, UnknownOption, normalize_flag
+from tuner.study import branches
 from tuner.study.models import ENV_NAME_PATTERN, SearchParam, ServerSection
 from tuner.study.problems import Problems
-from tuner.study.spec import SPECULATION_OFF, ParamSpec, StudySpec
+from tuner.study.spec import ParamSpec, StudySpec
 
 #: The target decides where the server listens; a study cannot override it per trial.
 TARGET_OWNED_OPTIONS = ("--host", "--port")
@@ -171,8 +172,18 @@ def _param(problems: Problems, where: str, spec: OptionSpec, value: SearchParam,
             return None
         ok = True
         for choice in choices:
-            if spec.name == "--speculative-algorithm" and choice == SPECULATION_OFF:
-                continue
+            if spec.name == "--speculative-algorithm":
+                problem = branches.choice_problem(choice)
+                if (problem is None and branches.branch_of(choice).kind is branches.BranchKind.ADAPTIVE
+                        and table.by_option(branches.ADAPTIVE) is None):
+                    problem = (f"{choice!r}: --speculative-adaptive does not exist in SGLang {table.version} "
+                               f"(SGLang releases that have it: "
+                               f"{versions.describe(versions.releases_with(branches.ADAPTIVE))})")
+                if problem:
+                    problems.add(f"{where}.choices", problem)
+                    ok = False
+                if branches.branch_of(choice).kind in (branches.BranchKind.OFF, branches.BranchKind.ADAPTIVE):
+                    continue
             problem = _not_finite(choice) or _value_problem(table, spec, choice) or _semantic_problem(spec, choice)
             if problem:
                 problems.add(f"{where}.choices", problem)
@@ -231,10 +242,13 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
         if spec is None:
             continue
         param = tuned.get(spec.name)
+        if param is None and any(f": search.{key}" in line for line in problems.lines):
+            continue  # its [search] entry was refused already
         if param is None:
             problems.add(where, f"{spec.name} is not tuned in [search]; fixed flags belong in [server.flags]")
             continue
-        if not (spec.name == "--speculative-algorithm" and value == SPECULATION_OFF):
+        if not (spec.name == "--speculative-algorithm" and branches.branch_of(value).kind in (
+                branches.BranchKind.OFF, branches.BranchKind.ADAPTIVE)):
             problem = _not_finite(value) or _value_problem(table, spec, value)
             if problem:
                 problems.add(where, problem)
@@ -247,7 +261,9 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
             problems.add(where, f"{value} is outside the search range {param.low}..{param.high}")
             continue
         baseline[spec.name] = value
-    missing = [p.flag for p in search if p.flag not in baseline and p.flag not in _derived_when_topk1(baseline)]
+    algorithm = baseline.get("--speculative-algorithm", data.get("speculative-algorithm"))
+    on_branch = [p for p in search if algorithm is None or branches.applies(p.flag, branches.branch_of(algorithm))]
+    missing = [p.flag for p in on_branch if p.flag not in baseline and p.flag not in _derived_when_topk1(baseline)]
     if baseline and missing:
         problems.add("baseline", f"gives no value for {', '.join(missing)}: the baseline is the server's "
                      "current configuration and needs every tuned flag")
@@ -262,6 +278,8 @@ def _derived_when_topk1(baseline: dict[str, FlagValue]) -> tuple[str, ...]:
 def speculative_completeness(problems: Problems, flags: dict[str, FlagValue],
                               search: tuple[ParamSpec, ...]) -> None:
     """SGLang's all-three-or-none rule, checked on the study as a whole (fixed or tuned)."""
+    if any(".speculative-algorithm" in line for line in problems.lines):
+        return  # the algorithm was refused already: what follows from its absence would only repeat it
     present = set(flags) | {p.flag for p in search}
     tree = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
     if "--speculative-algorithm" not in present:

@@ -72,6 +72,9 @@ class StudySection(FileModel):
         "saying so, and a refusal only for a flag or value that release lacks. The shipped tables: "
         "docs/sglang-fidelity.md."),
         json_schema_extra={"pattern": r"^\d+(\.\d+)*([.-]?(a|b|rc|post|dev)\d*)*(\+[\w.]+)?$"})
+    compare: list[Literal["adaptive", "off"]] = Field(["adaptive", "off"], description=(
+        "What every study with an EAGLE-family draft also measures once, to say how the tuned winner compares: "
+        "SGLang's adaptive steps (--speculative-adaptive) and no speculation; [] measures neither."))
     heartbeat_interval: PositiveDuration = Field(StudySettings.heartbeat_interval_s, description=(
         "How often a worker on a server database beats (rounded up to whole seconds)."))
     heartbeat_grace: PositiveDuration | None = Field(None, description=(
@@ -137,7 +140,8 @@ class StudySection(FileModel):
         grace = math.ceil(self.heartbeat_grace) if self.heartbeat_grace is not None else 5 * interval
         return StudySettings(name=self.name, storage=storage, n_trials=self.n_trials, timeout_s=self.timeout,
                              sampler=self.sampler, seed=self.seed, sglang_version=self.sglang_version,
-                             heartbeat_interval_s=interval, heartbeat_grace_s=grace)
+                             heartbeat_interval_s=interval, heartbeat_grace_s=grace,
+                             compare=tuple(dict.fromkeys(self.compare)))
 
 
 def _whole_seconds(seconds: float) -> int:

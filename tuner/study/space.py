@@ -23,18 +23,19 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.distributions import BaseDistribution
 
 from tuner.sglang import rules
 from tuner.sglang.launch import FlagValue, ServerConfig
 from tuner.sglang.options import OptionTable
 from tuner.sglang.parse import parse_server_args
-from tuner.study.spec import SPECULATION_OFF, ParamSpec, StudySpec
-
-Encoding = Literal["int", "scaled", "ladder", "categorical", "draft-fraction"]
+from tuner.study import branches
+from tuner.study.branches import Branch, BranchKind
+from tuner.study.dimensions import Dimension, dimension_of, draft_from_fraction
+from tuner.study.spec import SPECULATION_OFF, StudySpec
 
 STEPS = "--speculative-num-steps"
 TOPK = "--speculative-eagle-topk"
@@ -50,67 +51,6 @@ EFFECTIVE_FLAGS = {
     # Known only from the target's own SGLang (tuner/targets/resolver.py): aiter scales it by 0.85.
     "mem_fraction_static": "--mem-fraction-static",
 }
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """One Optuna parameter and the rule that turns its value into a flag value."""
-
-    param: ParamSpec
-    name: str
-    encoding: Encoding
-    low: int = 0
-    high: int = 0
-    step: int = 1
-    choices: tuple[Any, ...] = ()
-
-    @property
-    def flag(self) -> str:
-        return self.param.flag
-
-    def distribution(self) -> BaseDistribution:
-        if self.encoding == "categorical":
-            return CategoricalDistribution(self.choices)
-        return IntDistribution(self.low, self.high, step=self.step)
-
-    def encoded_values(self) -> list[Any]:
-        if self.encoding == "categorical":
-            return list(self.choices)
-        return list(range(self.low, self.high + 1, self.step))
-
-    def size(self) -> int:
-        return len(self.encoded_values())
-
-    def decode(self, value: Any) -> FlagValue:
-        """The flag value for an encoded value (draft-fraction is decoded by the space, which knows the tree)."""
-        if self.encoding == "scaled":
-            step = float(self.param.step or 1)
-            return round(value * step, _decimals(step))
-        if self.encoding == "ladder":
-            return self.choices[value]
-        return value
-
-    def encode(self, flag_value: Any) -> Any:
-        if self.encoding == "scaled":
-            return round(flag_value / float(self.param.step or 1))
-        if self.encoding == "ladder":
-            return self.choices.index(flag_value)
-        if self.encoding == "draft-fraction":
-            return min(max(int(flag_value) - int(self.param.low or 0), self.low), self.high)
-        return flag_value
-
-    def describe(self) -> str:
-        p = self.param
-        if self.encoding == "int":
-            return f"int {p.low}..{p.high}" + (f" step {p.step}" if p.step not in (None, 1) else "")
-        if self.encoding == "scaled":
-            return f"{p.low}..{p.high} step {p.step} (int {self.low}..{self.high} × {p.step})"
-        if self.encoding == "ladder":
-            return f"ladder {list(self.choices)} (index 0..{self.high})"
-        if self.encoding == "draft-fraction":
-            return (f"{p.low}..{p.high}, clipped to the tree's limit (position 0..{self.high} "
-                    "in [min, min(max, topk+(steps−1)·topk²+1)])")
-        return f"one of {list(self.choices)}"
 
 
 @dataclass(frozen=True)
@@ -161,17 +101,64 @@ class SearchSpace:
         #: Whether spectune's rules also judge what SGLang refuses while loading (tuner/sglang/loading.py); off
         #: where the target's own SGLang is asked, so its own table judges and its refusal is labelled as its own.
         self.loading = loading
-        self.dimensions: tuple[Dimension, ...] = tuple(_dimension(p) for p in spec.search)
+        self.dimensions: tuple[Dimension, ...] = tuple(dimension_of(p) for p in spec.search)
         self._by_name = {d.name: d for d in self.dimensions}
+        #: ``speculative-algorithm`` tuned among choices: each choice a branch with its own parameters
+        #: (tuner/study/branches.py); None for a space without branches.
+        self.algorithm = next((d for d in self.dimensions if d.flag == ALGORITHM and d.encoding == "categorical"),
+                              None)
+        self.branches: tuple[Branch, ...] = tuple(
+            branches.branch_of(c) for c in self.algorithm.choices) if self.algorithm is not None else ()
+
+    # ----- branches -----------------------------------------------------------------------------------
+    def branch(self, params: Mapping[str, Any]) -> Branch | None:
+        """The branch a point is on (None: a space without branches, and not a reference trial)."""
+        reference = params.get(branches.REFERENCE)
+        algorithm = self.reference_algorithm()
+        if reference in branches.REFERENCE_KINDS and algorithm is not None:
+            return branches.reference_branch(str(reference), algorithm)
+        if self.algorithm is None:
+            return None
+        return branches.branch_of(params[self.algorithm.name])
+
+    def reference_algorithm(self) -> str | None:
+        """The EAGLE-family algorithm SGLang's adaptive steps would run for this study (fixed, or the first such
+        choice), or None: the study has no EAGLE-family draft, and no reference trials."""
+        fixed = self.spec.server_flags.get(ALGORITHM)
+        choices = [fixed] if fixed is not None else [b.algorithm for b in self.branches
+                                                     if b.kind is BranchKind.STATIC]
+        return next((str(c) for c in choices if str(c).upper() in branches.ADAPTIVE_ALGORITHMS), None)
+
+    def active(self, branch: Branch | None) -> tuple[Dimension, ...]:
+        """The dimensions proposed on ``branch`` (all of them without branches), the algorithm first."""
+        if branch is None:
+            return self.dimensions
+        dims = tuple(d for d in self.dimensions if d is not self.algorithm and branches.applies(d.flag, branch))
+        return (self.algorithm, *dims) if self.algorithm is not None else dims
+
+    def covers(self, params: Mapping[str, Any]) -> bool:
+        """Whether ``params`` give every dimension of their branch (of the space, without branches)."""
+        if self.algorithm is not None and self.algorithm.name not in params:
+            return False
+        return set(params) == {d.name for d in self.active(self.branch(params))}
+
+    def branch_sizes(self) -> dict[str, int]:
+        return {b.choice: math.prod(d.size() for d in self.active(b)[1:]) for b in self.branches}
 
     # ----- Optuna side --------------------------------------------------------------------------------
     def distributions(self) -> dict[str, BaseDistribution]:
         return {d.name: d.distribution() for d in self.dimensions}
 
     def suggest(self, trial: Any) -> Proposal:
-        """Ask ``trial`` (an ``optuna.Trial``) for every dimension, always all of them (GP needs that)."""
+        """Ask ``trial`` (an ``optuna.Trial``) for every dimension, always all of them (GP needs that) — with
+        branches, the algorithm first and then the dimensions of its branch only (define-by-run)."""
         params: dict[str, Any] = {}
-        for d in self.dimensions:
+        if (getattr(trial, "user_attrs", None) or {}).get(branches.OUTSIDE):
+            # A reference trial (queued with its kind fixed): recorded as a parameter so a retry runs it again.
+            params[branches.REFERENCE] = trial.suggest_categorical(branches.REFERENCE, list(branches.REFERENCE_KINDS))
+        if self.algorithm is not None:
+            params[self.algorithm.name] = trial.suggest_categorical(self.algorithm.name, list(self.algorithm.choices))
+        for d in (d for d in self.active(self.branch(params)) if d.name not in params):
             if d.encoding == "categorical":
                 params[d.name] = trial.suggest_categorical(d.name, list(d.choices))
             else:
@@ -179,14 +166,21 @@ class SearchSpace:
         return self.decode(params)
 
     def encode(self, values: Mapping[str, FlagValue]) -> dict[str, Any]:
-        """Parameters for known flag values (e.g. the baseline); flags not given are left out."""
-        return {d.name: d.encode(values[d.flag]) for d in self.dimensions if d.flag in values}
+        """Parameters for known flag values (e.g. the baseline); flags not given, and flags of other branches
+        than the values' own, are left out."""
+        dims = self.dimensions
+        if self.algorithm is not None and ALGORITHM in values:
+            dims = self.active(branches.branch_of(values[ALGORITHM]))
+        return {d.name: d.encode(values[d.flag]) for d in dims if d.flag in values}
 
     # ----- decoding -----------------------------------------------------------------------------------
     def decode(self, params: Mapping[str, Any]) -> Proposal:
         values: dict[str, FlagValue] = {}
         fraction: Dimension | None = None
-        for d in self.dimensions:
+        if self.algorithm is not None and self.algorithm.name not in params:
+            raise KeyError(f"missing parameter {self.algorithm.name}")
+        branch = self.branch(params)
+        for d in self.active(branch):
             if d.name not in params:
                 raise KeyError(f"missing parameter {d.name}")
             if d.encoding == "draft-fraction":
@@ -196,6 +190,16 @@ class SearchSpace:
 
         flags: dict[str, FlagValue] = {**self.spec.server_flags, **values}
         repairs: list[str] = []
+        if branch is not None:
+            flags = {k: v for k, v in flags.items() if branches.applies(k, branch)}
+            if branch.kind is BranchKind.ADAPTIVE:
+                flags[ALGORITHM] = str(branch.algorithm)
+                flags[branches.ADAPTIVE] = True
+            elif branch.kind is BranchKind.NGRAM and fraction is not None:
+                # NGRAM verifies this many tokens in its own tree: the range as written, no EAGLE tree cap.
+                flags[DRAFT] = int(fraction.param.low or 2) + int(params[fraction.name])
+                values[DRAFT] = flags[DRAFT]
+                fraction = None
         speculation = flags.get(ALGORITHM)
         if speculation == SPECULATION_OFF or speculation is None:
             # "off" drops every speculative flag, fixed ones included (the draft model path, ...).
@@ -243,7 +247,7 @@ class SearchSpace:
                 repairs.append(f"--speculative-num-draft-tokens {steps + 1} (SGLang forces steps+1 when topk=1)")
             flags[DRAFT] = steps + 1
         elif fraction is not None:
-            flags[DRAFT] = _draft_from_fraction(fraction, params[fraction.name], steps, topk)
+            flags[DRAFT] = draft_from_fraction(fraction, params[fraction.name], steps, topk)
         if fraction is not None:
             values[fraction.flag] = flags[DRAFT]
 
@@ -260,6 +264,8 @@ class SearchSpace:
         names = set(self.spec.server_flags) | {d.flag for d in self.dimensions}
         if ALGORITHM in names:
             names |= {STEPS, TOPK, DRAFT, MAX_RUNNING}
+        if any(b.kind is BranchKind.ADAPTIVE for b in self.branches) or self.reference_algorithm() is not None:
+            names.add(branches.ADAPTIVE)
         options: set[str] = set()
         for name in names:
             spec = self.table.lookup(name)
@@ -270,20 +276,46 @@ class SearchSpace:
 
     # ----- size and enumeration -----------------------------------------------------------------------
     def raw_size(self) -> int:
+        if self.branches:
+            return sum(self.branch_sizes().values())
         return math.prod(d.size() for d in self.dimensions) if self.dimensions else 1
 
     def points(self) -> Iterator[dict[str, Any]]:
+        if self.algorithm is not None:
+            for branch in self.branches:
+                dims = self.active(branch)[1:]
+                for combo in itertools.product(*(d.encoded_values() for d in dims)):
+                    yield {self.algorithm.name: branch.choice, **dict(zip([d.name for d in dims], combo, strict=True))}
+            return
         names = [d.name for d in self.dimensions]
         for combo in itertools.product(*(d.encoded_values() for d in self.dimensions)):
             yield dict(zip(names, combo, strict=True))
 
     def sample_points(self, n: int, seed: int = 0) -> Iterator[dict[str, Any]]:
+        if self.algorithm is not None:
+            yield from self._sample_branches(n, seed)
+            return
         rng = np.random.default_rng(seed)
         values = [(d.name, d.encoded_values()) for d in self.dimensions]
         # One draw of all indices at once: per-point draws dominated the time of a large space's sample.
         indices = rng.integers(0, [len(v) for _, v in values] or [1], size=(n, max(len(values), 1)))
         for row in range(n):
             yield {name: vals[int(indices[row, i])] for i, (name, vals) in enumerate(values)}
+
+    def _sample_branches(self, n: int, seed: int) -> Iterator[dict[str, Any]]:
+        """Random points of a space with branches: a branch with probability ∝ its size, then its values."""
+        assert self.algorithm is not None
+        rng = np.random.default_rng(seed)
+        sizes = self.branch_sizes()
+        weights = np.array([sizes[b.choice] for b in self.branches], dtype=float)
+        picks = rng.choice(len(self.branches), size=n, p=weights / weights.sum())
+        for pick in picks:
+            branch = self.branches[int(pick)]
+            point: dict[str, Any] = {self.algorithm.name: branch.choice}
+            for d in self.active(branch)[1:]:
+                vals = d.encoded_values()
+                point[d.name] = vals[int(rng.integers(0, len(vals)))]
+            yield point
 
     def enumerate(self, limit: int = 100_000, *, until_valid: bool = False) -> SpaceSummary:
         """Decode every point (or ``limit`` random ones if the space is larger) and count the outcomes.
@@ -319,35 +351,3 @@ def effective_key(config: ServerConfig, effective: dict[str, Any]) -> str:
     replaced = {EFFECTIVE_FLAGS[k] for k in known if k in EFFECTIVE_FLAGS}
     flags = [[name, value] for name, value in config.flags if name not in replaced]
     return json.dumps({"flags": flags, "effective": known, "env": config.env}, sort_keys=True, default=str)
-
-
-def _dimension(p: ParamSpec) -> Dimension:
-    name = p.flag.removeprefix("--")
-    if p.choices is not None:
-        numbers = [c for c in p.choices if isinstance(c, int | float) and not isinstance(c, bool)]
-        if len(numbers) == len(p.choices) > 1:
-            ladder = tuple(sorted(numbers))
-            return Dimension(p, f"{name}.idx", "ladder", 0, len(ladder) - 1, 1, ladder)
-        return Dimension(p, name, "categorical", choices=tuple(p.choices))
-    assert p.low is not None and p.high is not None
-    if p.flag == DRAFT:
-        return Dimension(p, f"{name}.pos", "draft-fraction", 0, int(p.high - p.low), 1)
-    if p.value_kind == "float" or (p.step is not None and not float(p.step).is_integer()):
-        step = float(p.step or 1)
-        return Dimension(p, f"{name}.k", "scaled", round(p.low / step), round(p.high / step), 1)
-    return Dimension(p, name, "int", int(p.low), int(p.high), int(p.step or 1))
-
-
-def _draft_from_fraction(d: Dimension, position: int, steps: int, topk: int) -> int:
-    """Map a position in 0..(max−min) onto [min, cap] where cap is the largest draft the tree can verify."""
-    low, high = int(d.param.low or 2), int(d.param.high or 2)
-    cap = min(high, rules.max_draft_tokens(steps, topk))
-    low = min(low, cap)
-    if d.high == 0:
-        return low
-    return low + round(position * (cap - low) / d.high)
-
-
-def _decimals(step: float) -> int:
-    text = repr(step)
-    return len(text.split(".")[1]) if "." in text and "e" not in text else 6

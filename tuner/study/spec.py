@@ -41,6 +41,8 @@ class StudySettings:
     #: trial is re-run by another worker and its host lease can be taken over.
     heartbeat_interval_s: int = 60
     heartbeat_grace_s: int = 300
+    #: ``[study] compare``: SGLang's own choices measured once beside the tuning (tuner/engine/references.py).
+    compare: tuple[str, ...] = ("adaptive", "off")
 
 
 @dataclass(frozen=True)
