@@ -46,7 +46,8 @@ _GRAPH_FLAGS = frozenset({"cuda-graph-max-bs", "cuda-graph-max-bs-decode"})
 _STATIC_FLAGS = frozenset({"mem-fraction-static"})
 
 
-def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *, designed: bool = True) -> None:
+def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *, designed: bool = True,
+                     outside: bool = True) -> None:
     """Queue the baseline, then the designed start, once per study (not once per resume or worker).
 
     Enqueue first, mark after: a kill between the two leaves the baseline queued and the next start only
@@ -62,7 +63,8 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *
         # (a kill here loses only the designed start: the sampler's own start-up points take its place)
         for params in designed_start(space, baseline) if designed else []:
             study.enqueue_trial(params)
-        for params, attrs in comparison_points(space, spec, baseline):  # branch starts, SGLang's own choices
+        # branch starts and SGLang's own choices (``outside``: also those outside the space, tuner/engine/references.py)
+        for params, attrs in comparison_points(space, spec, baseline, outside=outside):
             study.enqueue_trial(params, user_attrs=attrs)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
 

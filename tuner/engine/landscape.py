@@ -122,7 +122,8 @@ def evaluate_search(study: StudySpec | str | Path | None, landscape: Landscape |
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna_study.set_metric_names(objectives.metric_names)
     adopt(optuna_study, spec)
-    enqueue_baseline(optuna_study, space, spec, designed=designed_start)
+    # A landscape models the space's configurations: no reference trial outside it (tuner/engine/references.py).
+    enqueue_baseline(optuna_study, space, spec, designed=designed_start, outside=False)
     measurer = landscape.measurer(seed) if _is_landscape(landscape) else landscape  # type: ignore[union-attr]
     runner = TrialRunner(spec, space, measurer)  # type: ignore[arg-type]
     url = getattr(storage, "url", "in-memory storage")  # only for messages

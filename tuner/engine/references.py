@@ -38,9 +38,10 @@ def reference_kind(branch: Branch | None) -> str | None:
     return None
 
 
-def comparison_points(space: SearchSpace, spec: StudySpec, baseline: dict[str, Any]
+def comparison_points(space: SearchSpace, spec: StudySpec, baseline: dict[str, Any], *, outside: bool = True
                       ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(parameters, user attributes) of the branch starts and references to queue, in order."""
+    """(parameters, user attributes) of the branch starts and references to queue, in order (``outside=False``:
+    none outside the space — a bench landscape models the space's configurations only)."""
     out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     wanted = [k for k in spec.study.compare if space.reference_algorithm() is not None]
     covered: set[str] = set()
@@ -57,7 +58,7 @@ def comparison_points(space: SearchSpace, spec: StudySpec, baseline: dict[str, A
         if params is not None and space.decode(params).config is not None:
             out.append((params, attrs))
     for kind in wanted:
-        if kind in covered:
+        if kind in covered or not outside:
             continue
         params = {**baseline, branches.REFERENCE: kind}
         if space.algorithm is not None:

@@ -241,7 +241,9 @@ class SearchParam(FileModel):
     step: Number | None = Field(None, description=(
         "Grid spacing of a range: 1 for integer flags unless given; required for float flags."))
     choices: list[FlagValueField] | None = Field(None, description=(
-        "The values to try, instead of a range; speculative-algorithm may include \"off\"."))
+        "The values to try, instead of a range. speculative-algorithm's choices are branches (docs/study.md, 'The "
+        "kind of speculation'): an algorithm, \"ALGO-adaptive\" (SGLang's adaptive steps) or \"off\"; every other "
+        "flag is then proposed only on the branches it applies to."))
 
 
 # ----- [benchmark] -----------------------------------------------------------------------------------

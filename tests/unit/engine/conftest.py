@@ -10,3 +10,6 @@ def _no_designed_start(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
     (tuner/engine/baseline.py) is tested on its own, in test_search_start.py."""
     if "designed_start" not in request.keywords:
         monkeypatch.setattr(baseline, "DESIGNED_SHAPES", ())
+        # ... and so are the branch starts and SGLang's own choices (tuner/engine/references.py, tested in
+        # test_references.py)
+        monkeypatch.setattr(baseline, "comparison_points", lambda *_, **__: [])
