@@ -33,7 +33,10 @@ def _relative(a: TrialView, b: TrialView) -> str:
     text = f"{(a.score / b.score - 1) * 100:+.1f} %"
     ai, bi = a.interval, b.interval
     if isinstance(ai, Interval) and isinstance(bi, Interval) and bi.low > 0:
-        text += f" [{(ai.low / bi.high - 1) * 100:+.1f} %, {(ai.high / bi.low - 1) * 100:+.1f} %]"
+        low, high = ai.low / bi.high - 1, ai.high / bi.low - 1
+        text += f" [{low * 100:+.1f} %, {high * 100:+.1f} %]"
+        if low < 0 < high:
+            text += " (the intervals overlap: no significant difference)"
     else:
         text += " (no interval: a single run)"
     return text
@@ -53,10 +56,11 @@ def comparison_lines(ranking: Ranking) -> list[str]:
     others = [k for k in ("adaptive", "off") if k in best]
     if not others:
         return []
-    static = best.get("static")
+    winner = ranking.best  # the study's answer (the confirmed winner when confirmed) when it is a static one
+    static = winner if winner is not None and kind_of(winner) == "static" else best.get("static")
     if static is None or static.score is None:
         return [f"{LABELS[k]}: {_score(best[k])}; no static configuration was measured feasible" for k in others]
-    lines = [f"tuned static winner: {_score(static)}"]
+    lines = [f"tuned static winner: {_score(static)} (study score; the references are measured once)"]
     for k in others:
         other = best[k]
         if other.score is None or other.score <= 0:
