@@ -142,7 +142,7 @@ def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, 
     leader = ranking.unconfirmed_leader
     Console(file=buffer, width=width, color_system=None).print(
         render(table, ranking.concurrencies, best_trial.number if best_trial else None,
-               leader.number if leader else None))
+               leader.number if leader else None, width=width))
     return Answer(buffer.getvalue(), _notes(stored, ranking, study_file))
 
 

@@ -163,8 +163,10 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None, leader: int | None = None) -> Any:
-    """A rich Table; the best trial's row is marked with ★, a leader that was never confirmed with ☆."""
+def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None, leader: int | None = None, *,
+           width: int = 200) -> Any:
+    """A rich Table for a terminal ``width`` wide; the best trial's row is marked with ★, a leader that was never
+    confirmed with ☆."""
     from rich.table import Table
     from rich.text import Text
 
@@ -174,24 +176,27 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
         captions.append(f"★ the answer (trial {best})"
                         + (f"; ☆ trial {leader} leads under these weights but was never confirmed" if leader is not None
                            else ""))
-    # Headers never wrap into "num-s/teps": a narrow terminal squeezes the cells, not the flag names.
-    out = Table(show_lines=False, header_style="bold", caption="\n".join(captions) or None)
-    out.add_column("#", justify="right")
-    out.add_column("status")
+    # Below 160 columns cells touch the column lines, so the flag headers and every figure fit a 120-column
+    # terminal whole (headers wrap at their hyphens, never lose letters).
+    out = Table(show_lines=False, header_style="bold", caption="\n".join(captions) or None,
+                padding=(0, 0) if width < COMPACT_BELOW else (0, 1))
+    add = _header_adder(out)
+    add("#", justify="right")
+    add("status")
     flags = [f for f, _ in table[0].flags] if table else []
     for flag in flags:
-        out.add_column(short_flag(flag), justify="right")
+        add(short_flag(flag).replace("-", "-\n"), justify="right")
     for c in concurrencies:
-        out.add_column(phase_label(c), justify="right")
-    out.add_column("accept", justify="right")
-    out.add_column("score ±95%", justify="right")
+        add(phase_label(c), justify="right")
+    add("accept", justify="right")
+    add("score ±95%", justify="right")
     confirmed = any(r.confirmed for r in table)
     if confirmed:
-        out.add_column("confirmed ±95%", justify="right")
+        add("confirmed ±95%", justify="right")
     changed = any(set(r.changes) - set(common) for r in table)
     if changed:  # only when SGLang runs some trial differently from its command line (beyond what all share)
-        out.add_column("SGLang runs")
-    out.add_column("failure")
+        add("SGLang runs")
+    add("failure")
     for r in table:
         mark = "★" if r.number == best else "☆" if r.number == leader else ""
         extra = [r.confirmed.text() if r.confirmed else ""] if confirmed else []
@@ -201,6 +206,23 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
                  fmt(r.score, 3) + pm(r.score_interval, 3), *extra, failure_text(r)]
         out.add_row(*(Text(c) for c in cells))  # plain text: messages and values may contain [brackets]
     return out
+
+
+#: Terminal widths below this get the compact table (no padding inside the cells).
+COMPACT_BELOW = 160
+
+
+def _header_adder(table: Any) -> Callable[..., None]:
+    """``add_column`` whose header never loses letters: a narrow terminal (120 columns) wraps a header between
+    its words and at a flag's hyphens (``num-`` / ``steps``), and no column gets narrower than its longest word —
+    cells wrap instead."""
+
+    def add(header: str, **options: Any) -> None:
+        words = header.replace("\n", " ").split()
+        # Cells fold rather than end in "…": a figure cut short is a wrong figure.
+        table.add_column(header, min_width=max(map(len, words), default=1), overflow="fold", **options)
+
+    return add
 
 
 def speed_text(row: TrialRow, concurrency: int, value: float | None) -> str:

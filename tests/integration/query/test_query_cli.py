@@ -233,3 +233,19 @@ def test_original_configuration_is_what_trial_0_ran(stored_study: Path) -> None:
     stored = open_stored_study(stored_study)
     ran = ServerConfig.from_json(stored.study.trials[0].user_attrs["config"])
     assert original_config(stored.spec).flag_dict == ran.flag_dict
+
+
+def test_trials_at_120_columns_keeps_every_header_and_figure_whole(stored_study: Path) -> None:
+    result = CliRunner().invoke(main, ["trials", str(stored_study)], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    header = lines[:lines.index(next(line for line in lines if line.startswith("┡")))]
+    assert "…" not in "".join(header)
+    for line in lines[len(header):]:  # figures fold, never end in "…" (a failure message is cut on purpose)
+        assert "…" not in "".join(line.split("│")[1:-2]), line
+    words = " ".join(line.replace("┃", " ") for line in header).split()
+    for flag in open_stored_study(stored_study).spec.search:  # each hyphen-separated part, whole
+        short = flag.flag.removeprefix("--").removeprefix("speculative-")
+        parts = short.split("-")
+        assert all(f"{p}-" in words or p in words for p in parts), (short, words)
