@@ -7,6 +7,7 @@ server of the study left running.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -146,6 +147,18 @@ def test_sigterm_records_the_trial_and_restores(tmp_path: Path, delay: float) ->
     if interrupted:  # stopped mid-trial: its parameters are queued to be measured on resume
         # (an enqueued trial keeps its parameters as Optuna's "fixed_params" until it runs)
         assert waiting and waiting[-1].system_attrs["fixed_params"] == interrupted[-1].params
+        # and `spectune trial N` shows what it requested and deployed, as `trials` does (not "none" and "–")
+        from click.testing import CliRunner
+
+        from tuner.cli import main
+
+        shown = CliRunner().invoke(main, ["trial", str(interrupted[-1].number), str(study), "--json"])
+        assert shown.exit_code == 0, shown.stderr
+        detail = json.loads(shown.stdout)
+        assert detail["flags_requested"] and detail["flags_effective"], detail
+        rows = json.loads(CliRunner().invoke(main, ["trials", str(study), "--json"]).stdout)["trials"]
+        row = next(r for r in rows if r["number"] == interrupted[-1].number)
+        assert any(v is not None for v in row["flags"].values()), row
     assert wait_gone(name) == []
 
 

@@ -161,6 +161,9 @@ class TrialRunner:
     # ----- the paths ----------------------------------------------------------------------------------
     def _measure(self, trial: optuna.Trial, attrs: dict[str, Any], proposal: Proposal) -> float | tuple[float, float]:
         assert proposal.config is not None
+        # What is about to be deployed, stored before the deploy: a trial interrupted from here on still shows
+        # the flags it requested and ran with (not "none" and "–").
+        write(trial, {k: attrs[k] for k in (Key.PARAMS_DECODED, Key.REPAIRS, Key.CONFIG, Key.EFFECTIVE) if k in attrs})
         self._stage(trial, "deploy")
         started = time.monotonic()
         try:
