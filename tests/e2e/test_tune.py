@@ -169,3 +169,22 @@ def test_bad_options_are_one_line_errors(tmp_path: Path, bad: str) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in err
+
+
+def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(tmp_path: Path) -> None:
+    """The baseline runs out of memory at start: no other configuration is restarted after it, the end says how
+    many trials used the server and that none was measured (not "N measured trials"), and no `deploy --best`."""
+    name = f"e2e-basefail-{RUN}"
+    study = make_study(tmp_path, name, n_trials=4)
+    text = study.read_text().replace("max = 0.92, step = 0.02", "max = 0.98, step = 0.02")
+    study.write_text(re.sub(r"(\[baseline\][^\[]*?)mem-fraction-static = 0\.86", r"\1mem-fraction-static = 0.98",
+                            text, flags=re.S))
+    proc = tune(study, "--no-report")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert f"study {name}: 1 trial(s) used the server, none measured" in out and "(stopped: baseline-failed)" in out
+    assert "the baseline — what the server runs today, measured first — failed to start" in out
+    assert "deploy --best" not in out and "measured trials" not in out
+    used = [t for t in load(study).trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(used) == 1 and used[0].user_attrs.get(Key.BASELINE)
+    assert wait_gone(name) == []

@@ -29,7 +29,7 @@ from tuner.core.interrupts import deferred, interruptible, silence_tracebacks
 from tuner.engine.baseline import enqueue_baseline
 from tuner.engine.confirm import DEFAULT_REPEATS, DEFAULT_TOP, RULE, Verdict, confirm_top, runs_planned
 from tuner.engine.loop import Gate, Limits, NoGate, StopReason, requeue_interrupted, run_trials
-from tuner.engine.record import StudyKey, TrialRecord, best_record, measured_records, records
+from tuner.engine.record import Outcome, StudyKey, TrialRecord, best_record, measured_records, records
 from tuner.engine.resilient import storage_failure
 from tuner.engine.setup import Objectives, adopt, study_sampler
 from tuner.engine.storage import (
@@ -64,6 +64,16 @@ class TuneOutcome:
     verdict: Verdict | None = None  # the confirmation stage's winner rule (None: not run)
     baseline: TrialRecord | None = None  # the measured baseline trial: what the answer is compared with
     logs: Path | None = None  # where the servers' logs went (the folder of the trials' log files)
+    benchmarked: int | None = None  # of ``measured``, how many ran the benchmark (not a failed start or run)
+
+    def counts_text(self) -> str:
+        """``12 measured trials``, or what the trials that used the server came to when some did not measure."""
+        done = self.measured if self.benchmarked is None else self.benchmarked
+        if done == self.measured:
+            return f"{self.measured} measured trials"
+        if done == 0:
+            return f"{self.measured} trial(s) used the server, none measured: every start or run failed"
+        return f"{self.measured} trials used the server, {done} measured ({self.measured - done} failed)"
 
 
 # Optuna logs every exception that ends a trial with its traceback; these are expected endings.
@@ -176,7 +186,9 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
     measured = measured_records(study)
     baseline = next((r for r in measured if r.baseline and r.metrics), None)
     logs = next((Path(r.log).parent for r in reversed(measured) if r.log), None)
-    return TuneOutcome(spec.study.name, len(measured), stopped_by, best, command, verdict, baseline, logs)
+    benchmarked = sum(1 for r in measured if r.outcome is Outcome.MEASURED)
+    return TuneOutcome(spec.study.name, len(measured), stopped_by, best, command, verdict, baseline, logs,
+                       benchmarked)
 
 
 def _best(study: optuna.Study, spec: StudySpec, *, reranked: bool) -> TrialRecord | None:

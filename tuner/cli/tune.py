@@ -64,7 +64,12 @@ def _report(spec: StudySpec, outcome: TuneOutcome, report: str | None, no_report
     def say(line: str) -> None:
         console.print(line, markup=False)
 
-    say(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
+    say(f"study {outcome.study_name}: {outcome.counts_text()} (stopped: {outcome.stopped_by})")
+    if outcome.stopped_by == "baseline-failed":
+        say("the baseline — what the server runs today, measured first — failed to start, so the study stopped "
+            f"instead of restarting other configurations: `spectune trial 0 {spec.path}` shows why and its log. "
+            "Fix the target or [baseline]; running the same command resumes (scoring against the first trial "
+            "measured then), a new [study] name measures the baseline first again")
     written = None if no_report or outcome.measured == 0 else _write_report(spec, report)
     for line in summary_lines(spec, outcome.baseline, outcome.best, Locations(spec.study.storage, outcome.logs,
                                                                               written), outcome.verdict):

@@ -36,7 +36,7 @@ def command(study: str, host: str | None, n_trials: int | None, timeout: str | N
     with interruptible(then_exit=True):  # an interrupt at any moment: exit 130/143, one line, the host restored
         outcome = run_worker(spec, host, n_trials=n_trials, timeout_s=timeout_s, console=make_console(stderr=True))
     console = make_console()
-    console.print(f"study {outcome.study_name}: {outcome.measured} measured trials (stopped: {outcome.stopped_by})")
+    console.print(f"study {outcome.study_name}: {outcome.counts_text()} (stopped: {outcome.stopped_by})")
     best = outcome.best
     if best is not None:
         score = best.score if best.score is not None else float("nan")

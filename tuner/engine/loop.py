@@ -51,6 +51,9 @@ class StopReason(enum.StrEnum):
     TIMEOUT = "timeout"  # one more trial would likely run past this process's timeout
     EXHAUSTED = "exhausted"  # MAX_FREE_PROPOSALS proposals in a row measured nothing new
     PHASE_FAILURES = "phase-failures"  # MAX_PHASE_FAILURES trials in a row failed a phase as a whole: the host
+    #: The baseline — what the server runs today — failed to start and nothing was measured: the target cannot
+    #: start the configuration its operator runs, so restarting others only repeats the failure.
+    BASELINE_FAILED = "baseline-failed"
 
 
 class Step(enum.Enum):
@@ -94,6 +97,9 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
     ``TrialEvents.on_proposed``)."""
     gate = gate or NoGate()
     baseline_runs_first(study)  # an interrupted baseline's retry runs before the designed start
+    # A baseline that failed to start in an earlier run was reported then; a resumed study goes on (the operator
+    # may have fixed the target) and scores against its first measured trial.
+    watch_baseline = not baseline_failed(records(study))
     free_in_a_row = 0
     failed_in_a_row = 0
     waiting = False
@@ -107,7 +113,7 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
             try:
                 if not stored_references(study):
                     keep_the_baseline(study, runner.spec)  # never let another configuration define 1.0 silently
-                decision = _decide(study, limits, free)
+                decision = _decide(study, limits, free, watch_baseline=watch_baseline)
                 if decision is Step.RUN:
                     with interrupts.deferrable():  # the trial defers signals from its bookkeeping to after tell
                         study.optimize(runner, n_trials=1, catch=(ConfigTaken, PhaseFailed))
@@ -173,7 +179,8 @@ def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:
         queue_unexplored_neighbour(study, runner.space, trial, runner.spec.study.seed)
 
 
-def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int) -> Step | StopReason:
+def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int, *, watch_baseline: bool = True
+            ) -> Step | StopReason:
     trials = records(study)
     measured = [t for t in trials if t.is_measured]
     if len(measured) >= limits.n_trials:
@@ -182,12 +189,21 @@ def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int) -> Step | S
         return StopReason.TIMEOUT
     if free_in_a_row >= MAX_FREE_PROPOSALS:
         return StopReason.EXHAUSTED
+    if watch_baseline and baseline_failed(trials):
+        return StopReason.BASELINE_FAILED
     running = sum(t.state == TrialState.RUNNING for t in trials)
     if len(measured) + running >= limits.n_trials:
         return Step.WAIT  # the last trials are in flight; one may still fail or turn out free
     if running and not stored_references(study):
         return Step.WAIT  # the first measurement (the baseline) fixes what a score of 1.0 means
     return Step.RUN
+
+
+def baseline_failed(trials: list[TrialRecord]) -> bool:
+    """The baseline's start failed and no trial has been benchmarked (nothing to compare with, and the target
+    cannot start what its operator runs)."""
+    failed = any(t.baseline and t.outcome is Outcome.DEPLOY_FAILED for t in trials)
+    return failed and not any(t.outcome is Outcome.MEASURED for t in trials)
 
 
 def out_of_time(measured: list[TrialRecord], started: float, timeout_s: float) -> bool:
