@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from tuner.app.init_templates import TEMPLATES, search_of
 from tuner.core.durations import format_duration
 from tuner.core.errors import StudyFileError, UsageError
 from tuner.core.fields import duration_value
@@ -68,6 +69,9 @@ class InitRequest:
     algorithm: str = "EAGLE3"
     name: str | None = None
     tp_size: int | None = None  # None: what the target kind says (the simulator: its profile's GPUs), else 1
+    #: A study over the whole speculative choice for this kind of model (tuner/app/init_templates.py); None:
+    #: the draft tree of ``algorithm`` alone.
+    template: str | None = None
 
 
 def write_study_file(request: InitRequest, output: Path, *, force: bool = False) -> Path:
@@ -97,9 +101,15 @@ def study_file_text(request: InitRequest, output: Path) -> str:
     if request.kind not in TARGET_KINDS:
         raise UsageError(f"unknown target kind {request.kind!r} (known: {', '.join(TARGET_KINDS)})")
     target = settings_model(request.kind)
+    template = TEMPLATES.get(request.template) if request.template is not None else None
+    if request.template is not None and template is None:
+        raise UsageError(f"unknown template {request.template!r} (known: {', '.join(TEMPLATES)})")
+    model_asked = request.model
+    if template is not None and model_asked is None and request.kind == "simulated":
+        model_asked = template.simulated_model
     try:
-        starter = target.starter(request.model)
-        kind_flags = target.starter_flags(request.model)
+        starter = target.starter(model_asked)
+        kind_flags = target.starter_flags(model_asked)
     except ValueError as exc:
         raise UsageError(f"--model: {exc}") from None
     given = {"model-path": request.model, "tp-size": request.tp_size,
@@ -112,10 +122,18 @@ def study_file_text(request: InitRequest, output: Path) -> str:
     if model is None:
         raise UsageError(f"--model is required for target {request.kind} (e.g. --model Qwen/Qwen3-8B)")
     flags = {k: v for k, v in flags.items() if v is not None}
+    search, baseline = SEARCH, BASELINE
+    if template is not None:
+        search, baseline = search_of(template), template.baseline
+        flags.pop("speculative-algorithm", None)  # tuned among the template's branches
+        if not template.draft_model:
+            flags.pop("speculative-draft-model-path", None)
 
     schema = _schema_path(output)
     out = [f"#:schema {schema}"] if schema else []
-    out += [f"# A spectune study: {request.algorithm} speculative decoding of {model} on a {request.kind} target.",
+    what = (f"which kind of speculation for {model}, with {template.description}," if template is not None
+            else f"{request.algorithm} speculative decoding of {model}")
+    out += [f"# A spectune study: {what} on a {request.kind} target.",
            "# Written by `spectune init`; every key is explained above it (all keys: docs/study-file.md).",
            "# Check the values (placeholders such as gpu-host.example stand for what only you know), then:",
            f"#   spectune validate --plan {output}    # what would run, and for how long",
@@ -124,14 +142,14 @@ def study_file_text(request: InitRequest, output: Path) -> str:
     out += _section("target", target, {"kind": request.kind, **starter},
                     examples=target.starter_examples())
     out += _section("server", ServerSection, {}, skip=("flags", "env"))
-    missing_draft = "speculative-draft-model-path" not in flags
+    missing_draft = "speculative-draft-model-path" not in flags and (template is None or template.draft_model)
     out += _table("server.flags", ServerSection, "flags", flags,
                   note="Set the draft model unless the model has a built-in MTP head (SGLang then drafts with "
                        "the model itself)." if missing_draft else "",
                   example={"speculative-draft-model-path": "org/draft-model"} if missing_draft else None)
     out += _table("server.env", ServerSection, "env", {}, example={"CUDA_VISIBLE_DEVICES": "0"})
-    out += _table("search", StudyFile, "search", SEARCH, note=_doc(SearchParam))
-    out += _table("baseline", StudyFile, "baseline", BASELINE,
+    out += _table("search", StudyFile, "search", search, note=_doc(SearchParam))
+    out += _table("baseline", StudyFile, "baseline", baseline,
                   note="Replace these with what your server runs today: the study measures them first, and "
                        "every score is relative to them (1.0 = the baseline).")
     out += _section("benchmark", BenchmarkSection, {"api": "chat", "dataset": "builtin", "max_tokens": 256,

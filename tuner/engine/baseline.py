@@ -24,7 +24,7 @@ from tuner.core.errors import SpectuneError
 from tuner.core.faults import fault_point
 from tuner.engine.optuna_private import replace_waiting_pop, storage_of, study_id_of, trial_id_of
 from tuner.engine.record import Key, StudyKey
-from tuner.engine.references import comparison_points
+from tuner.engine.references import comparison_points, tree_branch_starts
 from tuner.engine.storage import MAX_RETRIES, params_of, retry_attrs
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -140,8 +140,9 @@ def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[st
     out = []
     flags = {d.name.split(".")[0] for d in dims}
     headroom = (_GRAPH_FLAGS & flags) or (_STATIC_FLAGS & flags)
-    for shape in DESIGNED_SHAPES:
-        params = dict(baseline)
+    starts = tree_branch_starts(space, baseline)  # several draft-tree branches: the shapes take turns among them
+    for i, shape in enumerate(DESIGNED_SHAPES):
+        params = dict(starts[i % len(starts)]) if starts else dict(baseline)
         for d in dims:
             flag = d.name.split(".")[0]
             position = shape[_TREE.index(flag)] if d.name in tree else shape[3] if flag in headroom else None

@@ -71,7 +71,21 @@ def comparison_points(space: SearchSpace, spec: StudySpec, baseline: dict[str, A
     return out
 
 
-def _start(space: SearchSpace, branch: Branch, baseline: dict[str, Any]) -> dict[str, Any] | None:
+def tree_branch_starts(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[str, Any]]:
+    """With two or more static draft-tree branches (NEXTN and EAGLE3 ...): the baseline, then each other such
+    branch's start — the designed start's shapes take turns among them, so every tree branch's shapes are seen
+    before the sampler chooses (empty otherwise: the shapes stay on the baseline's branch)."""
+    if space.algorithm is None or not space.covers(baseline):
+        return []
+    own = space.branch(baseline)
+    trees = [b for b in space.branches if b.kind is BranchKind.STATIC
+             and str(b.algorithm).upper() in branches.TREE_ALGORITHMS]
+    if own is None or own not in trees or len(trees) < 2:
+        return []
+    return [baseline, *(_start(space, b, baseline) for b in trees if b != own)]
+
+
+def _start(space: SearchSpace, branch: Branch, baseline: dict[str, Any]) -> dict[str, Any]:
     assert space.algorithm is not None
     params: dict[str, Any] = {space.algorithm.name: branch.choice}
     own = space.branch(baseline) if space.algorithm.name in baseline else None

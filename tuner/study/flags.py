@@ -287,6 +287,10 @@ def speculative_completeness(problems: Problems, flags: dict[str, FlagValue],
         if stray:
             problems.add("server.flags", f"{', '.join(sorted(stray))} set without --speculative-algorithm")
         return
+    kinds = [branches.branch_of(a) for a in _possible_values(flags, search, "--speculative-algorithm")]
+    if not any(b.kind is branches.BranchKind.STATIC and str(b.algorithm).upper() in branches.TREE_ALGORITHMS
+               for b in kinds):
+        return  # no branch with a draft tree (NGRAM's draft tokens are its own)
     if "--speculative-num-steps" not in present and any(f in present for f in tree[1:]):
         problems.add("search", "--speculative-num-steps must be set (fixed or tuned) whenever topk or draft "
                      "tokens are: SGLang fails with a bare AssertionError otherwise")
