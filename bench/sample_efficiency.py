@@ -8,9 +8,10 @@ user would deploy), divided by that optimum.
 
     .venv/bin/python bench/sample_efficiency.py --seeds 20            # prints a markdown table
 
-By default it runs six landscapes: the simulator on the seed space and on the Llama space, and the four
-landscapes of bench/landscapes/ (their own physics) on the seed space — ``spread_roofline`` was written after the
-search was tuned on the other five, to check it. Medians come with bootstrap 90 %
+By default it runs ten landscapes: the simulator on the seed space and on the Llama space, the seven landscapes
+of bench/landscapes/ (their own physics) on the seed space — ``spread_roofline`` was written after the search was
+tuned on the other five, to check it; ``long_prompt_moe``, ``small_gains`` and ``prefill_bound`` in issue 27 —
+and ``long_prompt_moe`` on the Llama space too. Medians come with bootstrap 90 %
 intervals over seeds (``scipy.stats.bootstrap``, percentile method).
 
 Any other landscape plugs in with ``--landscape MODULE:FACTORY`` (docs/benchmarks.md: the ``Landscape`` protocol

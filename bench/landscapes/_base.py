@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from objectives.spec import BenchmarkSpec
-from tuner.engine.landscape import DeployFailed, MeasuredLandscape, ServerConfig
+from tuner.engine.landscape import DeployFailed, FailureCause, MeasuredLandscape, RunFailed, ServerConfig
 from tuner.study.spec import StudySpec
 
 
@@ -95,9 +95,8 @@ class ModelMeasurer:
         concurrency = self.benchmark.phases[phase_index].concurrency
         try:
             phase = self.model(self._point, concurrency)
-        except RunFailure as exc:  # how a Measurer reports a run failure (tuner/engine/trial.py)
-            return {"failure": exc.kind, "failure_cause": exc.cause, "failure_message": str(exc),
-                    "run_failure": {"phase": f"c{concurrency}", "concurrency": concurrency}}
+        except RunFailure as exc:  # how a Measurer reports a run failure (docs/benchmarks.md)
+            raise RunFailed(exc.kind, str(exc), cause=FailureCause(exc.cause)) from None  # type: ignore[arg-type]
         per_request, aggregate = phase.per_request_tok_s, phase.aggregate_tok_s
         if self.noise:
             per_request *= float(1.0 + self.rng.normal(0.0, self.noise))
