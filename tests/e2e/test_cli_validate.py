@@ -88,3 +88,48 @@ def test_validate_names_the_nearest_shipped_table_and_maps_the_renamed_graph_fla
     assert "Option table: SGLang 0.5.10 — no option table ships for SGLang 0.5.11: checking flags against SGLang " \
            "0.5.10's (the nearest shipped" in " ".join(result.stdout.split())  # rich wraps the line
     assert "--cuda-graph-max-bs " in result.stdout and "--cuda-graph-max-bs-decode" not in result.stdout
+
+
+def _in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command through click in this process (a subprocess per case costs seconds on a busy machine)."""
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+
+    result = CliRunner().invoke(main, list(args))
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
+def _baseline_tree(tmp_path: Path, steps: int, topk: int, draft: int) -> Path:
+    import re
+
+    text = (STUDIES / "simulated.toml").read_text()
+    for key, value in (("speculative-num-steps", steps), ("speculative-eagle-topk", topk),
+                       ("speculative-num-draft-tokens", draft)):
+        text = re.sub(rf"(\[baseline\].*?){key} = \d+", rf"\g<1>{key} = {value}", text, flags=re.S)
+    path = tmp_path / f"tree-{steps}-{topk}-{draft}.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("steps", "topk", "draft"), [(2, 2, 6), (3, 2, 8), (2, 2, 3)])
+def test_a_valid_baseline_tree_is_deployed_as_written(tmp_path: Path, steps: int, topk: int, draft: int) -> None:
+    """The draft-token count of [baseline] is what the plan deploys (it was silently 5, 6 and 2 before)."""
+    result = _in_process("validate", str(_baseline_tree(tmp_path, steps, topk, draft)), "--plan")
+    assert result.returncode == 0, result.stderr
+    command = result.stdout.split("Baseline launch command:", 1)[1]
+    assert f"--speculative-num-draft-tokens {draft} " in command
+    assert f"--speculative-eagle-topk {topk} " in command and f"--speculative-num-steps {steps} " in command
+
+
+@pytest.mark.parametrize(("steps", "topk", "draft", "rule"), [
+    (2, 2, 8, "verifies at most topk + (steps−1)·topk² + 1 = 7 draft tokens"),
+    (3, 1, 5, "with eagle-topk 1 SGLang runs num-steps + 1 = 4 draft tokens"),
+])
+def test_a_baseline_the_server_cannot_run_as_written_is_an_error_naming_the_rule(
+        tmp_path: Path, steps: int, topk: int, draft: int, rule: str) -> None:
+    result = _in_process("validate", str(_baseline_tree(tmp_path, steps, topk, draft)))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert f"baseline: speculative-num-draft-tokens = {draft} would be deployed as" in result.stderr
+    assert rule in result.stderr and "Traceback" not in result.stderr

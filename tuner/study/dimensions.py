@@ -105,6 +105,13 @@ def draft_from_fraction(d: Dimension, position: int, steps: int, topk: int) -> i
     return low + round(position * (cap - low) / d.high)
 
 
+def fraction_for_draft(d: Dimension, draft: int, steps: int, topk: int) -> int | None:
+    """The position that decodes to ``draft`` draft tokens under this tree (``draft_from_fraction``'s inverse);
+    None when no position does (more than the tree verifies, or outside the search range)."""
+    found = [p for p in range(d.low, d.high + 1) if draft_from_fraction(d, p, steps, topk) == draft]
+    return found[len(found) // 2] if found else None  # the middle of the positions that give it
+
+
 def _decimals(step: float) -> int:
     text = repr(step)
     return len(text.split(".")[1]) if "." in text and "e" not in text else 6

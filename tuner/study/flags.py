@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from tuner.sglang import versions
+from tuner.sglang import rules, versions
 from tuner.sglang.launch import FlagValue
 from tuner.sglang.options import AmbiguousOption, OptionSpec, OptionTable, UnknownOption, normalize_flag
 from tuner.study import branches
@@ -311,6 +312,34 @@ def _possible_values(flags: dict[str, FlagValue], search: tuple[ParamSpec, ...],
     return []
 
 
+def baseline_changes(baseline: Mapping[str, FlagValue], deployed: Mapping[str, FlagValue]
+                     ) -> list[tuple[str, FlagValue, FlagValue]]:
+    """The ``[baseline]`` values the search space would deploy otherwise (flag, given, deployed)."""
+    out = []
+    for flag, given in baseline.items():
+        value = deployed.get(flag)
+        if value is None:  # left out by its branch (speculation "off" drops the tree): as the server runs it
+            continue
+        same = (value == given if not isinstance(given, float) or not isinstance(value, int | float)
+                else abs(float(value) - given) <= 1e-9 * max(1.0, abs(given)))
+        if not same:
+            out.append((flag, given, value))
+    return out
+
+
+def _why_changed(flag: str, given: FlagValue, deployed: Mapping[str, FlagValue]) -> str:
+    """The rule behind a change of the draft tree, in words (else: the search space's range)."""
+    steps, topk = deployed.get("--speculative-num-steps"), deployed.get("--speculative-eagle-topk")
+    if flag == "--speculative-num-draft-tokens" and isinstance(steps, int) and isinstance(topk, int):
+        if topk == 1:
+            return f"with eagle-topk 1 SGLang runs num-steps + 1 = {steps + 1} draft tokens"
+        cap = rules.max_draft_tokens(steps, topk)
+        rule = (f"a tree of num-steps {steps} and eagle-topk {topk} verifies at most topk + (steps−1)·topk² + 1 = "
+                f"{cap} draft tokens (SGLang fails at runtime above it)")
+        return rule if isinstance(given, int) and given > cap else f"{rule}; the search range cannot express it"
+    return "the search space's range and steps cannot express it"
+
+
 def check_space_is_feasible(problems: Problems, spec: StudySpec, table: OptionTable) -> None:
     from tuner.study.space import SearchSpace
 
@@ -323,3 +352,8 @@ def check_space_is_feasible(problems: Problems, spec: StudySpec, table: OptionTa
         proposal = space.decode(space.encode(spec.baseline))
         if proposal.rejected:
             problems.add("baseline", f"the baseline configuration is invalid: {proposal.reason}")
+        elif proposal.config is not None:
+            for flag, given, deployed in baseline_changes(spec.baseline, proposal.config.flag_dict):
+                problems.add("baseline", f"{flag.removeprefix('--')} = {given} would be deployed as {deployed}: "
+                                         f"{_why_changed(flag, given, proposal.config.flag_dict)}; write the value the "
+                                         "server runs, so that the baseline is what it says")

@@ -34,7 +34,7 @@ from tuner.sglang.options import OptionTable
 from tuner.sglang.parse import parse_server_args
 from tuner.study import branches
 from tuner.study.branches import Branch, BranchKind
-from tuner.study.dimensions import Dimension, dimension_of, draft_from_fraction
+from tuner.study.dimensions import Dimension, dimension_of, draft_from_fraction, fraction_for_draft
 from tuner.study.spec import SPECULATION_OFF, StudySpec
 
 STEPS = "--speculative-num-steps"
@@ -171,7 +171,17 @@ class SearchSpace:
         dims = self.dimensions
         if self.algorithm is not None and ALGORITHM in values:
             dims = self.active(branches.branch_of(values[ALGORITHM]))
-        return {d.name: d.encode(values[d.flag]) for d in dims if d.flag in values}
+        params = {d.name: d.encode(values[d.flag]) for d in dims if d.flag in values}
+        # A draft-token count is a position in the range its tree allows: found under that tree, so that a given
+        # value (the baseline's) decodes back to itself rather than to its proportional neighbour.
+        steps = values.get(STEPS, self.spec.server_flags.get(STEPS))
+        topk = values.get(TOPK, self.spec.server_flags.get(TOPK))
+        for d in dims:
+            if d.encoding == "draft-fraction" and d.flag in values and isinstance(steps, int) and isinstance(topk, int):
+                position = fraction_for_draft(d, int(values[d.flag]), steps, topk)  # type: ignore[arg-type]
+                if position is not None:
+                    params[d.name] = position
+        return params
 
     # ----- decoding -----------------------------------------------------------------------------------
     def decode(self, params: Mapping[str, Any]) -> Proposal:
