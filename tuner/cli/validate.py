@@ -26,6 +26,7 @@ def command(study: str, plan: bool, check_target: bool) -> None:
 
     from tuner.app.validate import validate_study
     from tuner.engine.storage import redact
+    from tuner.study import branches
 
     report = validate_study(study)
     console = Console(highlight=False, width=120)
@@ -43,8 +44,15 @@ def command(study: str, plan: bool, check_target: bool) -> None:
     table.add_column("flag", no_wrap=True)
     table.add_column("Optuna parameter", no_wrap=True)
     table.add_column("values")
+    algorithm = next((d for d in report.dimensions if d.flag == branches.ALGORITHM and d.choices), None)
+    kinds = [branches.branch_of(c) for c in algorithm.choices] if algorithm is not None else []
+    if kinds:  # a space with branches: which kinds of speculation propose each flag
+        table.add_column("on branches")
     for d in report.dimensions:
-        table.add_row(d.flag, d.name, escape(d.describe()))
+        on = [] if d is algorithm else [b.choice for b in kinds if branches.applies(d.flag, b)]
+        table.add_row(d.flag, d.name, escape(d.describe()),
+                      *([("all" if len(on) == len(kinds) else ", ".join(on)) if d is not algorithm else "–"]
+                        if kinds else []))
     console.print(table)
     s = report.summary
     if s.complete:

@@ -219,6 +219,8 @@ class SearchSpace:
             self._ensure_running_requests(flags, repairs)
 
         config = ServerConfig.build(flags, self.spec.server_env)
+        if branch is not None and branches.REFERENCE in params:  # say which of SGLang's own choices it runs
+            values = {ALGORITHM: branch.choice, **{k: v for k, v in values.items() if k != ALGORITHM}}
         verdict = self.judge(config)
         if isinstance(verdict, str):
             return Proposal(dict(params), values, None, tuple(repairs), reason=verdict)
