@@ -85,3 +85,9 @@ def test_a_study_over_four_branches_answers_tuned_static_vs_adaptive_vs_off(tmp_
     off = re.search(r"vs speculation off \(trial \d+, score [0-9.]+ \[.*\]\): the tuned static winner is "
                     r"\+([0-9.]+) % \[", notes)
     assert off and float(off.group(1)) > 20, notes
+
+    report = run("report", str(study), "-o", str(tmp_path / "report"), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "## Compared with SGLang's own choices" in summary
+    assert "- vs speculation off (trial" in summary and "- vs SGLang's adaptive steps" in summary

@@ -22,6 +22,7 @@ from tuner.query.effective import changes, comment_lines
 from tuner.query.export import launch_for
 from tuner.query.load import StoredStudy, open_stored_study
 from tuner.query.ranking import Ranking, TrialView
+from tuner.query.speculation import comparison_lines
 from tuner.query.table import TrialRow, fmt, pm, rows, sort_rows
 from tuner.query.winner import answer_status, confirm_command, leader_text, weights_text
 from tuner.report import figures
@@ -96,6 +97,8 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         ("SGLang", _sglang_text(stored)),
         ("best", best_text(ranking, best)),
         *((("leader", leader),) if (leader := leader_text(ranking, spec.path)) else ()),
+        # tuned static vs SGLang's adaptive steps vs off (tuner/query/speculation.py)
+        *((("vs SGLang", "; ".join(compared)),) if (compared := comparison_lines(ranking)) else ()),
         ("generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),  # noqa: UP017 - explicit
     )
     files = (out / SUMMARY, out / TRIALS_CSV)
@@ -195,6 +198,8 @@ def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
     if ranking.constraints:
         lines.append(f"Extra constraints: {'; '.join(c.text for c in ranking.constraints)}.")
     lines += _confirmation_lines(ranking, best, spec.path)
+    if compared := comparison_lines(ranking):
+        lines += ["", "## Compared with SGLang's own choices", "", *(f"- {line}" for line in compared)]
     leader = leader_text(ranking, spec.path)
     if leader is not None:
         lines += ["", f"> {leader[0].upper()}{leader[1:]}"]
