@@ -176,6 +176,9 @@ class SearchSpace:
         # value (the baseline's) decodes back to itself rather than to its proportional neighbour.
         steps = values.get(STEPS, self.spec.server_flags.get(STEPS))
         topk = values.get(TOPK, self.spec.server_flags.get(TOPK))
+        if self.algorithm is not None and ALGORITHM in values and \
+                branches.branch_of(values[ALGORITHM]).kind is not BranchKind.STATIC:
+            return params  # NGRAM's draft tokens are its own, not a tree's
         for d in dims:
             if d.encoding == "draft-fraction" and d.flag in values and isinstance(steps, int) and isinstance(topk, int):
                 position = fraction_for_draft(d, int(values[d.flag]), steps, topk)  # type: ignore[arg-type]
