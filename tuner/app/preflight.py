@@ -75,6 +75,9 @@ def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
     if table is not None:
         _checked(spec, table, target, lines, say)
     target.preflight(sorted({(spelling_in(f, table) or f) if table else f for f in space.emittable_flags()}))
+    for note in getattr(target, "notes", ()):  # what the target's own checks found (a unit's carried options)
+        lines.append(note)
+        say(note)
     if installed is not None:
         lines.append(_first_verdict(target, spec, space, installed, say))
     return PreflightResult(installed, tuple(lines), table)

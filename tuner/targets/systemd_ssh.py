@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.core.durations import format_duration
+from tuner.core.errors import SpectuneError
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.sglang.versions import respelled
@@ -39,12 +40,20 @@ from tuner.targets.resolver import (
 )
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S
 from tuner.targets.ssh import Connection, RemoteCommandFailed, Result, SSHSettings
+from tuner.targets.unit_command import dropped, exec_start_argv
 from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
 
 log = logging.getLogger(__name__)
 
 READY_LINE = "The server is fired up and ready to roll!"
 _DEAD_SUBSTATES = ("dead", "failed", "exited", "auto-restart")
+
+
+class UnitFlagsDropped(SpectuneError):
+    """The unit's command has options the study never emits and ``[target] unit_flags`` is "refuse": exit 2,
+    before the unit is touched."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,8 @@ class SystemdSettings:
     #: ``[target] when_sglang_cannot_judge = "rules"``; ``[target] gpu`` as the resolver reads it (LocalSettings).
     resolver_fallback: bool = False
     resolver_gpu: str | None = None
+    #: ``[target] unit_flags``: what to do with options the unit's command has and the study never emits.
+    unit_flags: str = "refuse"
 
     @property
     def dropin_path(self) -> str:
@@ -92,6 +103,10 @@ class SystemdSshTarget(AskingTarget):
         self._resolver: SGLangResolver | None = None
         self._resolver_tried = False
         self._help: str | None = None  # the server's --help, once read
+        self._unit_checked = False
+        #: The unit's own options every deploy keeps (``unit_flags = "carry"``), as the unit writes them.
+        self.carried: tuple[str, ...] = ()
+        self.notes: list[str] = []  # what the preflight found that the user should read
 
     @property
     def where(self) -> str:
@@ -100,7 +115,8 @@ class SystemdSshTarget(AskingTarget):
     def launch(self, config: ServerConfig) -> LaunchCommand:
         try:
             return launch_command(self.settings.command, respelled(config, self.table), self.table,
-                                  ["--host", self.settings.listen_host, "--port", str(self.settings.server_port)])
+                                  [*self.carried, "--host", self.settings.listen_host,
+                                   "--port", str(self.settings.server_port)])
         except LookupError as exc:  # an option this SGLang version does not have (or an ambiguous prefix)
             raise DeployFailed("invalid-flags", str(exc)) from None
 
@@ -117,6 +133,34 @@ class SystemdSshTarget(AskingTarget):
             self._start_resolver()
             self._help = text
         check_flags(flags, self._help, where=self.settings.ssh.host)
+        flags = list(flags)
+        if flags and not self._unit_checked:
+            self._check_unit_command(flags)
+
+    def _check_unit_command(self, emitted: list[str]) -> None:
+        """The unit's options the drop-in would drop: carried into every deploy, or the study refuses
+        (``[target] unit_flags``; tuner/targets/unit_command.py)."""
+        self._unit_checked = True
+        if self._read_dropin() is not None:  # our own drop-in is in force: the unit's command is not visible
+            self.notes.append(f"{self.where}: a spectune drop-in is in force, so the unit's own command could not be "
+                              "compared (restore first to check it)")
+            return
+        argv = exec_start_argv(self._systemctl("show", "-p", "ExecStart", self.settings.unit).stdout)
+        if argv is None:
+            return
+        lost = dropped(argv, self.settings.command, emitted, self.table)
+        if not lost:
+            return
+        listed = ", ".join(o.text() for o in lost)
+        if self.settings.unit_flags == "carry":
+            self.carried = tuple(w for o in lost for w in o.words)
+            self.notes.append(f"{self.settings.unit}: carried into every deploy from the unit's command "
+                              f"([target] unit_flags = \"carry\"): {listed}")
+            return
+        raise UnitFlagsDropped(
+            f"{self.settings.unit} on {self.settings.ssh.host} runs with options the study does not set, which "
+            f"spectune's drop-in (it replaces ExecStart) would drop: {listed}. Set [target] unit_flags = \"carry\" "
+            "to keep them in every deploy, or give them in [server.flags]")
 
     def _start_resolver(self) -> None:
         """Ask the host's SGLang (the unit's interpreter) from now on — one process over this SSH connection for

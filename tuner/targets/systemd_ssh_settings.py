@@ -52,6 +52,11 @@ class SystemdSshTargetSettings(TargetSettings):
         "The Python on the host whose SGLang judges each configuration before it is deployed (docs/targets.md); "
         "default: the interpreter of command."))
 
+    unit_flags: Literal["refuse", "carry"] = Field("refuse", description=(
+        "Options the unit's own command has and the study never sets (an API key, a served model name, a context "
+        "length, a chat template), which the drop-in would drop since it replaces ExecStart: \"refuse\" stops "
+        "at preflight naming them; \"carry\" keeps them in every deploy (docs/targets.md)."))
+
     outlives_spectune = True
 
     @field_validator("key_file", "known_hosts")
@@ -124,4 +129,5 @@ class SystemdSshTargetSettings(TargetSettings):
             ssh=ssh, unit=self.unit, command=self.command, server_port=self.server_port,
             server_host=self.server_host, listen_host=self.listen_host, systemd_dir=self.systemd_dir,
             startup_timeout_s=self.startup_timeout, study=placement.study, python=self.python,
-            resolver_fallback=self.when_sglang_cannot_judge == "rules", resolver_gpu=self.resolver_gpu()), table)
+            resolver_fallback=self.when_sglang_cannot_judge == "rules", resolver_gpu=self.resolver_gpu(),
+            unit_flags=self.unit_flags), table)

@@ -240,6 +240,12 @@ def systemctl(args: list[str]) -> int:
         return 0 if status["ActiveState"] == "active" else 3
     if verb == "show":
         for p in props or list(status):
+            if p == "ExecStart":  # systemd's own rendering of the loaded command
+                argv = load_unit(unit)["argv"]
+                assert isinstance(argv, list)
+                print(f"ExecStart={{ path={argv[0]} ; argv[]={' '.join(argv)} ; ignore_errors=no ; "
+                      "start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }")
+                continue
             print(f"{p}={status.get(p, '')}")
         return 0
     if verb == "cat":

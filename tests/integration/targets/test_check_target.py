@@ -46,8 +46,18 @@ def test_check_target_logs_in_and_asks_systemd(sshd: SshServer, tmp_path: Path) 
     # With the interpreter the host has (its SGLang a stand-in), every step passes and SGLang is asked.
     python = python_wrapper(tmp_path)
     path.write_text(path.read_text().replace('"/opt/sglang/.venv/bin/python"', f'"{python}"'))
+    # The unit runs with options the study never sets: the drop-in (it replaces ExecStart) would drop them, so
+    # the preflight reads the unit's command and refuses, naming them, before anything is written ...
+    result = cli("validate", "--check-target", str(path))
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "would drop: --served-model-name original." in result.stderr and 'unit_flags = "carry"' in result.stderr
+    assert not (sshd.systemd_dir / f"{unit}.d").exists()
+    # ... or, as the study file says, carries them into every deploy.
+    path.write_text(path.read_text().replace(f'unit = "{unit}"', f'unit = "{unit}"\nunit_flags = "carry"'))
     result = cli("validate", "--check-target", str(path))
     assert result.exit_code == 0, result.stderr
+    assert "carried into every deploy from the unit's command" in result.output
+    assert "--served-model-name original" in result.output
     assert f"SSH login {sshd.user}@{sshd.host}:{sshd.port}: ok" in result.output
     assert f"\n  {unit}: " in result.output
     assert f"no drop-in at {sshd.systemd_dir}/{unit}.d/{DROPIN_NAME} yet" in result.output

@@ -43,6 +43,10 @@ def python_wrapper(tmp_path: Path, **env: str) -> Path:
     return wrapper
 
 
+#: The options of the harness's unit (a study emitting fewer would be refused: the drop-in would drop them).
+UNIT_OPTIONS = ["--model-path", "--tp-size", "--served-model-name"]
+
+
 def make_target(sshd: SshServer, python: Path, *, interpreter: str | None = None,
                 fallback: bool = False) -> tuple[SystemdSshTarget, str]:
     port = free_port()
@@ -64,7 +68,7 @@ def imports(tmp_path: Path) -> int:
 def test_the_hosts_sglang_judges_in_one_process_without_a_gpu(sshd: SshServer, tmp_path: Path) -> None:
     target, unit = make_target(sshd, python_wrapper(tmp_path))
     try:
-        target.preflight(["--model-path"])
+        target.preflight(UNIT_OPTIONS)
         assert target.installed_sglang() == "0.5.23"
         effective = target.resolve(ServerConfig.build(LLAMA))
         assert effective is not None
@@ -100,12 +104,12 @@ def test_a_host_without_sglang_stops_at_preflight_or_falls_back_where_allowed(
     try:
         with pytest.raises(SGLangCannotJudge, match=r"^SGLang on 127\.0\.0\.1 cannot judge configurations: SGLang "
                                                     r"is not installed in that Python .*set \[target\] python"):
-            target.preflight(["--model-path"])
+            target.preflight(UNIT_OPTIONS)
     finally:
         target.close()
     target, _ = make_target(sshd, python_wrapper(tmp_path), interpreter=sys.executable, fallback=True)
     with caplog.at_level(logging.WARNING, logger="tuner.targets.resolver"):
-        target.preflight(["--model-path"])
+        target.preflight(UNIT_OPTIONS)
     try:
         assert target.installed_sglang() is None
         assert target.resolve(ServerConfig.build(REFUSED)) is None  # spectune's rules judge instead
@@ -121,7 +125,7 @@ def test_the_hosts_own_option_table_is_read_over_ssh_or_taken_from_the_cache(ssh
     target, _ = make_target(sshd, python_wrapper(tmp_path, STANDIN_SGLANG_VERSION="0.5.10",
                                                  STANDIN_SGLANG_TABLE="0.5.10"))
     try:
-        target.preflight(["--model-path"])  # another release than the study's table: no refusal here any more
+        target.preflight(UNIT_OPTIONS)  # another release than the study's table: no refusal here any more
         assert target.installed_sglang() == "0.5.10" and target.sglang_build()
         asked: list[tuple[str, str]] = []
         table = target.sglang_table(lambda version, build: asked.append((version, build)) or None)

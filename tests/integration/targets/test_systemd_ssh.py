@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
@@ -212,6 +213,31 @@ def test_written_units_pass_systemd_analyze_verify(sshd: SshServer, tmp_path: Pa
         done = subprocess.run([analyze, "verify", str(sshd.systemd_dir / unit)], capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0, done.stderr[-3000:]
+    finally:
+        target.restore()
+        target.close()
+
+
+@pytest.mark.usefixtures("simulator")
+def test_options_of_the_units_command_are_carried_into_the_dropin_when_the_study_says_so(sshd: SshServer) -> None:
+    """The unit runs --served-model-name original; the study never sets it. With ``unit_flags = "carry"`` the
+    preflight reads the unit's command (`systemctl show -p ExecStart`) and every deploy keeps it; the server
+    that comes up answers under the operator's name."""
+    port = free_port()
+    unit = sshd.add_unit(port)
+    base = make_target(sshd, unit, port)
+    target = SystemdSshTarget(dataclasses.replace(base.settings, unit_flags="carry"))
+    base.close()
+    try:
+        target.preflight(["--model-path", "--tp-size", "--mem-fraction-static"])
+        assert target.carried == ("--served-model-name", "original")
+        assert any("--served-model-name original" in n for n in target.notes)
+        deployment = target.deploy(ServerConfig.build(FLAGS))
+        exec_start = next(line for line in dropin(sshd, unit).read_text().splitlines()
+                          if line.startswith("ExecStart=") and line != "ExecStart=")
+        words = split_words(exec_start.removeprefix("ExecStart="))
+        assert words[words.index("--served-model-name") + 1] == "original"
+        assert server_info(deployment.base_url)["served_model_name"] == "original"
     finally:
         target.restore()
         target.close()

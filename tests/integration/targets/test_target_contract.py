@@ -232,7 +232,9 @@ def test_restore_returns_to_the_original(harness: Harness) -> None:
 
 def test_preflight_catches_options_the_server_does_not_know(harness: Harness) -> None:
     target = harness.make()
-    target.preflight(["--model-path", "--speculative-num-steps", "--cuda-graph-max-bs-decode"])
+    # (the harness's unit also runs --tp-size and --served-model-name: a study that emits them drops nothing)
+    target.preflight(["--model-path", "--tp-size", "--served-model-name", "--speculative-num-steps",
+                      "--cuda-graph-max-bs-decode"])
     started = time.monotonic()
     with pytest.raises(DeployFailed) as info:
         target.preflight(["--model-path", "--cuda-graph-max-bs", "--speculative-lookahead"])
