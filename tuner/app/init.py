@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from tuner.app.init_from_unit import UnitStart
 from tuner.app.init_templates import TEMPLATES, search_of
 from tuner.core.durations import format_duration
 from tuner.core.errors import StudyFileError, UsageError
@@ -72,6 +73,8 @@ class InitRequest:
     #: A study over the whole speculative choice for this kind of model (tuner/app/init_templates.py); None:
     #: the draft tree of ``algorithm`` alone.
     template: str | None = None
+    #: ``--from-unit``: what a running unit runs (its command, flags and the tuned flags' values as baseline).
+    unit: UnitStart | None = None
 
 
 def write_study_file(request: InitRequest, output: Path, *, force: bool = False) -> Path:
@@ -123,6 +126,9 @@ def study_file_text(request: InitRequest, output: Path) -> str:
         raise UsageError(f"--model is required for target {request.kind} (e.g. --model Qwen/Qwen3-8B)")
     flags = {k: v for k, v in flags.items() if v is not None}
     search, baseline = SEARCH, BASELINE
+    unit_note = ""
+    if request.unit is not None:
+        starter, flags, search, baseline, unit_note = _from_unit(request.unit, starter, flags)
     if template is not None:
         search, baseline = search_of(template), template.baseline
         flags.pop("speculative-algorithm", None)  # tuned among the template's branches
@@ -150,14 +156,44 @@ def study_file_text(request: InitRequest, output: Path) -> str:
     out += _table("server.env", ServerSection, "env", {}, example={"CUDA_VISIBLE_DEVICES": "0"})
     out += _table("search", StudyFile, "search", search, note=_doc(SearchParam))
     out += _table("baseline", StudyFile, "baseline", baseline,
-                  note="Replace these with what your server runs today: the study measures them first, and "
-                       "every score is relative to them (1.0 = the baseline).")
+                  note=unit_note or "Replace these with what your server runs today: the study measures them "
+                                    "first, and every score is relative to them (1.0 = the baseline).")
     out += _section("benchmark", BenchmarkSection, {"api": "chat", "dataset": "builtin", "max_tokens": 256,
                                                      "phases": PHASES}, item=PhaseSection)
     out += _section("objective", ObjectiveSection, {"weights": {"c1": 0.5, "c64": 0.5},
                                                      "constraints": ["error_rate <= 0.01"]})
     out += _section("finish", FinishSection, {"deploy": "original"})
     return "\n".join(out) + "\n"
+
+
+def _from_unit(unit: UnitStart, starter: dict[str, Any], flags: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]], dict[str, Any], str]:
+    """The unit's command as [target], [server.flags], [search] and [baseline]: the tuned flags it sets are the
+    baseline (their ranges widened to hold them); every other option is a fixed flag, so nothing is dropped."""
+    target = {**starter, "host": unit.host, "unit": unit.unit, "command": list(unit.command),
+              **{k: v for k, v in unit.ssh.items() if v is not None}}
+    if unit.server_port is not None:
+        target["server_port"] = unit.server_port
+    if unit.listen_host is not None:
+        target["listen_host"] = unit.listen_host
+    tuned = {k: v for k, v in unit.flags.items() if k in SEARCH}
+    fixed = {k: v for k, v in unit.flags.items() if k not in SEARCH}
+    if not tuned:  # nothing the study tunes is set: a starting point, said as such
+        speculative = {"speculative-algorithm": flags.get("speculative-algorithm", "EAGLE3")}
+        return target, {**speculative, **fixed}, SEARCH, BASELINE, (
+            f"{unit.unit} sets none of the tuned flags (SGLang chooses them): this baseline is a starting point, "
+            "not what the unit runs — replace it with the values the server runs today.")
+    search: dict[str, dict[str, Any]] = {}
+    for key, value in tuned.items():
+        param = dict(SEARCH[key])
+        if "choices" in param and value not in param["choices"]:
+            param["choices"] = sorted([*param["choices"], value])
+        elif "min" in param:
+            param["min"], param["max"] = min(param["min"], value), max(param["max"], value)
+        search[key] = param
+    return target, fixed, search, tuned, (f"What {unit.unit} on {unit.host} runs today (read from its "
+                                          "ExecStart): the study measures it first, and every score is relative "
+                                          "to it (1.0 = the baseline).")
 
 
 # ----- rendering -------------------------------------------------------------------------------------------

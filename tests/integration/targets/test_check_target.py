@@ -76,3 +76,30 @@ def test_check_target_refuses_a_drop_in_spectune_did_not_write(sshd: SshServer, 
     assert result.stderr.startswith(f"error: {foreign} on {sshd.host} exists and was not written by spectune")
     assert result.stderr.count("\n") == 1
     assert foreign.read_text() == "[Service]\nEnvironment=MINE=1\n"
+
+
+def test_init_from_unit_writes_the_units_command_as_a_study_that_drops_nothing(sshd: SshServer,
+                                                                                tmp_path: Path) -> None:
+    """`spectune init --from-unit HOST UNIT` reads the running unit's command over SSH: its server command,
+    --host/--port and every option land in the study, so the preflight finds nothing the drop-in would drop."""
+    import tomllib
+
+    port = free_port()
+    unit = sshd.add_unit(port, served_name="ops-name")
+    path = tmp_path / "from-unit.toml"
+    made = cli("init", "--from-unit", f"{sshd.user}@{sshd.host}", unit, "--ssh-port", str(sshd.port),
+               "--key-file", str(sshd.key_file), "--known-hosts", str(sshd.known_hosts), "-o", str(path))
+    assert made.exit_code == 0, made.stderr
+    study = tomllib.loads(path.read_text())
+    target, flags = study["target"], study["server"]["flags"]
+    assert (target["kind"], target["host"], target["unit"], target["server_port"]) == ("systemd-ssh", sshd.host,
+                                                                                      unit, port)
+    assert target["listen_host"] == "127.0.0.1" and target["command"][-1] == "--"
+    assert flags["served-model-name"] == "ops-name" and flags["tp-size"] == 4
+    assert flags["model-path"] == "Qwen/Qwen3.5-122B-A10B"
+    assert "sets none of the tuned flags" in path.read_text()  # the unit leaves the tree to SGLang: said so
+    bad = cli("init", "--from-unit", f"{sshd.user}@{sshd.host}", "missing.service", "--ssh-port", str(sshd.port),
+              "--key-file", str(sshd.key_file), "--known-hosts", str(sshd.known_hosts), "-o",
+              str(tmp_path / "x.toml"))
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: --from-unit: missing.service on ")
+    assert not (tmp_path / "x.toml").exists()
