@@ -9,7 +9,8 @@ counts — the baseline, the designed start and the branch starts included — s
 
 Cases: the simulator on the Llama-3.1-8B space (EAGLE3 static / EAGLE3-adaptive / NGRAM / off), on the
 Qwen3.5-35B-A3B MTP space (NEXTN static / NEXTN-adaptive / EAGLE3 / NGRAM / off), and bench/landscapes/
-speculation_kinds.py (its own physics) on the Llama space. ``--cases study[@MODULE:FACTORY],...`` runs others.
+speculation_kinds.py (its own physics) on the Llama space, on a chat workload and on a repetitive one (where
+NGRAM wins and the baseline's branch is the dominated one). ``--cases study[@MODULE:FACTORY],...`` runs others.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 
 DEFAULT_CASES = ("bench/studies/branches-llama.toml", "bench/studies/branches-mtp.toml",
-                 "bench/studies/branches-llama.toml@bench/landscapes/speculation_kinds.py:landscape")
+                 "bench/studies/branches-llama.toml@bench/landscapes/speculation_kinds.py:landscape",
+                 "bench/studies/branches-llama.toml@bench/landscapes/speculation_kinds.py:landscape_repetitive")
 BUDGET = 25
 DOMINATED_SHARE = 0.25
 
@@ -73,8 +75,8 @@ def main() -> None:
             best[choice] = max(best[choice], score)
         dominated = {b for b, s in best.items() if s < TARGET_RATIO * optimum}
         winner = max(best, key=best.__getitem__)
-        name = Path(study_path).stem + (f" @ {Path(factory_text.partition(':')[0]).stem}" if factory_text else
-                                         " (sim)")
+        name = Path(study_path).stem + (f" @ {factory_text.rpartition('/')[2].replace('.py', '')}"
+                                         if factory_text else " (sim)")
         print(f"# {name}: optimum {optimum:.3f} on {winner}; branch bests "
               + ", ".join(f"{b} {s / optimum:.3f}" for b, s in best.items())
               + f"; dominated: {sorted(dominated)}", file=sys.stderr)

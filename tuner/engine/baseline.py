@@ -40,6 +40,8 @@ from tuner.study.spec import StudySpec
 DESIGNED_SHAPES: tuple[tuple[float, float, float, float | None], ...] = (
     (0.5, 1.0, 0.5, None), (0.5, 1.0, 0.2, None), (0.15, 0.0, 1.0, None), (0.85, 1.0, 0.6, None),
     (1.0, 1.0, 0.5, 0.2))
+#: How many of the shapes a space with branches (tuner/study/branches.py) starts with.
+BRANCHED_SHAPES = 3
 _TREE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 #: What the headroom position moves: the CUDA-graph batch sizes, or the static memory fraction without them.
 _GRAPH_FLAGS = frozenset({"cuda-graph-max-bs", "cuda-graph-max-bs-decode"})
@@ -141,7 +143,10 @@ def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[st
     flags = {d.name.split(".")[0] for d in dims}
     headroom = (_GRAPH_FLAGS & flags) or (_STATIC_FLAGS & flags)
     starts = tree_branch_starts(space, baseline)  # several draft-tree branches: the shapes take turns among them
-    for i, shape in enumerate(DESIGNED_SHAPES):
+    # With branches the start must not sink a quarter of a short study into the baseline's branch, which may be
+    # the dominated one: the first shapes only (one tree, two draft-token counts, and a short chain).
+    shapes = DESIGNED_SHAPES[:BRANCHED_SHAPES] if space.branches else DESIGNED_SHAPES
+    for i, shape in enumerate(shapes):
         params = dict(starts[i % len(starts)]) if starts else dict(baseline)
         for d in dims:
             flag = d.name.split(".")[0]
