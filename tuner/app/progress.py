@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import optuna
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
 
 from objectives.confidence import Interval
 from objectives.phase import PhaseProgress
@@ -37,12 +47,16 @@ class LiveView:
         self.best: float | None = best
         self.durations: list[float] = [d for d in durations if d > 0]
         self._trial_started: dict[int, float] = {}
+        self.current: int | None = None  # the trial the stage line is about
+        self.flags = ""  # its flag values, shown from its deploy on
         self._optuna_level = optuna.logging.get_verbosity()
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(bar_width=24),
             MofNCompleteColumn(),
             TextColumn("{task.fields[detail]}", markup=False),
+            TrialClock(self),
+            TextColumn("study"),
             TimeElapsedColumn(),
             TextColumn("{task.fields[eta]}", markup=False),
             console=console,
@@ -64,20 +78,40 @@ class LiveView:
         self.progress.stop()
         optuna.logging.set_verbosity(self._optuna_level)
 
+    def on_deploy(self, number: int, values: Mapping[str, object]) -> None:
+        """The trial's flags, shown from its deploy on (not only on its summary line once it ends)."""
+        self._trial_started.setdefault(number, time.monotonic())
+        self.current = number
+        self.flags = flags_text(values)
+        self._refresh()
+
     def on_stage(self, number: int, stage: str) -> None:
         self._trial_started.setdefault(number, time.monotonic())
+        if number != self.current:
+            self.current, self.flags = number, ""
         self.stage = f"trial {number}: {stage}"
         self._refresh()
 
     def on_phase(self, update: PhaseProgress) -> None:
-        target = f"/{update.target_requests}" if update.target_requests else ""
-        failed = f", {update.failed} failed" if update.failed else ""
-        self.stage = f"{self.stage.split(' · ')[0]} · {update.label} {update.stage} {update.finished}{target}{failed}"
+        if update.stage == "warmup":  # the counts are of measured requests: none has started yet
+            progress = "warming up"
+        else:
+            target = f"/{update.target_requests}" if update.target_requests else ""
+            failed = f", {update.failed} failed" if update.failed else ""
+            progress = f"{update.stage} {update.finished}{target}{failed}"
+        self.stage = f"{self.stage.split(' · ')[0]} · {update.label} {progress}"
         self._refresh()
+
+    def trial_elapsed_s(self) -> float | None:
+        """Seconds since the current trial began (None between trials)."""
+        started = self._trial_started.get(self.current) if self.current is not None else None
+        return None if started is None else time.monotonic() - started
 
     def on_done(self, record: TrialRecord) -> None:
         # The runner calls this before Optuna stores the trial's state; the record has the state it ends with.
         started = self._trial_started.pop(record.number, None)
+        if record.number == self.current:
+            self.current, self.flags = None, ""
         if record.is_measured:
             self.done += 1
             if started is not None:
@@ -105,16 +139,36 @@ class LiveView:
     def _refresh(self) -> None:
         eta = self.eta_s()
         best = f"best {self.best:.3f}" if self.best is not None else "best –"
-        self.progress.update(self.task, detail=f"{best} · {self.stage}",
+        flags = f" [{self.flags}]" if self.flags else ""
+        self.progress.update(self.task, detail=f"{best} · {self.stage}{flags}",
                              eta="" if eta is None else "ETA " + format_duration(eta))
+
+
+class TrialClock(ProgressColumn):
+    """``trial 0:42``: the time since the current trial began (the elapsed column beside it is the study's)."""
+
+    def __init__(self, view: LiveView) -> None:
+        super().__init__()
+        self.view = view
+
+    def render(self, task: Task) -> Text:
+        elapsed = self.view.trial_elapsed_s()
+        if elapsed is None:
+            return Text("")
+        minutes, seconds = divmod(int(elapsed), 60)
+        return Text(f"trial {minutes}:{seconds:02d}")
+
+
+def flags_text(values: Mapping[str, object]) -> str:
+    """``num-steps=3 eagle-topk=1 …``: flag values as the live view shows them."""
+    return " ".join(f"{k.removeprefix('--speculative-').removeprefix('--')}={v}" for k, v in values.items())
 
 
 def summary_line(record: TrialRecord) -> str:
     """``#7 measured score 1.083  C=1 241.2 tok/s  C=64 1893 tok/s  accept 3.41  steps=3 topk=1 …``"""
     number = record.number
     outcome = record.outcome
-    values = " ".join(f"{k.removeprefix('--speculative-').removeprefix('--')}={v}"
-                      for k, v in record.params_decoded.items())
+    values = flags_text(record.params_decoded)
     if outcome is Outcome.REJECTED:
         by = (record.rejected_by or RejectedBy.RULES).label
         return f"#{number} {by} before deploying: {record.reason}  [{values}]"

@@ -159,7 +159,8 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
 
                     measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase, say=say)
                     runner = TrialRunner(spec, space, measurer,
-                                         TrialEvents(view.on_stage, view.on_done, gate.release),
+                                         TrialEvents(view.on_stage, view.on_done, gate.release,
+                                                     view.on_deploy),
                                          host=host if team else None)
                     stopped_by = run_trials(study, runner, Limits(n_trials, timeout_s, started),
                                             spec.study.storage, gate=gate, say=say,

@@ -103,6 +103,9 @@ class TrialEvents:
     #: Called once the trial's configuration is visible to other workers (its config key is stored) or it was
     #: rejected — the point after which a worker may let the next one ask (tuner/engine/loop.py).
     on_proposed: Callable[[], None] | None = None
+    #: Called with the trial's number and the flag values it is about to deploy (the live view shows them then,
+    #: not only once the trial ends).
+    on_deploy: Callable[[int, Mapping[str, Any]], None] | None = None
 
 
 class TrialRunner:
@@ -164,6 +167,8 @@ class TrialRunner:
         # What is about to be deployed, stored before the deploy: a trial interrupted from here on still shows
         # the flags it requested and ran with (not "none" and "–").
         write(trial, {k: attrs[k] for k in (Key.PARAMS_DECODED, Key.REPAIRS, Key.CONFIG, Key.EFFECTIVE) if k in attrs})
+        if self.events.on_deploy:
+            self.events.on_deploy(trial.number, dict(proposal.values))
         self._stage(trial, "deploy")
         started = time.monotonic()
         try:
