@@ -188,3 +188,29 @@ def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(t
     used = [t for t in load(study).trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(used) == 1 and used[0].user_attrs.get(Key.BASELINE)
     assert wait_gone(name) == []
+
+
+def test_a_port_in_use_stops_tune_before_any_trial_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Two `tune` runs against a port another program holds: each stops at preflight with one line (exit 3);
+    no trial is FAIL/interrupted, none is re-queued, nothing runs."""
+    import socket
+
+    name = f"e2e-port-{RUN}"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        study = make_study(tmp_path, name, n_trials=2)
+        study.write_text(re.sub(r"^port = 0 .*$", f"port = {port}", study.read_text(), flags=re.M))
+        waiting = []
+        for _ in range(2):
+            proc = tune(study, "--no-report")
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 3, err
+            assert f"port {port} on 127.0.0.1 is already in use" in err and "Traceback" not in err
+            trials = load(study).trials
+            assert not [t for t in trials if t.state != optuna.trial.TrialState.WAITING], \
+                [(t.number, t.state) for t in trials]
+            waiting.append(len(trials))
+        assert waiting[0] == waiting[1]  # the second run queued nothing more
+    assert wait_gone(name) == []

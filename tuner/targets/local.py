@@ -108,6 +108,10 @@ class LocalTarget(AskingTarget):
         if self._help is not None:  # asked again with the flags of the target's own table (tuner/app/preflight.py)
             check_flags(flags, self._help, where="this machine")
             return
+        if self.detect_leftover() is None:  # a leftover server of ours is stopped by the first deploy instead
+            # Before any trial: a port someone else holds stops the study here, leaving no interrupted trial
+            # and no re-queued one behind (it used to end the first trial, on every attempt).
+            self.check_port_free()
         argv = [*self.settings.command, "--help"]
         try:
             done = subprocess.run(argv, capture_output=True, timeout=self.settings.help_timeout_s, check=False,
