@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from tuner.engine.record import StudyKey
 from tuner.engine.tables import StudyAttrs, cached_table, store_table
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
@@ -78,6 +79,9 @@ def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
     for note in getattr(target, "notes", ()):  # what the target's own checks found (a unit's carried options)
         lines.append(note)
         say(note)
+    carried = tuple(getattr(target, "carried", ()))
+    if study is not None and carried and study.user_attrs.get(StudyKey.UNIT_OPTIONS) != list(carried):
+        study.set_user_attr(StudyKey.UNIT_OPTIONS, list(carried))
     if installed is not None:
         lines.append(_first_verdict(target, spec, space, installed, say))
     return PreflightResult(installed, tuple(lines), table)

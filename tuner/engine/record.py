@@ -131,6 +131,7 @@ REUSED: Final = (Key.OUTCOME_OF_ORIGINAL, Key.PHASES, Key.FAILURE_CLASS, Key.FAI
 class StudyKey:
     """Study user attribute names."""
 
+    UNIT_OPTIONS: Final = "unit_options_carried"  # the unit's own options deploys keep (unit_flags = "carry")
     REFERENCES: Final = "references"  # concurrency (as a string) → the metric a score of 1.0 stands for
     REFERENCES_TRIAL: Final = "references_trial"  # the trial whose measurement the references are
     #: {"baseline": n | None, "order": [n, …], "trials": {"n": {"runs": [phases, …], "failed": k}}}: the

@@ -86,7 +86,7 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
     baseline = next((t.record for t in measured if t.record.baseline), None)
     notes += collapse_caveats(baseline, winner.record, ranking.weights)
     notes += comparison_lines(ranking)  # tuned static vs SGLang's adaptive steps vs off (tuner/query/speculation.py)
-    return Answer(export(stored.spec, ranking, winner, fmt), tuple(notes))
+    return Answer(export(stored.spec, ranking, winner, fmt, stored.carried), tuple(notes))
 
 
 def explanation(ranking: Ranking, winner: TrialView, measured: int) -> list[str]:

@@ -25,21 +25,25 @@ Format = Literal["command", "dropin", "json"]
 SGLANG_LAUNCH = ("python3", "-m", "sglang.launch_server")
 
 
-def launch_for(spec: StudySpec, config: ServerConfig) -> LaunchCommand:
+def launch_for(spec: StudySpec, config: ServerConfig, carried: tuple[str, ...] = ()) -> LaunchCommand:
+    """The command the study's target runs for ``config``; ``carried``: the unit's own options its deploys keep
+    (``[target] unit_flags = "carry"``, stored by the preflight)."""
     if spec.target.settings.launch_is_exact:
         from tuner.study.target import make_target
 
         target: Any = make_target(spec)  # constructing a target contacts nothing
+        if carried and hasattr(target, "carried"):
+            target.carried = carried
         return target.launch(config)
     return launch_command(SGLANG_LAUNCH, config, spec.option_table)
 
 
-def export(spec: StudySpec, ranking: Ranking, trial: TrialView, fmt: Format) -> str:
+def export(spec: StudySpec, ranking: Ranking, trial: TrialView, fmt: Format, carried: tuple[str, ...] = ()) -> str:
     """The winner as ``fmt``. The command is the one that was proposed and deployed (what SGLang was given), and
     nothing else: it is piped and parsed (``best`` says on stderr where SGLang runs other values). A drop-in
     carries those as comment lines above its text, so the note stays with the file on the host."""
     assert trial.config is not None
-    launch = launch_for(spec, trial.config)
+    launch = launch_for(spec, trial.config, carried)
     if fmt == "command":
         return launch.shell(multiline=True)
     if fmt == "dropin":

@@ -13,6 +13,7 @@ import optuna
 
 from tuner.engine.fingerprint import changed_sections, describe_change
 from tuner.engine.opening import StudyNotFound, open_existing_study
+from tuner.engine.record import StudyKey
 from tuner.study.file import load_study_file
 from tuner.study.spec import StudySpec
 
@@ -25,6 +26,12 @@ class StoredStudy:
     study: optuna.Study
     #: Things the user should know about before trusting an answer (e.g. the study file changed).
     warnings: tuple[str, ...] = ()
+
+    @property
+    def carried(self) -> tuple[str, ...]:
+        """The systemd unit's own options the study's deploys keep (``[target] unit_flags = "carry"``)."""
+        stored = self.study.user_attrs.get(StudyKey.UNIT_OPTIONS)
+        return tuple(str(w) for w in stored) if isinstance(stored, list) else ()
 
 
 def open_stored_study(study_file: str | Path | StudySpec) -> StoredStudy:

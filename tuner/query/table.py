@@ -185,7 +185,8 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     add("status")
     flags = [f for f, _ in table[0].flags] if table else []
     for flag in flags:
-        add(short_flag(flag).replace("-", "-\n"), justify="right")
+        # Wide terminals show a flag's name on one line; narrow ones wrap it at its hyphens, never mid-word.
+        add(short_flag(flag).replace("-", "-\n") if width < COMPACT_BELOW else short_flag(flag), justify="right")
     for c in concurrencies:
         add(phase_label(c), justify="right")
     add("accept", justify="right")

@@ -28,7 +28,6 @@ from tuner.query.winner import answer_status, confirm_command, leader_text, weig
 from tuner.report import figures
 from tuner.report.page import PageContent, Plot, render
 from tuner.report.steps import steps_table
-from tuner.study.spec import StudySpec
 from tuner.targets.unit_file import render_dropin
 
 PAGE = "index.html"
@@ -108,7 +107,7 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
 
     content = PageContent(
         title=f"spectune report: {spec.study.name}", summary=summary, warnings=stored.warnings,
-        best_command=_best_command(spec, best) if best and best.config else None,
+        best_command=_best_command(stored, best) if best and best.config else None,
         plots=tuple(plots), steps=steps_table(ranking, ranking.concurrencies), top=tuple(top),
         best_number=best.number if best else None, concurrencies=ranking.concurrencies,
         leader_number=ranking.unconfirmed_leader.number if ranking.unconfirmed_leader else None,
@@ -148,11 +147,11 @@ def _sglang_text(stored: StoredStudy) -> str:
             "target): spectune's rules judged the configurations")
 
 
-def _best_command(spec: StudySpec, best: TrialView) -> str:
+def _best_command(stored: StoredStudy, best: TrialView) -> str:
     """The deployed command, with what SGLang runs differently above it as shell comments."""
     assert best.config is not None
     notes = comment_lines(changes(best.config, best.record.effective))
-    return "\n".join([*notes, launch_for(spec, best.config).shell(multiline=True)])
+    return "\n".join([*notes, launch_for(stored.spec, best.config, stored.carried).shell(multiline=True)])
 
 
 def best_text(ranking: Ranking, best: TrialView | None) -> str:
@@ -190,7 +189,7 @@ def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
     if best is None or best.config is None:
         return "\n".join([*lines, "No feasible measured trial yet.", ""])
     baseline = next((t.record for t in ranking.trials if t.record.baseline and t.outcome is Outcome.MEASURED), None)
-    launch = launch_for(spec, best.config)
+    launch = launch_for(spec, best.config, stored.carried)
     measured = sum(1 for t in ranking.trials if t.outcome is Outcome.MEASURED)
     score = f"{best.score:.3f}{pm(best.interval, 3)}" if best.score is not None else "–"
     lines += [f"Best: trial {best.number} ({answer_status(ranking)}), score {score} under weights "

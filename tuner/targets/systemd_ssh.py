@@ -46,6 +46,8 @@ from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
 log = logging.getLogger(__name__)
 
 READY_LINE = "The server is fired up and ready to roll!"
+#: The comment line of a drop-in that records the unit's options it carries (``unit_flags = "carry"``).
+CARRIED_MARK = "# spectune-unit-options: "
 _DEAD_SUBSTATES = ("dead", "failed", "exited", "auto-restart")
 
 
@@ -141,9 +143,17 @@ class SystemdSshTarget(AskingTarget):
         """The unit's options the drop-in would drop: carried into every deploy, or the study refuses
         (``[target] unit_flags``; tuner/targets/unit_command.py)."""
         self._unit_checked = True
-        if self._read_dropin() is not None:  # our own drop-in is in force: the unit's command is not visible
-            self.notes.append(f"{self.where}: a spectune drop-in is in force, so the unit's own command could not be "
-                              "compared (restore first to check it)")
+        ours = self._read_dropin()
+        if ours is not None:  # our own drop-in is in force: the unit's command is not visible; it kept the list
+            kept = next((line.removeprefix(CARRIED_MARK) for line in ours.splitlines()
+                         if line.startswith(CARRIED_MARK)), None)
+            if kept is not None and self.settings.unit_flags == "carry":
+                self.carried = tuple(shlex.split(kept))
+                self.notes.append(f"{self.settings.unit}: carried into every deploy, as the drop-in in force "
+                                  f"records them: {kept}")
+            else:
+                self.notes.append(f"{self.where}: a spectune drop-in is in force, so the unit's own command could "
+                                  "not be compared (restore first to check it)")
             return
         argv = exec_start_argv(self._systemctl("show", "-p", "ExecStart", self.settings.unit).stdout)
         if argv is None:
@@ -202,6 +212,9 @@ class SystemdSshTarget(AskingTarget):
 
     # ----- deploy -------------------------------------------------------------------------------------
     def deploy(self, config: ServerConfig) -> Deployment:
+        if not self._unit_checked:  # `spectune deploy`, without a preflight: the same check, on this command
+            self._first_use()
+            self._check_unit_command([name for name, _ in config.flags])
         launch = self.launch(config)
         # SGLang's own verdict first (cached): a configuration it refuses fails here, before the unit restarts.
         effective = self.resolve(config)
@@ -209,6 +222,8 @@ class SystemdSshTarget(AskingTarget):
             dropin = render_dropin(launch, self.settings.study)
         except ValueError as exc:  # an environment variable name systemd cannot take
             raise DeployFailed("invalid-flags", str(exc)) from None
+        if self.carried:  # remembered in the drop-in: while it is in force the unit's own command is not visible
+            dropin = f"{CARRIED_MARK}{shlex.join(self.carried)}\n{dropin}"
         self._first_use()
         started = time.monotonic()
         s = self.settings

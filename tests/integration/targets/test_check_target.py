@@ -103,3 +103,21 @@ def test_init_from_unit_writes_the_units_command_as_a_study_that_drops_nothing(s
               str(tmp_path / "x.toml"))
     assert bad.exit_code == 2 and bad.stderr.startswith("error: --from-unit: missing.service on ")
     assert not (tmp_path / "x.toml").exists()
+
+
+def test_best_prints_the_command_with_the_units_carried_options(tmp_path: Path) -> None:
+    """What `best`, the report and summary.md print for a systemd study that carries the unit's options is the
+    command its deploys ran: with them (stored by the preflight), not without."""
+    from tuner.query.export import launch_for
+    from tuner.query.stored import original_config
+    from tuner.study.file import load_study_file
+
+    path = tmp_path / "gpu.toml"
+    made = cli("init", "--target", "systemd-ssh", "--model", "Qwen/Qwen3-8B", "--draft", "d/E3", "-o", str(path))
+    assert made.exit_code == 0, made.stderr
+    spec = load_study_file(path)
+    config = original_config(spec)
+    plain = launch_for(spec, config).argv
+    carried = launch_for(spec, config, ("--api-key", "s3cret", "--served-model-name", "ops")).argv
+    assert "--api-key" not in plain
+    assert carried[carried.index("--api-key") + 1] == "s3cret" and "--served-model-name" in carried

@@ -17,7 +17,7 @@ from tuner.core.net import free_port
 from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import TargetUnavailable
 from tuner.targets.ssh import Connection, SSHSettings
-from tuner.targets.systemd_ssh import SystemdSettings, SystemdSshTarget
+from tuner.targets.systemd_ssh import SystemdSettings, SystemdSshTarget, UnitFlagsDropped
 from tuner.targets.unit_file import split_words
 
 FLAGS = {"--model-path": "Qwen/Qwen3.5-122B-A10B", "--tp-size": 4, "--mem-fraction-static": 0.86}
@@ -194,7 +194,8 @@ def test_a_stopped_unit_stays_stopped_after_restore(sshd: SshServer) -> None:
     unit = sshd.add_unit(port)
     target = make_target(sshd, unit, port)
     try:
-        target.deploy(ServerConfig.build(FLAGS))
+        # (the unit's --served-model-name is set too: a deploy that would drop it is refused)
+        target.deploy(ServerConfig.build({**FLAGS, "--served-model-name": "mine"}))
         target.restore()
         status = json.loads((sshd.state_dir / f"{unit}.status.json").read_text())
         assert status["ActiveState"] == "inactive"
@@ -238,6 +239,17 @@ def test_options_of_the_units_command_are_carried_into_the_dropin_when_the_study
         words = split_words(exec_start.removeprefix("ExecStart="))
         assert words[words.index("--served-model-name") + 1] == "original"
         assert server_info(deployment.base_url)["served_model_name"] == "original"
+        # A later `spectune deploy` (a new target, no preflight) while the drop-in is in force keeps them too: the
+        # drop-in records what it carries. Without "carry", a deploy that would drop them is refused.
+        later = SystemdSshTarget(dataclasses.replace(base.settings, unit_flags="carry"))
+        later.deploy(ServerConfig.build(FLAGS))
+        assert later.carried == ("--served-model-name", "original")
+        later.close()
+        strict = make_target(sshd, unit, port)
+        with pytest.raises(UnitFlagsDropped, match="would drop: --served-model-name original"):
+            target.restore()
+            strict.deploy(ServerConfig.build(FLAGS))
+        strict.close()
     finally:
         target.restore()
         target.close()
