@@ -185,6 +185,7 @@ def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(t
     assert f"study {name}: 1 trial(s) used the server, none measured" in out and "(stopped: baseline-failed)" in out
     assert "the baseline — what the server runs today, measured first — failed to start" in out
     assert "deploy --best" not in out and "measured trials" not in out
+    assert "confirmation: the top" not in err  # nothing to confirm: not announced
     used = [t for t in load(study).trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(used) == 1 and used[0].user_attrs.get(Key.BASELINE)
     assert wait_gone(name) == []

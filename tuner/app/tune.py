@@ -234,6 +234,11 @@ def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer
              say: Callable[[str], None], on_run: Callable[[int, int], None]) -> Verdict | None:
     if top <= 0:
         return None
+    from tuner.engine.confirm import plan
+
+    if not plan(study, top)[0]:  # no candidate besides the baseline (every other start failed, or none ran)
+        say("confirmation: skipped — no measured candidate besides the baseline to confirm")
+        return None
     say(f"confirmation: the top {top} and the baseline, {repeats} fresh restart(s) each, interleaved")
     verdict = confirm_top(study, spec, runner, measurer, top=top, repeats=repeats, on_run=on_run)
     scorer = runner.scorer(study)
