@@ -61,8 +61,8 @@ def load_landscape(text: str, *, base: Path | None = None) -> tuple[Callable[...
     else:
         try:
             module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise LandscapeError(f"--landscape: cannot import {module_name}: {exc}") from None
+        except Exception as exc:
+            raise LandscapeError(f"--landscape: cannot import {module_name}: {type(exc).__name__}: {exc}") from None
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise LandscapeError(f"--landscape: {module_name} has no callable {factory_name!r}")
@@ -81,6 +81,9 @@ def _exec_file(path: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         module_spec.loader.exec_module(module)
+    except Exception as exc:  # the user's file: what is wrong in it, in one line (its line number included)
+        del sys.modules[name]
+        raise LandscapeError(f"--landscape: {path}: {type(exc).__name__}: {exc}") from None
     except BaseException:
         del sys.modules[name]
         raise

@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import REPO, STUDIES
 from tuner.core.errors import SpectuneError
 from tuner.engine.landscape import evaluate_search
-from tuner.engine.landscape_plugin import landscape_fingerprint, load_landscape, study_of
+from tuner.engine.landscape_plugin import LandscapeError, landscape_fingerprint, load_landscape, study_of
 from tuner.engine.record import Outcome, TrialRecord
 from tuner.engine.reference_search import found_so_far, random_search, sweep_search
 from tuner.targets.base import FailureCause
@@ -93,3 +93,11 @@ def test_a_truth_is_keyed_on_the_modules_a_landscape_imports(tmp_path: Path) -> 
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("helper_speed_27", None)
+
+
+def test_a_landscape_file_that_fails_to_load_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("from __future__ import annotations\n\nx = (\n")
+    with pytest.raises(LandscapeError, match=r"broken\.py: SyntaxError"):
+        load_landscape(str(tmp_path / "broken.py") + ":landscape")
+    with pytest.raises(LandscapeError, match="cannot import no_such_landscape_module"):
+        load_landscape("no_such_landscape_module:landscape")
