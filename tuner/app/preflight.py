@@ -75,7 +75,17 @@ def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
             say(lines[-1])
     if table is not None:
         _checked(spec, table, target, lines, say)
-    target.preflight(sorted({(spelling_in(f, table) or f) if table else f for f in space.emittable_flags()}))
+    target.preflight(_spelled(space.emittable_flags(references=False), table))
+    reference_only = sorted(set(space.emittable_flags()) - set(space.emittable_flags(references=False)))
+    if reference_only:
+        try:
+            target.preflight(_spelled(reference_only, table))
+        except DeployFailed:
+            # An older release (SGLang's adaptive steps came in 0.5.14): the tuning runs; the comparison cannot.
+            release = f"SGLang {installed}" if installed else "SGLang"
+            lines.append(f"the target's {release} has no {', '.join(reference_only)}: its adaptive steps are not "
+                         "measured beside the tuning (that reference trial is refused by SGLang)")
+            say(lines[-1])
     for note in getattr(target, "notes", ()):  # what the target's own checks found (a unit's carried options)
         lines.append(note)
         say(note)
@@ -85,6 +95,11 @@ def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
     if installed is not None:
         lines.append(_first_verdict(target, spec, space, installed, say))
     return PreflightResult(installed, tuple(lines), table)
+
+
+def _spelled(flags: list[str], table: OptionTable | None) -> list[str]:
+    """The flags as the target's release spells them (the study's names where it has no table)."""
+    return sorted({(spelling_in(f, table) or f) if table else f for f in flags})
 
 
 def _own_table(target: Target, study: StudyAttrs | None) -> OptionTable | None:

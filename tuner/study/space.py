@@ -273,13 +273,16 @@ class SearchSpace:
             repairs.append(f"--max-running-requests {needed} (SGLang caps running requests at "
                            f"{rules.SPECULATIVE_MAX_RUNNING_REQUESTS} under speculation; C={needed} would queue)")
 
-    def emittable_flags(self) -> list[str]:
+    def emittable_flags(self, *, references: bool = True) -> list[str]:
         """Every option string a launch command of this space can contain (for the target's preflight),
-        including the ``--no-x`` spelling of switches that can be false."""
+        including the ``--no-x`` spelling of switches that can be false. ``references=False``: only what the
+        space itself proposes — without the flag SGLang's adaptive steps are measured with beside the tuning
+        (``[study] compare``), which a release without it simply cannot be compared with."""
         names = set(self.spec.server_flags) | {d.flag for d in self.dimensions}
         if ALGORITHM in names:
             names |= {STEPS, TOPK, DRAFT, MAX_RUNNING}
-        if any(b.kind is BranchKind.ADAPTIVE for b in self.branches) or self.reference_algorithm() is not None:
+        if any(b.kind is BranchKind.ADAPTIVE for b in self.branches) or (
+                references and self.reference_algorithm() is not None):
             names.add(branches.ADAPTIVE)
         options: set[str] = set()
         for name in names:
