@@ -36,7 +36,7 @@ from bench.sample_efficiency import (
     trials_to_reach,
     truth_of,
 )
-from tuner.engine.landscape_plugin import load_landscape
+from tuner.evaluation.landscape_plugin import load_landscape
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 

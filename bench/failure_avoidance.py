@@ -1,6 +1,6 @@
 """Does the search learn from failures it did not see coming? Trials spent in a failing region, per sampler.
 
-Two landscapes whose configurations fail *after* the server started (run failures, tuner/engine/trial.py):
+Two landscapes whose configurations fail *after* the server started (run failures, tuner/run/trial.py):
 
 - ``simulator``: the simulator's ground truth on the seed space (bench/studies/qwen-seed-space.toml) with the
   profile's faults on (tuner/simulator/faults.py): deep wide trees (topk ≥ 2, steps ≥ 4) answer wrongly at
@@ -31,9 +31,9 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.landscapes import unsafe_fast
-from tuner.engine.landscape import evaluate_search, simulator_landscape
-from tuner.engine.record import Outcome, measured_records
+from tuner.evaluation.landscape import evaluate_search, simulator_landscape
 from tuner.simulator.profile import DEFAULT_PROFILE, load_profile
+from tuner.store.record import Outcome, measured_records
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 

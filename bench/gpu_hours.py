@@ -1,7 +1,7 @@
 """The cost side of bench/sample_efficiency.py: simulated GPU-hours to reach 0.98 of the optimum, and how many
 times fewer trials the default needs than random search and the one-flag sweep.
 
-A study's trials are costed by tuner/engine/cost.py: the start-up its landscape models (the simulator's
+A study's trials are costed by tuner/evaluation/cost.py: the start-up its landscape models (the simulator's
 start-up model for the built-in landscape, through ``deploy()``'s timings; the same model of the study's
 profile for a landscape that models none) + its benchmark at the speeds it measured, × the GPUs it holds,
 summed up to the first trial after which the study's own pick is ≥ 0.98 of the optimum.
@@ -14,7 +14,7 @@ The request count per level is not in the record: ``SEED_WAVES`` waves of C requ
 request, bench_serving's default) make a cycle of 11 minutes at the seed's own measured speeds (277 tok/s at
 C=1, 1817 tok/s at C=64; 100 s + 9.5 min of benchmark), inside the 10–15 minutes a point the record reports
 for stop, edit, deploy, wait and benchmark. Its levels between 1 and 64 are costed from the C=1 and C=64
-speeds a trial measured (tuner/engine/cost.py: a saturating curve, so never longer than the real benchmark).
+speeds a trial measured (tuner/evaluation/cost.py: a saturating curve, so never longer than the real benchmark).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from objectives.spec import BenchmarkSpec, PhaseSpec, WorkloadSpec
-from tuner.engine.cost import CostModel, study_startup
-from tuner.engine.record import TrialRecord
+from tuner.evaluation.cost import CostModel, study_startup
+from tuner.store.record import TrialRecord
 from tuner.study.spec import StudySpec
 
 SEED_WAIT_S = 100.0

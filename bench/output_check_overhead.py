@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tuner.engine.opening import open_existing_study
-from tuner.engine.record import Outcome, measured_records
+from tuner.store.opening import open_existing_study
+from tuner.store.record import Outcome, measured_records
 from tuner.study.file import load_study_file
 
 

@@ -15,7 +15,7 @@ and ``long_prompt_moe`` on the Llama space too. Medians come with bootstrap 90 %
 intervals over seeds (``scipy.stats.bootstrap``, percentile method).
 
 Any other landscape plugs in with ``--landscape MODULE:FACTORY`` (docs/benchmarks.md: the ``Landscape`` protocol
-and ``evaluate_search``, tuner/engine/landscape.py):
+and ``evaluate_search``, tuner/evaluation/landscape.py):
 
     .venv/bin/python bench/sample_efficiency.py --landscape my_model.py:landscape --studies my-study.toml
 
@@ -60,16 +60,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.gpu_hours import HoursRow, Run, hours_table, landscape_hours, ratio_table, trials_text
 from tuner.core.errors import SpectuneError
-from tuner.engine.landscape import Landscape, MeasuredLandscape, evaluate_search, simulator_landscape
-from tuner.engine.landscape_plugin import (
+from tuner.evaluation.landscape import Landscape, MeasuredLandscape, evaluate_search, simulator_landscape
+from tuner.evaluation.landscape_plugin import (
     LandscapeError,
     cached_true_scores,
     landscape_fingerprint,
     load_landscape,
     study_of,
 )
-from tuner.engine.record import TrialRecord, measured_records
-from tuner.engine.reference_search import found_so_far, random_search, sweep_search
+from tuner.evaluation.reference_search import found_so_far, random_search, sweep_search
+from tuner.store.record import TrialRecord, measured_records
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -92,7 +92,7 @@ def run_search(spec: StudySpec, landscape: Landscape, sampler_name: str, seed: i
                truth: dict[str, float]) -> tuple[list[float], list[TrialRecord]]:
     """Ratio (truth of the study's own best ÷ optimum) after each measured trial, and the measured trials.
 
-    Through the public API (tuner/engine/reference_search.py): the product's own loop for the samplers
+    Through the public API (tuner/evaluation/reference_search.py): the product's own loop for the samplers
     (duplicates free, a repeat followed by a neighbour, "exhausted" as `spectune tune` ends), ``random_search``
     (the baseline, then random points — without the designed start, which is part of what is measured against
     it) and ``sweep_search`` (the seed campaign's one flag at a time)."""
@@ -146,7 +146,7 @@ def true_score_table(space: SearchSpace, landscape: Landscape) -> dict[str, floa
 
 def truth_of(space: SearchSpace, landscape: Landscape, module: ModuleType | None, cache: Path = CACHE
              ) -> dict[str, float]:
-    """``true_score_table``, kept on disk (tuner/engine/landscape_plugin.py ``cached_true_scores``): keyed by the
+    """``true_score_table``, kept on disk (tuner/evaluation/landscape_plugin.py ``cached_true_scores``): keyed by the
     study and by everything the landscape is made of (its declared version, else its modules' sources); the
     simulator's by its sources and profile. A held-out landscape's truth measures ~90,000 configurations."""
     if module is None:

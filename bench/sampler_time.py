@@ -1,6 +1,6 @@
 """Sampler time per trial as a study grows: what one more worker costs the others (docs/scaling.md).
 
-Workers take turns to ask (tuner/engine/loop.py serializes proposals so every worker sees the trials in flight), so
+Workers take turns to ask (tuner/run/loop.py serializes proposals so every worker sees the trials in flight), so
 the time a sampler needs to propose one trial is study-wide: N workers can only be kept busy while
 N × sampler time stays well below one trial's length. This measures that time for the samplers spectune uses
 (``make_sampler``: multivariate TPE with the constant liar, GPSampler) on the demo study's search space, with
@@ -31,7 +31,7 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tuner.engine.samplers import SAMPLERS, make_sampler
+from tuner.search.samplers import SAMPLERS, make_sampler
 from tuner.study.file import load_study_file
 from tuner.study.space import SearchSpace
 

@@ -1,6 +1,6 @@
 """The greedy probe: a few short prompts of the workload, generated at temperature 0, whole texts kept.
 
-What the output check compares between configurations (tuner/engine/outputs.py). The prompts are the
+What the output check compares between configurations (tuner/run/outputs.py). The prompts are the
 workload's own (its dataset, from index ``PROBE_INDEX`` on: never a phase's prompt, so never a prefix-cache hit
 from a phase), sent through the workload's API and streamed as the phases ask (a whole JSON answer is read
 too). At temperature 0 a lossless speculative configuration must say what the reference configuration says,

@@ -1,6 +1,6 @@
 """Realistic stored studies in about a second: the product's loop with the simulator's ground truth.
 
-The same path `spectune tune` takes (tuner/engine/landscape.py ``evaluate_search``: baseline first, duplicates
+The same path `spectune tune` takes (tuner/evaluation/landscape.py ``evaluate_search``: baseline first, duplicates
 reused, failed starts and constraint violations stored as constraints, the C=64 skip), with the simulator's
 ground truth plus noise answering instead of a server.
 Use the ``stored_study`` fixture by importing it into a conftest.
@@ -17,8 +17,8 @@ import optuna
 import pytest
 
 from tests.helpers import STUDIES
-from tuner.engine.landscape import evaluate_search, simulator_landscape
-from tuner.engine.storage import make_storage
+from tuner.evaluation.landscape import evaluate_search, simulator_landscape
+from tuner.store.storage import make_storage
 from tuner.study.file import load_study_file
 from tuner.study.spec import SamplerName
 
@@ -54,7 +54,7 @@ def run_oracle_study(study_file: Path, n_measured: int = 14, *, seed: int = 5, n
                      sampler: SamplerName = "tpe") -> optuna.Study:
     """Run (or continue) the study of ``study_file`` until ``n_measured`` trials used the 'server': the product's
     own loop (``evaluate_search``), stored where the study file says. Seed 5: with the designed start of
-    tuner/engine/baseline.py its 14 trials include an out-of-memory start, infeasible, skipped and duplicate
+    tuner/search/baseline.py its 14 trials include an out-of-memory start, infeasible, skipped and duplicate
     trials (the query tests read each kind)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec = load_study_file(study_file)
@@ -98,7 +98,7 @@ class SampledOracle:
     benchmark's do), so scores, confirmations and the winner rule have intervals to work with."""
 
     def __init__(self, spec: Any, *, noise: float = 0.03, seed: int = 7, requests: int = 8) -> None:
-        from tuner.engine.landscape import OracleMeasurer
+        from tuner.evaluation.landscape import OracleMeasurer
         from tuner.simulator.profile import load_profile
 
         self.inner = OracleMeasurer(load_profile(), spec.option_table, spec.benchmark, noise=0.0)
@@ -127,9 +127,9 @@ class SampledOracle:
 
 def run_confirmed_study(study_file: Path, n_measured: int = 12, *, top: int = 3, repeats: int = 2) -> optuna.Study:
     """A stored study with intervals and a finished confirmation stage (the top ``top`` and the baseline,
-    ``repeats`` fresh runs each), through the product's loop and its confirmation (tuner/engine/confirm.py)."""
-    from tuner.engine.confirm import confirm_top
-    from tuner.engine.trial import TrialRunner
+    ``repeats`` fresh runs each), through the product's loop and its confirmation (tuner/run/confirm.py)."""
+    from tuner.run.confirm import confirm_top
+    from tuner.run.trial import TrialRunner
     from tuner.study.space import SearchSpace
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)

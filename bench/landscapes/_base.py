@@ -1,7 +1,7 @@
 """What the landscapes of bench/landscapes/ share: reading a configuration, seeded noise, the metric dict.
 
 Each landscape module supplies one ``model(tree)`` function with its own physics; this module turns it into a
-``Measurer`` (tuner/engine/landscape.py) and a ``MeasuredLandscape`` factory for bench/sample_efficiency.py
+``Measurer`` (tuner/evaluation/landscape.py) and a ``MeasuredLandscape`` factory for bench/sample_efficiency.py
 (``--landscape bench/landscapes/memory_tight.py:landscape``).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from objectives.spec import BenchmarkSpec
-from tuner.engine.landscape import DeployFailed, FailureCause, MeasuredLandscape, RunFailed, ServerConfig
+from tuner.evaluation.landscape import DeployFailed, FailureCause, MeasuredLandscape, RunFailed, ServerConfig
 from tuner.study.spec import StudySpec
 
 

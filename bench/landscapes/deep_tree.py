@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from bench.landscapes._base import Failure, Phase, Point, model_landscape
-from tuner.engine.landscape import MeasuredLandscape
+from tuner.evaluation.landscape import MeasuredLandscape
 from tuner.study.spec import StudySpec
 
 

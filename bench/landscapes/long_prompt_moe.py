@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from bench.landscapes._base import Failure, Phase, Point, RunFailure, model_landscape
-from tuner.engine.landscape import MeasuredLandscape, make_objective
+from tuner.evaluation.landscape import MeasuredLandscape, make_objective
 from tuner.study.spec import StudySpec
 
 PROMPT_TOKENS = 6000

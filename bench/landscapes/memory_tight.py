@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from bench.landscapes._base import Failure, Phase, Point, model_landscape
-from tuner.engine.landscape import MeasuredLandscape
+from tuner.evaluation.landscape import MeasuredLandscape
 from tuner.study.spec import StudySpec
 
 _CLASSES = ((0.3, 0.5), (0.4, 0.68), (0.3, 0.82))  # (share of requests, per-token acceptance)

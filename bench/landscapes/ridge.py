@@ -11,7 +11,7 @@ memory fraction × graph size); a small KV pool with 96 running requests retract
 from __future__ import annotations
 
 from bench.landscapes._base import Failure, Phase, Point, model_landscape
-from tuner.engine.landscape import MeasuredLandscape
+from tuner.evaluation.landscape import MeasuredLandscape
 from tuner.study.spec import StudySpec
 
 _CLASSES = ((0.3, 0.6), (0.4, 0.75), (0.3, 0.88))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bench.landscapes._base import Phase
-from tuner.engine.landscape import DeployFailed, MeasuredLandscape, ServerConfig
+from tuner.evaluation.landscape import DeployFailed, MeasuredLandscape, ServerConfig
 from tuner.study.spec import StudySpec
 
 

@@ -4,14 +4,14 @@ What speculative-decoding servers do in the field (sgl-project/sglang#16027, #13
 (topk ≥ 2) with deep drafts (steps ≥ 4) emit different text at temperature 0 — the fastest configurations of
 this landscape; and a C=64 decode batch whose activation memory (batch × draft tokens) does not fit beside the
 graphs left by the memory fraction dies with ``torch.OutOfMemoryError`` long after the server reported ready.
-Both are run failures (tuner/engine/trial.py): the search must learn to avoid them, never pick one.
+Both are run failures (tuner/run/trial.py): the search must learn to avoid them, never pick one.
 """
 
 from __future__ import annotations
 
 from bench.landscapes import memory_tight
 from bench.landscapes._base import Phase, Point, RunFailure, model_landscape
-from tuner.engine.landscape import MeasuredLandscape
+from tuner.evaluation.landscape import MeasuredLandscape
 from tuner.study.spec import StudySpec
 
 

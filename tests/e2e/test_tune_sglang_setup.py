@@ -17,8 +17,8 @@ import pytest
 
 from tests.helpers import spectune_command
 from tuner.core.net import free_port
-from tuner.engine.opening import open_existing_study
-from tuner.engine.record import Outcome, TrialRecord
+from tuner.store.opening import open_existing_study
+from tuner.store.record import Outcome, TrialRecord
 from tuner.study.file import load_study_file
 
 ROOT = Path(__file__).parents[2]

@@ -38,7 +38,7 @@ def _serve() -> None:
     # What `spectune tune` imports on its way to the first trial.
     import tuner.app.summary
     import tuner.app.tune
-    import tuner.engine.measure
+    import tuner.run.measure
     import tuner.study.file
     import tuner.study.target  # noqa: F401
     from tuner.cli import main

@@ -89,6 +89,6 @@ def make_measured(forks: ForkServer, folder: Path) -> Path:
 
 
 def counted(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
-    from tuner.engine.record import Key
+    from tuner.store.record import Key
 
     return [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get(Key.COUNTS)]

@@ -21,7 +21,7 @@ from tests.faults.conftest import assert_one_line, error_lines, load, wait_gone
 from tests.faults.forkserver import ForkServer
 from tests.faults.quick import DEADLINE_S, copy_of, err, name_of, start, tiny_study
 from tuner.cli import main
-from tuner.engine.storage import has_retry
+from tuner.store.storage import has_retry
 
 pytestmark = pytest.mark.fault("hostile_values")
 

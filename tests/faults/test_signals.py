@@ -25,7 +25,7 @@ import pytest
 from tests.faults.conftest import assert_one_line, load, wait_gone
 from tests.faults.forkserver import ForkServer
 from tests.faults.quick import DEADLINE_S, copy_of, counted, err, name_of, reach, reached, start, tiny_study
-from tuner.engine.storage import has_retry
+from tuner.store.storage import has_retry
 
 #: stage → (its fault point, whether it starts from the measured study, the arguments of `spectune tune`).
 STAGES: dict[str, tuple[str, bool, list[str]]] = {

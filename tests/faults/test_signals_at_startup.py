@@ -23,7 +23,7 @@ from tests.faults.conftest import assert_one_line, load, wait_gone
 from tests.faults.forkserver import ForkServer
 from tests.faults.quick import DEADLINE_S, copy_of, err, name_of, reach, start, tiny_study
 from tests.helpers import spectune_command
-from tuner.engine.storage import has_retry
+from tuner.store.storage import has_retry
 
 SIGNALS = {"int": signal.SIGINT, "term": signal.SIGTERM}
 

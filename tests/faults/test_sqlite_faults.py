@@ -25,7 +25,7 @@ import pytest
 from tests.faults.conftest import assert_one_line, error_lines, load, wait_gone
 from tests.faults.forkserver import ForkServer
 from tests.faults.quick import DEADLINE_S, copy_of, counted, err, name_of, reach, reached, start, tiny_study
-from tuner.engine.record import Key
+from tuner.store.record import Key
 
 pytestmark = [pytest.mark.storage_outage, pytest.mark.fault("storage")]
 

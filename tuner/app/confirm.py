@@ -3,7 +3,7 @@
 A re-weighting (``best --weights``) or an extra constraint can make a trial lead that the confirmation stage at
 the end of ``tune`` never re-measured; the answer then stays the confirmed one and the leader is named beside it
 (tuner/query/winner.py). This command confirms it: the trials and the baseline are redeployed ``repeats`` times
-each, interleaved, by the confirmation stage's own code (tuner/engine/confirm.py), and the runs are stored in the
+each, interleaved, by the confirmation stage's own code (tuner/run/confirm.py), and the runs are stored in the
 study, where every surface's winner rule reads them. The baseline's new runs replace its old ones (they were
 measured beside these trials); trials confirmed earlier keep their runs.
 """
@@ -20,14 +20,14 @@ from rich.console import Console
 from tuner.core.console import make_console
 from tuner.core.errors import UsageError
 from tuner.core.interrupts import deferred, interruptible
-from tuner.engine import confirm as stage
-from tuner.engine.record import StudyKey
-from tuner.engine.storage import study_lock
-from tuner.engine.trial import TrialRunner
 from tuner.query.answers import explanation, ranking_for
 from tuner.query.load import StudyNotFound, open_stored_study
 from tuner.query.ranking import Ranking
 from tuner.query.winner import leader_text
+from tuner.run import confirm as stage
+from tuner.run.trial import TrialRunner
+from tuner.store.record import StudyKey
+from tuner.store.storage import study_lock
 from tuner.study.hosts import hosts_of, spec_for_host
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -101,7 +101,7 @@ def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tup
         try:
             with interruptible():
                 from tuner.app.preflight import run_preflight
-                from tuner.engine.measure import TargetMeasurer
+                from tuner.run.measure import TargetMeasurer
 
                 space = SearchSpace(spec, spec.option_table)
                 checked = run_preflight(target, spec, space, say, study)

@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from tuner.engine.record import StudyKey
-from tuner.engine.tables import StudyAttrs, cached_table, store_table
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
 from tuner.sglang.versions import spelling_in
+from tuner.store.record import StudyKey
+from tuner.store.tables import StudyAttrs, cached_table, store_table
 from tuner.study.compat import check_study
 from tuner.study.space import Proposal, SearchSpace, effective_key
 from tuner.study.spec import StudySpec

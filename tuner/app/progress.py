@@ -30,7 +30,7 @@ from objectives.confidence import Interval
 from objectives.phase import PhaseProgress
 from objectives.scoring import phase_interval, primary_metric
 from tuner.core.durations import format_duration
-from tuner.engine.record import Outcome, RejectedBy, TrialRecord, skipped_text
+from tuner.store.record import Outcome, RejectedBy, TrialRecord, skipped_text
 
 
 class LiveView:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.engine.confirm import Verdict
-from tuner.engine.record import TrialRecord
-from tuner.engine.storage import redact
 from tuner.query.caveats import collapse_caveats
 from tuner.query.comparison import comparison_table
+from tuner.run.confirm import Verdict
+from tuner.store.record import TrialRecord
+from tuner.store.storage import redact
 from tuner.study.spec import StudySpec
 
 

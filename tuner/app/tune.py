@@ -26,13 +26,16 @@ from tuner.core.console import make_console
 from tuner.core.errors import Interrupted, SpectuneError
 from tuner.core.faults import fault_point
 from tuner.core.interrupts import deferred, interruptible, silence_tracebacks
-from tuner.engine.baseline import enqueue_baseline
-from tuner.engine.confirm import DEFAULT_REPEATS, DEFAULT_TOP, RULE, Verdict, confirm_top, runs_planned
-from tuner.engine.loop import Gate, Limits, NoGate, StopReason, requeue_interrupted, run_trials
-from tuner.engine.record import Outcome, StudyKey, TrialRecord, best_record, measured_records, records
-from tuner.engine.resilient import storage_failure
-from tuner.engine.setup import Objectives, adopt, study_sampler
-from tuner.engine.storage import (
+from tuner.run.confirm import DEFAULT_REPEATS, DEFAULT_TOP, RULE, Verdict, confirm_top, runs_planned
+from tuner.run.loop import Gate, Limits, NoGate, StopReason, requeue_interrupted, run_trials
+from tuner.run.setup import Objectives, adopt, study_sampler
+from tuner.run.trial import ConfigTaken, TrialEvents, TrialRunner
+from tuner.search.baseline import enqueue_baseline
+from tuner.sglang.launch import launch_command
+from tuner.sglang.versions import respelled
+from tuner.store.record import Outcome, StudyKey, TrialRecord, best_record, measured_records, records
+from tuner.store.resilient import storage_failure
+from tuner.store.storage import (
     CONNECT_TIMEOUT_S,
     StorageUnavailable,
     is_server_database,
@@ -42,9 +45,6 @@ from tuner.engine.storage import (
     requeue_unretried,
     study_lock,
 )
-from tuner.engine.trial import ConfigTaken, TrialEvents, TrialRunner
-from tuner.sglang.launch import launch_command
-from tuner.sglang.versions import respelled
 from tuner.study.hosts import hosts_of, spec_for_host
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
@@ -111,7 +111,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                            objectives.directions, objectives.metric_names,
                            heartbeat_interval_s=spec.study.heartbeat_interval_s,
                            heartbeat_grace_s=spec.study.heartbeat_grace_s, say=say, announce=False)
-        # Refuse to mix trials of a changed study file (tuner/engine/fingerprint.py); a changed [objective] only
+        # Refuse to mix trials of a changed study file (tuner/store/fingerprint.py); a changed [objective] only
         # re-ranks, and the answer below is then taken from a re-ranking of the stored metrics.
         reranked = adopt(study, spec)
         if reranked:
@@ -155,7 +155,7 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
                 with LiveView(console, n_trials, len(stored), extra=runs_planned(confirm, repeats),
                               best=stored_best.score if stored_best else None,
                               durations=[r.duration_s for r in stored if r.duration_s]) as view:
-                    from tuner.engine.measure import TargetMeasurer
+                    from tuner.run.measure import TargetMeasurer
 
                     measurer = TargetMeasurer(target, spec.benchmark, progress=view.on_phase, say=say)
                     runner = TrialRunner(spec, space, measurer,
@@ -234,7 +234,7 @@ def _confirm(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer
              say: Callable[[str], None], on_run: Callable[[int, int], None]) -> Verdict | None:
     if top <= 0:
         return None
-    from tuner.engine.confirm import plan
+    from tuner.run.confirm import plan
 
     if not plan(study, top)[0]:  # no candidate besides the baseline (every other start failed, or none ran)
         say("confirmation: skipped — no measured candidate besides the baseline to confirm")

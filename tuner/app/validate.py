@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from objectives.prompts import FixedPrompts, load_source
 from tuner.app.preflight import first_proposal
 from tuner.core.errors import SpectuneError
-from tuner.engine.opening import StudyNotFound
-from tuner.engine.record import TrialRecord, measured_records
-from tuner.engine.storage import StorageUnavailable, redact, sqlite_unwritable
 from tuner.query.load import open_stored_study
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
+from tuner.store.opening import StudyNotFound
+from tuner.store.record import TrialRecord, measured_records
+from tuner.store.storage import StorageUnavailable, redact, sqlite_unwritable
 from tuner.study.file import load_study_file
 from tuner.study.space import Dimension, SearchSpace, SpaceSummary
 from tuner.study.spec import StudySpec

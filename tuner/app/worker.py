@@ -3,7 +3,7 @@
 A worker is ``run_study`` on a shared study: it leases its host in the study's database, runs trials until the
 study (all workers together) has ``n_trials`` measured ones, and leaves its host as ``[finish]`` says. How the
 workers stay out of each other's way is in tuner/workers/coordination.py (hosts, baseline) and
-tuner/engine/loop.py (asking, counting, dead workers' trials); docs/scaling.md is the user's view.
+tuner/run/loop.py (asking, counting, dead workers' trials); docs/scaling.md is the user's view.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rich.console import Console
 
 from tuner.app.tune import TuneOutcome, run_study
 from tuner.core.errors import SpectuneError
-from tuner.engine.storage import is_server_database, redact
+from tuner.store.storage import is_server_database, redact
 from tuner.study.hosts import check_host
 from tuner.study.spec import StudySpec
 

@@ -25,7 +25,7 @@ def command(study: str, plan: bool, check_target: bool) -> None:
     from rich.table import Table
 
     from tuner.app.validate import validate_study
-    from tuner.engine.storage import redact
+    from tuner.store.storage import redact
     from tuner.study import branches
 
     report = validate_study(study)

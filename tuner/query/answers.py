@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from objectives.confidence import Interval
-from tuner.engine.confirm import RULE
-from tuner.engine.record import Outcome
 from tuner.query.caveats import collapse_caveats
 from tuner.query.effective import changes
 from tuner.query.export import Format, export, verdict_json
@@ -23,6 +21,8 @@ from tuner.query.ranking import Ranking, TrialView, rank
 from tuner.query.speculation import comparison_lines
 from tuner.query.table import render, rows, sort_rows
 from tuner.query.winner import answer_json, leader_text, weights_text
+from tuner.run.confirm import RULE
+from tuner.store.record import Outcome
 
 __all__ = ["Answer", "best", "ranking_for", "require_trials", "trials", "verdict_json", "weights_text"]
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from objectives.scoring import phase_interval, phase_value, primary_metric
-from tuner.engine.record import TrialRecord
+from tuner.store.record import TrialRecord
 
 #: A weighted phase whose primary figure fell by this share or more against the baseline is a collapse.
 COLLAPSE_DROP: Final = 0.20

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from objectives.scoring import primary_metric
-from tuner.engine.record import TrialRecord
 from tuner.query.numbers import change, with_interval
+from tuner.store.record import TrialRecord
 
 #: Latency figures shown per phase: (metric, label).
 LATENCIES = (("ttft_p50_ms", "TTFT p50"), ("ttft_p99_ms", "TTFT p99"), ("itl_mean_ms", "ITL mean"))

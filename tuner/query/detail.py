@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from objectives.scoring import primary_metric
-from tuner.engine.record import RejectedBy
 from tuner.query.answers import Answer, ranking_for, require_trials, weights_text
 from tuner.query.effective import Change, changes
 from tuner.query.load import StudyNotFound, open_stored_study
 from tuner.query.numbers import truncate, with_interval
 from tuner.query.ranking import TrialView
+from tuner.store.record import RejectedBy
 
 #: Log tail lines shown in text (the JSON has all that is stored).
 TAIL_LINES = 25

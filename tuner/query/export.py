@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from tuner.engine.confirm import RULE
 from tuner.query.effective import changes, comment_lines
 from tuner.query.ranking import Ranking, TrialView
 from tuner.query.winner import answer_json
+from tuner.run.confirm import RULE
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.study.spec import StudySpec
 from tuner.targets.unit_file import render_dropin

@@ -1,6 +1,6 @@
 """A stored study with its study file, for the commands that answer from it (nothing is measured, nothing written).
 
-Opening itself is tuner/engine/opening.py's, shared with every other reader; here the study file's changes since
+Opening itself is tuner/store/opening.py's, shared with every other reader; here the study file's changes since
 the study began become warnings, since an answer from trials measured under other settings needs one.
 """
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import optuna
 
-from tuner.engine.fingerprint import changed_sections, describe_change
-from tuner.engine.opening import StudyNotFound, open_existing_study
-from tuner.engine.record import StudyKey
+from tuner.store.fingerprint import changed_sections, describe_change
+from tuner.store.opening import StudyNotFound, open_existing_study
+from tuner.store.record import StudyKey
 from tuner.study.file import load_study_file
 from tuner.study.spec import StudySpec
 

@@ -9,7 +9,7 @@ the trial did not measure (a skipped C=64) is not known to hold, so such a trial
 
 Every score comes with its 95 % interval, rescored the same way. When the study ran its confirmation stage,
 the confirmed figures (the fresh runs pooled) are scored too, and ``best`` is the winner rule's choice over them
-(tuner/engine/confirm.py): the best lower bound if it beats the baseline's upper bound, else the baseline.
+(tuner/run/confirm.py): the best lower bound if it beats the baseline's upper bound, else the baseline.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import optuna
 
 from objectives.confidence import Interval
 from objectives.scoring import Scorer, constraint_values, phase_value
-from tuner.engine.confirm import Verdict, choose_winner
-from tuner.engine.record import Outcome, RejectedBy, TrialRecord, records, skipped_text
-from tuner.engine.score import references_for
+from tuner.run.confirm import Verdict, choose_winner
 from tuner.sglang.launch import FlagValue, ServerConfig
+from tuner.store.record import Outcome, RejectedBy, TrialRecord, records, skipped_text
+from tuner.store.score import references_for
 from tuner.study.spec import ConstraintSpec, StudySpec
 
 

@@ -1,14 +1,14 @@
 """Configurations a study stored, for ``spectune deploy``: a trial's, the best one's, or the original.
 
-Each trial records its launch configuration (``Key.CONFIG``, tuner/engine/record.py).
+Each trial records its launch configuration (``Key.CONFIG``, tuner/store/record.py).
 """
 
 from __future__ import annotations
 
-from tuner.engine.opening import StudyNotFound
-from tuner.engine.record import TrialRecord, best_record, records
 from tuner.query.load import StoredStudy
 from tuner.sglang.launch import ServerConfig
+from tuner.store.opening import StudyNotFound
+from tuner.store.record import TrialRecord, best_record, records
 from tuner.study.spec import StudySpec
 
 

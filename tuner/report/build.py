@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from tuner.core.errors import SpectuneError, UsageError
-from tuner.engine.record import Outcome, StudyKey
-from tuner.engine.storage import redact
 from tuner.query.answers import ranking_for, require_trials
 from tuner.query.caveats import collapse_caveats
 from tuner.query.comparison import comparison_table
@@ -28,6 +26,8 @@ from tuner.query.winner import answer_status, confirm_command, leader_text, weig
 from tuner.report import figures
 from tuner.report.page import PageContent, Plot, render
 from tuner.report.steps import steps_table
+from tuner.store.record import Outcome, StudyKey
+from tuner.store.storage import redact
 from tuner.targets.unit_file import render_dropin
 
 PAGE = "index.html"

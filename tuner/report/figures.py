@@ -15,12 +15,12 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tuner.engine.record import Outcome
 from tuner.query.importance import IMPORTANCE_MIN_TRIALS, importance_values
 from tuner.query.ranking import Ranking, TrialView
 from tuner.query.table import phase_label
 from tuner.query.winner import answer_status
 from tuner.sglang import versions
+from tuner.store.record import Outcome
 
 FEASIBLE = "#1f77b4"
 INFEASIBLE = "#9e9e9e"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.engine.record import Outcome
 from tuner.query.ranking import Ranking
+from tuner.store.record import Outcome
 
 STEPS_FLAG = "--speculative-num-steps"
 OFF = "off"

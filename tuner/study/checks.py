@@ -1,4 +1,4 @@
-"""``[check]``: what every deployed configuration must get right besides speed (tuner/engine/outputs.py)."""
+"""``[check]``: what every deployed configuration must get right besides speed (tuner/run/outputs.py)."""
 
 from __future__ import annotations
 

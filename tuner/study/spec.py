@@ -41,7 +41,7 @@ class StudySettings:
     #: trial is re-run by another worker and its host lease can be taken over.
     heartbeat_interval_s: int = 60
     heartbeat_grace_s: int = 300
-    #: ``[study] compare``: SGLang's own choices measured once beside the tuning (tuner/engine/references.py).
+    #: ``[study] compare``: SGLang's own choices measured once beside the tuning (tuner/search/references.py).
     compare: tuple[str, ...] = ("adaptive", "off")
 
 
@@ -93,7 +93,7 @@ class ObjectiveSpec:
 
 @dataclass(frozen=True)
 class OutputCheckSpec:
-    """``[check]``: the output check (tuner/engine/outputs.py). ``reason``: why it is off, when it is."""
+    """``[check]``: the output check (tuner/run/outputs.py). ``reason``: why it is off, when it is."""
 
     outputs: bool = True
     reason: str | None = None

@@ -24,7 +24,7 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
     "invalid-flags", "out-of-memory", "startup-timeout", "unreachable", "crashed", "other",
 )
 #: Failures of a server that did start: the configuration's fault as much as a failed start is
-#: (tuner/engine/trial.py stores them as infeasible, never queues them again).
+#: (tuner/run/trial.py stores them as infeasible, never queues them again).
 RunFailureClass = Literal["crashed-under-load", "hung", "wrong-output"]
 RUN_FAILURE_CLASSES: tuple[RunFailureClass, ...] = ("crashed-under-load", "hung", "wrong-output")
 
@@ -105,7 +105,7 @@ class DeployFailed(SpectuneError):
 class RunFailed(SpectuneError):
     """A server that started failed while measured — the configuration's fault, as a failed start is: it crashed
     under load (``cause`` e.g. ``FailureCause.DECODE_OOM``), hung, or answered wrongly. A ``Measurer`` may raise it
-    from ``measure`` (tuner/engine/trial.py stores the trial run-failed: infeasible, never queued again)."""
+    from ``measure`` (tuner/run/trial.py stores the trial run-failed: infeasible, never queued again)."""
 
     def __init__(self, failure_class: RunFailureClass, message: str, *, cause: FailureCause | None = None,
                  log_tail: str = "") -> None:
@@ -118,7 +118,7 @@ class RunFailed(SpectuneError):
         self.message = message
 
     def as_result(self, concurrency: int) -> dict[str, Any]:
-        """The phase result a measurer reports for this failure (the keys tuner/engine/trial.py reads)."""
+        """The phase result a measurer reports for this failure (the keys tuner/run/trial.py reads)."""
         return {"failure": self.failure_class, "failure_cause": str(self.cause) if self.cause else None,
                 "failure_message": self.message, "log_tail": self.log_tail,
                 "run_failure": {"phase": f"c{concurrency}", "concurrency": concurrency}}

@@ -2,7 +2,7 @@
 
 ``shared_study`` leases a host for this worker (waiting up to one grace period, so a host whose worker just
 died is reclaimed), keeps the lease renewed while the worker runs, and hands out the two study-wide mutexes:
-``ask`` (tuner/engine/loop.py) and ``baseline`` (the baseline is enqueued once per study, not once per worker).
+``ask`` (tuner/run/loop.py) and ``baseline`` (the baseline is enqueued once per study, not once per worker).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tuner.engine.storage import OPEN_RETRIES, with_storage_retries
+from tuner.store.storage import OPEN_RETRIES, with_storage_retries
 from tuner.study.hosts import hosts_of
 from tuner.study.spec import StudySpec
 from tuner.workers.leases import HostBusy, Lease, LeaseKeeper, LeaseTable, Mutex, new_holder

@@ -13,7 +13,7 @@ from the *database's* clock, so the workers' clocks never matter.
   transaction: it serializes a critical section across workers (enqueueing the baseline once, asking for the
   next trial) and is released by commit — or by the server when a killed worker's connection drops.
 
-Only server databases need this: SQLite studies take one tuner at a time (tuner/engine/storage.py's lock file).
+Only server databases need this: SQLite studies take one tuner at a time (tuner/store/storage.py's lock file).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from tuner.core.errors import SpectuneError
-from tuner.engine.storage import CONNECT_TIMEOUT_S
+from tuner.store.storage import CONNECT_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 
 from tests.integration.query.test_dashboard import wsgi_get
 from tuner.cli import main
-from tuner.engine.optuna_private import study_id_of
 from tuner.query.answers import ranking_for
 from tuner.query.dashboard import make_app
 from tuner.query.importance import importance_values
@@ -24,6 +23,7 @@ from tuner.query.load import open_stored_study
 from tuner.query.ranking import Ranking
 from tuner.query.table import rows
 from tuner.report.build import summary_markdown, trials_csv
+from tuner.store.optuna_private import study_id_of
 
 #: Ten re-weightings (and extra constraints) of the stored study: a significant confirmed winner, the baseline
 #: staying, an unconfirmed leader beside the confirmed answer, and an answer with no confirmation under them.

@@ -15,9 +15,9 @@ from tests.integration.query.test_dashboard import check_study_detail, wsgi_get
 from tests.postgres import postgres_server
 from tests.study_factory import run_oracle_study, write_study_file
 from tuner.cli import main
-from tuner.engine.fingerprint import StudyFileChanged, record_or_check
 from tuner.query.dashboard import make_app
 from tuner.query.load import open_stored_study
+from tuner.store.fingerprint import StudyFileChanged, record_or_check
 from tuner.study.file import load_study_file
 
 pytestmark = pytest.mark.timeout(120)

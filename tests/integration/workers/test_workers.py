@@ -23,8 +23,8 @@ from optuna.trial import TrialState
 
 from tests.e2e.test_tune import load, make_study, servers_of, wait_gone
 from tests.helpers import spectune_command
-from tuner.engine.opening import StudyNotFound
-from tuner.engine.record import Key
+from tuner.store.opening import StudyNotFound
+from tuner.store.record import Key
 from tuner.workers.leases import LeaseTable
 
 HOSTS = ("sim-a", "sim-b", "sim-c")
@@ -198,7 +198,7 @@ def test_parallel_proposals_do_not_collapse(sampler: str) -> None:
     """With trials in flight (RUNNING), the next proposals avoid them: TPE's constant liar, GP's pending points."""
     if sampler == "gp":
         pytest.importorskip("torch")
-    from tuner.engine.samplers import make_sampler
+    from tuner.search.samplers import make_sampler
 
     study = optuna.create_study(direction="maximize", sampler=make_sampler(sampler, seed=3))
     for i in range(12):

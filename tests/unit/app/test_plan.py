@@ -10,7 +10,7 @@ from optuna.trial import TrialState
 from objectives.spec import PhaseSpec
 from tests.helpers import STUDIES
 from tuner.app.plan import ASSUMED_AGGREGATE_TOK_S, StudyPlan, _measured_trial_s, _phase
-from tuner.engine.record import Outcome, TrialRecord
+from tuner.store.record import Outcome, TrialRecord
 from tuner.study.file import load_study_file
 from tuner.targets.base import DeployPlan
 

@@ -6,8 +6,8 @@ from optuna.trial import TrialState
 
 from objectives.confidence import Interval
 from tuner.app.summary import best_lines
-from tuner.engine.confirm import choose_winner
-from tuner.engine.record import Key, TrialRecord
+from tuner.run.confirm import choose_winner
+from tuner.store.record import Key, TrialRecord
 
 
 def _record(number: int) -> TrialRecord:

@@ -6,8 +6,8 @@ from typing import Any
 
 from optuna.trial import TrialState
 
-from tuner.engine.record import Key, TrialRecord
 from tuner.query.caveats import COLLAPSE_DROP, collapse_caveats
+from tuner.store.record import Key, TrialRecord
 
 
 def record(number: int, c1: float, c64: float, ttft64: float, baseline: bool = False) -> TrialRecord:

@@ -11,8 +11,6 @@ from pathlib import Path
 import optuna
 from rich.console import Console
 
-from tuner.engine.record import Key
-from tuner.engine.storage import make_storage
 from tuner.query.answers import best, ranking_for, trials
 from tuner.query.detail import as_dict
 from tuner.query.detail import render as render_detail
@@ -22,6 +20,8 @@ from tuner.query.load import open_stored_study
 from tuner.query.table import TrialRow, render
 from tuner.report.build import write_report
 from tuner.sglang.launch import ServerConfig
+from tuner.store.record import Key
+from tuner.store.storage import make_storage
 from tuner.study.file import load_study_file
 
 TREE = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 5, "speculative_eagle_topk": 4,

@@ -1,0 +1,71 @@
+"""The public extension point: a custom landscape through ``evaluate_search`` and through the bench's
+``--landscape MODULE:FACTORY``, on a landscape whose optimum is known (tests/unit/evaluation/steps_landscape.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+from tests.helpers import REPO, STUDIES
+from tests.unit.evaluation.steps_landscape import StepsMeasurer, landscape
+from tuner.evaluation.landscape import evaluate_search, simulator_landscape
+from tuner.study.file import load_study_file
+
+STEPS = "--speculative-num-steps"
+
+
+@pytest.fixture(autouse=True)
+def _quiet_optuna() -> None:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def test_the_real_loop_finds_the_known_optimum_of_a_custom_landscape() -> None:
+    spec = load_study_file(STUDIES / "simulated.toml")
+    steps = landscape(spec)
+    result = evaluate_search(spec, steps, n_trials=20, seed=0, sampler="tpe")
+    assert result.stopped_by == "n_trials" and result.measured == 20
+    assert result.best_config is not None and result.best_config.get(STEPS) == 6  # the most steps: the optimum
+    assert steps.true_score(result.best_config) == max(steps.true_scores().values())
+    trials = result.trials
+    assert trials[0].user_attrs.get("baseline") and trials[0].user_attrs["outcome"] == "measured"
+    failed = [t for t in trials if t.user_attrs.get("outcome") == "deploy-failed"]
+    assert failed and all(t.user_attrs["failure_class"] == "out-of-memory" for t in failed)
+    assert result.best_after(1) is not None and result.best_after(1).number == 0  # only the baseline then
+
+
+def test_a_bare_measurer_is_used_as_it_is_and_the_pick_can_start() -> None:
+    result = evaluate_search(STUDIES / "simulated.toml", StepsMeasurer(), n_trials=8, seed=1, sampler="random")
+    assert result.measured == 8 and result.spec.study.sampler == "random" and result.spec.study.seed == 1
+    assert result.best_config is not None and result.best_config.get("--speculative-eagle-topk") != 4
+
+
+def test_the_built_in_landscape_is_the_simulator_ground_truth() -> None:
+    spec = load_study_file(STUDIES / "simulated.toml")
+    truth = simulator_landscape(spec, noise=0.0)
+    result = evaluate_search(spec, truth, n_trials=6, seed=2, sampler="tpe")
+    assert result.best is not None and result.best_config is not None
+    # Noiseless: the score the study measured is the truth (both are normalised by the baseline).
+    assert result.best.score == pytest.approx(truth.true_score(result.best_config))
+
+
+@pytest.mark.parametrize("plugin", ["tests/unit/evaluation/steps_landscape.py:landscape",
+                                    "tests.unit.evaluation.steps_landscape:landscape"])
+def test_the_bench_plugs_an_external_landscape(plugin: str) -> None:
+    run = subprocess.run([sys.executable, "bench/sample_efficiency.py", "--landscape", plugin, "--studies",
+                          "studies/simulated.toml", "--seeds", "1", "--budget", "20", "--samplers", "tpe"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    row = next(line for line in run.stdout.splitlines() if line.startswith("| simulated | tpe |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3].startswith("1.000 [")  # @20: the study's own pick is the optimum
+    assert "1428 feasible distinct configurations" in run.stderr  # top-k 4 never starts: not in the truth
+
+
+def test_the_bench_refuses_a_factory_it_cannot_find() -> None:
+    run = subprocess.run([sys.executable, "bench/sample_efficiency.py", "--landscape",
+                          "tests/unit/evaluation/steps_landscape.py:nope"], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode != 0 and "has no callable 'nope'" in run.stderr
