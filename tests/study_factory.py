@@ -19,7 +19,7 @@ import pytest
 from tests.helpers import STUDIES
 from tuner.evaluation.landscape import evaluate_search, simulator_landscape
 from tuner.store.storage import make_storage
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.spec import SamplerName
 
 #: A C=64 latency bound some of the simulator's configurations break, so studies have infeasible trials.

@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import STUDIES, spectune_command
 from tuner.store.opening import open_existing_study
 from tuner.store.record import Key
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 RUN = os.getpid()
 

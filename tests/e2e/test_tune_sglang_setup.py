@@ -19,7 +19,7 @@ from tests.helpers import spectune_command
 from tuner.core.net import free_port
 from tuner.store.opening import open_existing_study
 from tuner.store.record import Outcome, TrialRecord
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 ROOT = Path(__file__).parents[2]
 STANDIN = ROOT / "tests" / "integration" / "targets" / "standin_sglang"

@@ -23,7 +23,7 @@ from tests.helpers import STUDIES, spectune_command
 from tests.postgres import postgres_server
 from tuner.store.opening import open_existing_study
 from tuner.store.record import Key
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.targets.process_group import marked_processes
 
 RUN = os.getpid()

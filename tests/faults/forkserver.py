@@ -39,7 +39,7 @@ def _serve() -> None:
     import tuner.app.summary
     import tuner.app.tune
     import tuner.run.measure
-    import tuner.study.file
+    import tuner.study.load
     import tuner.study.target  # noqa: F401
     from tuner.cli import main
 

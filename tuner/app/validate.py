@@ -12,7 +12,7 @@ from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.store.opening import StudyNotFound
 from tuner.store.record import TrialRecord, measured_records
 from tuner.store.storage import StorageUnavailable, redact, sqlite_unwritable
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import Dimension, SearchSpace, SpaceSummary
 from tuner.study.spec import StudySpec
 

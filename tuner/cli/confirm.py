@@ -26,7 +26,7 @@ def command(study: str, weights: str | None, constraints: tuple[str, ...], trial
     from tuner.app.confirm import parse_trials, run_confirm
     from tuner.core.console import make_console
     from tuner.core.interrupts import interruptible
-    from tuner.study.file import load_study_file
+    from tuner.study.load import load_study_file
 
     spec = load_study_file(study)
     numbers = parse_trials(trials)

@@ -29,7 +29,7 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
         raise click.UsageError("give exactly one of --trial N, --best, --original")
     from tuner.query.load import open_stored_study
     from tuner.query.stored import best_config, original_config, trial_config
-    from tuner.study.file import load_study_file
+    from tuner.study.load import load_study_file
     from tuner.study.target import make_target
 
     spec = load_study_file(study)

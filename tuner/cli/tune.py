@@ -40,7 +40,7 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
     from tuner.core.durations import parse_duration
     from tuner.core.errors import UsageError
     from tuner.core.interrupts import interruptible
-    from tuner.study.file import load_study_file
+    from tuner.study.load import load_study_file
 
     spec = load_study_file(study)
     try:

@@ -24,7 +24,7 @@ def command(study: str, host: str | None, n_trials: int | None, timeout: str | N
     from tuner.core.console import make_console
     from tuner.core.durations import parse_duration
     from tuner.core.errors import UsageError
-    from tuner.study.file import load_study_file
+    from tuner.study.load import load_study_file
 
     spec = load_study_file(study)
     try:

@@ -33,7 +33,7 @@ from typing import Any
 
 import tuner
 from tuner.core.errors import SpectuneError
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.objective import parse_constraint
 from tuner.study.spec import ObjectiveSpec, StudySpec
 

@@ -14,7 +14,7 @@ import optuna
 from tuner.store.fingerprint import changed_sections, describe_change
 from tuner.store.opening import StudyNotFound, open_existing_study
 from tuner.store.record import StudyKey
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.spec import StudySpec
 
 __all__ = ["StoredStudy", "StudyNotFound", "open_stored_study"]

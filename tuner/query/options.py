@@ -6,7 +6,7 @@ import math
 import re
 
 from tuner.core.errors import UsageError
-from tuner.study.file import parse_constraint
+from tuner.study.objective import parse_constraint
 from tuner.study.spec import ConstraintSpec
 
 _WEIGHT = re.compile(r"^\s*c(\d+)\s*=\s*(\S+)\s*$")

@@ -102,7 +102,7 @@ def test_dashboard_answers_before_any_feasible_trial(tmp_path: Path) -> None:
     from tests.study_factory import write_study_file
     from tuner.evaluation.landscape import evaluate_search
     from tuner.store.storage import make_storage
-    from tuner.study.file import load_study_file
+    from tuner.study.load import load_study_file
 
     path = write_study_file(tmp_path, "early")
     spec = load_study_file(path)

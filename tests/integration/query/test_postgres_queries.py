@@ -18,7 +18,7 @@ from tuner.cli import main
 from tuner.query.dashboard import make_app
 from tuner.query.load import open_stored_study
 from tuner.store.fingerprint import StudyFileChanged, record_or_check
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -110,7 +110,7 @@ def test_best_prints_the_command_with_the_units_carried_options(tmp_path: Path) 
     command its deploys ran: with them (stored by the preflight), not without."""
     from tuner.query.export import launch_for
     from tuner.query.stored import original_config
-    from tuner.study.file import load_study_file
+    from tuner.study.load import load_study_file
 
     path = tmp_path / "gpu.toml"
     made = cli("init", "--target", "systemd-ssh", "--model", "Qwen/Qwen3-8B", "--draft", "d/E3", "-o", str(path))

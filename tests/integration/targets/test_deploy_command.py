@@ -16,7 +16,7 @@ from tests.helpers import spectune_command
 from tests.integration.targets.harness import simulate_prefix
 from tuner.core.net import free_port
 from tuner.sglang.launch import ServerConfig
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 pytestmark = pytest.mark.usefixtures("simulator")
 

@@ -14,7 +14,7 @@ import pytest
 from tuner.app.preflight import PreflightResult, run_preflight
 from tuner.core.net import free_port
 from tuner.sglang.launch import ServerConfig
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 from tuner.targets.base import DeployFailed
 from tuner.targets.local import LocalSettings, LocalTarget

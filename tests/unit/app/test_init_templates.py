@@ -8,7 +8,7 @@ import pytest
 
 from tuner.app.init import InitRequest, write_study_file
 from tuner.sglang.options import load_option_table
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 

@@ -11,7 +11,7 @@ from objectives.spec import PhaseSpec
 from tests.helpers import STUDIES
 from tuner.app.plan import ASSUMED_AGGREGATE_TOK_S, StudyPlan, _measured_trial_s, _phase
 from tuner.store.record import Outcome, TrialRecord
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.targets.base import DeployPlan
 
 SPEC = load_study_file(STUDIES / "simulated.toml")  # max_tokens = 256

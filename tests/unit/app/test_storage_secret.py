@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import STUDIES
 from tuner.app.summary import Locations, summary_lines
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 
 def test_the_database_line_masks_a_password_read_from_the_environment(

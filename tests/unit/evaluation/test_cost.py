@@ -18,7 +18,7 @@ from tuner.sglang.options import load_option_table
 from tuner.simulator.profile import load_profile
 from tuner.simulator.startup import startup_s
 from tuner.store.record import Outcome, TrialRecord, measured_records
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 #: C=1: 8 requests + 1 warm-up; C=64: 256 + 8; 500 tokens each.
 BENCH = BenchmarkSpec(WorkloadSpec(max_tokens=500), (PhaseSpec(1, requests=8, warmup=1),

@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import REPO, STUDIES
 from tests.unit.evaluation.steps_landscape import StepsMeasurer, landscape
 from tuner.evaluation.landscape import evaluate_search, simulator_landscape
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 STEPS = "--speculative-num-steps"
 

@@ -10,7 +10,7 @@ import optuna
 from tests.helpers import STUDIES, faulty_profile
 from tuner.evaluation.landscape import evaluate_search, simulator_landscape
 from tuner.store.record import Outcome, measured_records
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.targets.base import FailureCause
 
 FAULTS = """

@@ -22,7 +22,7 @@ from tuner.report.build import write_report
 from tuner.sglang.launch import ServerConfig
 from tuner.store.record import Key
 from tuner.store.storage import make_storage
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 TREE = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 5, "speculative_eagle_topk": 4,
         "speculative_num_draft_tokens": 8}

@@ -9,8 +9,7 @@ import pytest
 from objectives.probe import ProbeOutput
 from tests.helpers import STUDIES
 from tuner.run.outputs import FLOOR_SHARE, Reference, agreement, common_prefix, judge, make_reference
-from tuner.study.file import load_study_file
-from tuner.study.load import StudyFileError
+from tuner.study.load import StudyFileError, load_study_file
 
 REF = tuple(ProbeOutput(f"prompt {i}", f" the model answers question {i} with care and detail") for i in range(4))
 

@@ -22,7 +22,7 @@ from tuner.run.trial import PHASE_ATTEMPTS, TrialRunner
 from tuner.search.baseline import enqueue_baseline
 from tuner.sglang.options import load_option_table
 from tuner.store.record import Key, Outcome, StudyKey, TrialRecord, measured_records
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 OVERLOADED = {"failure": SIMULATOR_OVERLOADED, "failure_message": "the simulator gave up 0.40 s of its schedule"}

@@ -15,7 +15,7 @@ from tuner.search.baseline import enqueue_baseline
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import load_option_table
 from tuner.store.record import best_record, measured_records
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 from tuner.targets.base import DeployFailed
 

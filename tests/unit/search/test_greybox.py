@@ -14,7 +14,7 @@ from tuner.search.greybox import GreyBoxSampler, Observations, candidates, monot
 from tuner.search.samplers import make_sampler
 from tuner.sglang.options import load_option_table
 from tuner.store.record import TrialRecord
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 DEMO = REPO / "studies" / "simulated.toml"

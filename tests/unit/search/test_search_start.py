@@ -13,7 +13,7 @@ from tuner.search.baseline import DESIGNED_SHAPES, designed_start
 from tuner.search.samplers import resolve_sampler_name
 from tuner.sglang.options import load_option_table
 from tuner.store.record import Key, TrialRecord
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 pytestmark = pytest.mark.designed_start

@@ -10,7 +10,7 @@ from tuner.search.greybox import GreyBoxSampler, Observations, candidates
 from tuner.search.tree_shape import tree_shape
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import load_option_table
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import DRAFT, STEPS, TOPK, SearchSpace
 
 DEMO = REPO / "studies" / "simulated.toml"

@@ -16,7 +16,7 @@ from tuner.sglang.loading import draft_backend_refusal
 from tuner.sglang.options import load_option_table
 from tuner.sglang.parse import InvalidServerArgs, parse_server_args
 from tuner.sglang.resolution import RESOLUTION_INPUTS, resolve
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "sglang-0.5.23-fidelity.json"

@@ -15,7 +15,7 @@ from tuner.store.fingerprint import (
     record_or_check,
     section_fingerprints,
 )
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 
 def test_comments_and_other_sections_do_not_count(stored_study: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from tests.study_factory import write_study_file
 from tuner.store.opening import StudyNotFound, open_existing_study
 from tuner.store.storage import StorageUnavailable, redact
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 
 @pytest.mark.parametrize(("text", "shown"), [

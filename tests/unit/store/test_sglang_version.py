@@ -13,7 +13,7 @@ from tuner.app.tune import run_study
 from tuner.sglang.launch import ServerConfig
 from tuner.store.record import StudyKey
 from tuner.store.storage import make_storage
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.targets.base import Deployment, DeployPlan, Target, TargetUnavailable
 
 

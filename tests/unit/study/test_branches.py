@@ -11,7 +11,7 @@ from tests.helpers import STUDIES
 from tuner.core.errors import StudyFileError
 from tuner.sglang.options import load_option_table
 from tuner.study import branches
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 DEMO = STUDIES / "speculation-branches.toml"

@@ -13,7 +13,7 @@ from tuner.core.errors import StudyFileError
 from tuner.sglang import versions
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.study.compat import check_study, version_note
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 STUDIES = Path(__file__).parents[3] / "studies"
 GRAPH_CONTROL = [v for v in versions.shipped() if versions.spelling_in("--cuda-graph-max-bs-decode",

@@ -10,8 +10,8 @@ import pytest
 from tests.unit.study.test_study_file import VALID, problems_of, write
 from tuner.app.tune import worker_seed
 from tuner.core.errors import UsageError
-from tuner.study.file import load_study_file
 from tuner.study.hosts import check_host, hosts_of, spec_for_host
+from tuner.study.load import load_study_file
 
 PG = 'storage = "postgresql+psycopg://u@127.0.0.1:5432/db"\n'
 

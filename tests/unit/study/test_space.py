@@ -15,7 +15,7 @@ from tests.helpers import STUDIES
 from tuner.sglang import rules
 from tuner.sglang.launch import ServerConfig, launch_command
 from tuner.sglang.options import load_option_table
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 TABLE = load_option_table("0.5.23")

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import STUDIES
 from tuner.core.errors import StudyFileError
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 VALID = """
 [study]
@@ -263,7 +263,7 @@ def test_constraint_metrics_are_the_metrics_a_phase_reports() -> None:
     import dataclasses
 
     from objectives.results import PhaseResult
-    from tuner.study.file import CONSTRAINT_METRICS
+    from tuner.study.objective import CONSTRAINT_METRICS
 
     fields = {f.name for f in dataclasses.fields(PhaseResult)}
     assert set(CONSTRAINT_METRICS) <= fields
