@@ -37,7 +37,7 @@ from bench.sample_efficiency import (
     truth_of,
 )
 from tuner.evaluation.landscape_plugin import load_landscape
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 DEFAULT_CASES = ("bench/studies/branches-llama.toml", "bench/studies/branches-mtp.toml",

@@ -34,7 +34,7 @@ from bench.landscapes import unsafe_fast
 from tuner.evaluation.landscape import evaluate_search, simulator_landscape
 from tuner.simulator.profile import DEFAULT_PROFILE, load_profile
 from tuner.store.record import Outcome, measured_records
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 STUDY = Path(__file__).resolve().parent / "studies" / "qwen-seed-space.toml"

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tuner.store.opening import open_existing_study
 from tuner.store.record import Outcome, measured_records
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from objectives.runner import run_benchmark
 from objectives.scoring import Scorer, references_from, with_paired
 from tuner.sglang.launch import ServerConfig
 from tuner.simulator.process import running_simulator
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 #: Other configurations of the demo's space (tuned flags over the baseline's).
 OTHERS: tuple[dict[str, Any], ...] = (

@@ -70,7 +70,7 @@ from tuner.evaluation.landscape_plugin import (
 )
 from tuner.evaluation.reference_search import found_so_far, random_search, sweep_search
 from tuner.store.record import TrialRecord, measured_records
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 

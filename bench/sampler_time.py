@@ -32,7 +32,7 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tuner.search.samplers import SAMPLERS, make_sampler
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 
 REPO = Path(__file__).resolve().parent.parent

@@ -41,7 +41,7 @@ from tuner.sglang.launch import ServerConfig
 from tuner.simulator import ground_truth, replay, text
 from tuner.simulator.process import running_simulator
 from tuner.simulator.profile import load_profile
-from tuner.study.file import load_study_file
+from tuner.study.load import load_study_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
