@@ -122,7 +122,11 @@ def run_study(spec: StudySpec, *, n_trials: int | None = None, timeout_s: float 
             say(f"worker {team.holder} on host {host}")
             with team.baseline.held():  # check-and-enqueue under a lock: the baseline runs once per study
                 enqueue_baseline(study, space, spec)
-                requeue_unretried(study)  # a worker killed between an interrupted trial's FAIL and its re-queue
+            # A worker killed between an interrupted trial's FAIL and its re-queue. Under the ask gate: a waiting
+            # worker fails stale trials and Optuna re-queues them under it too, and a FAIL seen between those two
+            # steps would otherwise be queued twice (one copy left waiting when the study ends).
+            with team.ask.held():
+                requeue_unretried(study)
         else:
             recovered = recover_interrupted(study)
             if recovered:

@@ -146,9 +146,15 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
             waiting = True
             # Optuna fails stale trials only inside optimize(); a waiting worker must do it, or a dead worker's
             # last trial would block everyone until the end.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                optuna.storages.fail_stale_trials(study)
+            # Under the gate: failing a stale trial and Optuna's re-queue of it are two writes, and a worker's
+            # start-up ``requeue_unretried`` between them would queue the same trial a second time.
+            gate.acquire()
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    optuna.storages.fail_stale_trials(study)
+            finally:
+                gate.release()
             sleep(poll_s)
             continue
         waiting = False
