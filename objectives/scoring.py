@@ -44,6 +44,14 @@ def primary_metric(concurrency: int) -> str:
 
 
 @dataclass(frozen=True)
+class Assessment:
+    """A trial's score (None: a weighted phase has no value) and its 95 % interval (None: a phase has none)."""
+
+    score: float | None
+    interval: Interval | None
+
+
+@dataclass(frozen=True)
 class Scorer:
     """Weighted, baseline-normalised score over phases keyed by concurrency."""
 
@@ -75,9 +83,16 @@ class Scorer:
             total += weight * value / self.reference(concurrency)
         return total
 
+    def assess(self, metrics: PhaseMetrics) -> Assessment:
+        """The score and its interval, the score computed once (what every reader of a trial's figures uses)."""
+        score = self.score(metrics)
+        return Assessment(score, self._interval_at(metrics, score))
+
     def interval(self, metrics: PhaseMetrics) -> Interval | None:
         """The score's 95 % interval, or None when a weighted phase has no value or no interval."""
-        score = self.score(metrics)
+        return self.assess(metrics).interval
+
+    def _interval_at(self, metrics: PhaseMetrics, score: float | None) -> Interval | None:
         if score is None:
             return None
         variance = 0.0

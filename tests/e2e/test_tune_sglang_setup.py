@@ -83,7 +83,7 @@ def stored(path: Path) -> list[TrialRecord]:
         study = open_existing_study(load_study_file(path))
     except Exception:
         return []
-    return [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
+    return [TrialRecord.from_stored(t) for t in study.get_trials(deepcopy=False)]
 
 
 @pytest.mark.slow

@@ -34,6 +34,7 @@ from objectives.scoring import Scorer, constraint_values, is_feasible, reference
 from objectives.spec import BenchmarkSpec
 from tuner.evaluation.landscape_plugin import make_objective, study_of
 from tuner.run.loop import Limits, run_trials
+from tuner.run.measurement import PhaseFailure, PhaseMeasurement
 from tuner.run.setup import Objectives, adopt, study_sampler
 from tuner.run.trial import Measurer, TrialRunner
 from tuner.search.baseline import enqueue_baseline
@@ -213,12 +214,13 @@ def true_scores(space: SearchSpace, measurer: Measurer, *, progress: bool = Fals
             metrics_by_key[config.key()] = {}
             continue
         try:
-            measured = {phase.concurrency: dict(measurer.measure(index))
-                        for index, phase in enumerate(spec.benchmark.phases)}
+            measured = [PhaseMeasurement.of(phase.concurrency, measurer.measure(index))
+                        for index, phase in enumerate(spec.benchmark.phases)]
         except RunFailed:
-            measured = {0: {"failure": "run-failed"}}
+            measured = [PhaseMeasurement(0, {}, PhaseFailure("run-failed", "run-failed"))]
         # A configuration that crashes, hangs or answers wrongly cannot be the answer whatever its speed.
-        metrics_by_key[config.key()] = {} if any(m.get("failure") for m in measured.values()) else measured
+        metrics_by_key[config.key()] = ({} if any(m.failure for m in measured)
+                                        else {m.concurrency: dict(m.figures) for m in measured})
     reference_metrics = metrics_by_key.get(baseline.key()) if baseline is not None else None
     refs = references_from(reference_metrics or {}, spec.objective.weights) or {}
     scorer = Scorer(spec.objective.weights, refs)

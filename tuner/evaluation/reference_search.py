@@ -47,7 +47,7 @@ def sweep_search(study: StudySpec | str | Path | None, landscape: Landscape | Me
         nonlocal measured
         optuna_study.enqueue_trial(params)  # the runner then measures exactly these parameters
         optuna_study.optimize(runner, n_trials=1)
-        record = TrialRecord.from_trial(optuna_study.trials[-1])
+        record = TrialRecord.from_stored(optuna_study.trials[-1])
         measured += record.is_measured
         score = record.values[0] if record.values else float("-inf")
         return score if record.feasible else float("-inf")

@@ -101,7 +101,7 @@ def with_flags(trial: FrozenTrial, distributions: dict[str, BaseDistribution]) -
     rounded. Flags the trial did not set (speculation off) or values outside the range are left out."""
     if not distributions:
         return trial
-    record = TrialRecord.from_trial(trial)
+    record = TrialRecord.from_stored(trial)
     deployed = record.config.flag_dict if record.config is not None else {}
     params, dists = {}, {}
     for flag, dist in distributions.items():
@@ -185,7 +185,7 @@ class FeasibilityStorage(optuna.storages.BaseStorage):
             return self._present(self._by_number(study_id, answer.number), ranking)
         direction = self.inner.get_study_directions(study_id)[0]
         trials = [t for t in self.inner.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
-                  if t.value is not None and TrialRecord.from_trial(t).feasible
+                  if t.value is not None and TrialRecord.from_stored(t).feasible
                   and not t.user_attrs.get(Key.SKIPPED_PHASES)]
         if not trials:
             raise NoBestTrial("no feasible trial is completed yet")

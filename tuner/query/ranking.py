@@ -21,7 +21,7 @@ from typing import Any
 import optuna
 
 from objectives.confidence import Interval
-from objectives.scoring import Scorer, constraint_values, phase_value
+from objectives.scoring import Assessment, Scorer, constraint_values, phase_value
 from tuner.run.confirm import Verdict, choose_winner
 from tuner.sglang.launch import FlagValue, ServerConfig
 from tuner.store.record import Outcome, RejectedBy, TrialRecord, records, skipped_text
@@ -215,12 +215,14 @@ def _view(record: TrialRecord, scorer: Scorer, extra: tuple[ConstraintSpec, ...]
             if c.phase is not None and c.phase not in metrics:
                 violations[c.text] = float("inf")  # not measured: cannot be shown to hold
     confirmed = record.confirmed.pooled if record.confirmed is not None and record.confirmed.runs else None
+    found = scorer.assess(metrics) if metrics and has_result else Assessment(None, None)
+    fresh = scorer.assess(confirmed) if confirmed else Assessment(None, None)
     return TrialView(
         record=record,
         tuned={f: flags[f] for f in tuned_flags if f in flags},
-        score=scorer.score(metrics) if metrics and has_result else None,
+        score=found.score,
         violations=violations,
-        interval=scorer.interval(metrics) if metrics and has_result else None,
-        confirmed_score=scorer.score(confirmed) if confirmed else None,
-        confirmed_interval=scorer.interval(confirmed) if confirmed else None,
+        interval=found.interval,
+        confirmed_score=fresh.score,
+        confirmed_interval=fresh.interval,
     )

@@ -24,8 +24,10 @@ import optuna
 from objectives.confidence import Interval
 from objectives.scoring import constraint_values, is_feasible
 from tuner.core.faults import fault_point
+from tuner.run.measurement import PhaseMeasurement
 from tuner.run.trial import Measurer, TrialRunner
-from tuner.store.record import StudyKey, TrialRecord, encode_phases, measured_records, records
+from tuner.store.phases import encode_phases
+from tuner.store.record import StudyKey, TrialRecord, measured_records, records
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed
 
@@ -157,6 +159,6 @@ def _fresh_run(record: TrialRecord, spec: StudySpec, measurer: Measurer) -> dict
     except DeployFailed:
         return None
     fault_point("confirmation")  # a fresh restart of the stage up, not yet measured
-    metrics = {p.concurrency: dict(measurer.measure(i)) for i, p in enumerate(spec.benchmark.phases)}
+    measured = [PhaseMeasurement.of(p.concurrency, measurer.measure(i)) for i, p in enumerate(spec.benchmark.phases)]
     # A phase that failed as a whole (simulator-overloaded) measured the host: a failed run, not a figure.
-    return None if any(m.get("failure") for m in metrics.values()) else metrics
+    return None if any(m.failure for m in measured) else {m.concurrency: dict(m.figures) for m in measured}

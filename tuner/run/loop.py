@@ -172,7 +172,7 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
 def _phase_failed(study: optuna.Study, runner: TrialRunner) -> bool:
     if runner.current is None:
         return False
-    return TrialRecord.from_trial(study.get_trials(deepcopy=False)[runner.current]).outcome is Outcome.PHASE_FAILED
+    return TrialRecord.from_stored(study.get_trials(deepcopy=False)[runner.current]).outcome is Outcome.PHASE_FAILED
 
 
 def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:
@@ -181,7 +181,7 @@ def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:
     if runner.current is None:
         return
     trial = study.get_trials(deepcopy=False)[runner.current]
-    if TrialRecord.from_trial(trial).outcome is Outcome.DUPLICATE:
+    if TrialRecord.from_stored(trial).outcome is Outcome.DUPLICATE:
         queue_unexplored_neighbour(study, runner.space, trial, runner.spec.study.seed)
 
 

@@ -13,6 +13,7 @@ from objectives.spec import BenchmarkSpec
 from tuner.core import interrupts
 from tuner.core.faults import fault_point
 from tuner.run import runcheck
+from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseMeasurement
 from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import DeployFailed, Deployment, Target, TargetUnavailable
 
@@ -38,7 +39,7 @@ class TargetMeasurer:
         self.deployment: Deployment | None = None
         self.say = say or (lambda _line: None)
 
-    def deploy(self, config: ServerConfig) -> Mapping[str, Any]:
+    def deploy(self, config: ServerConfig) -> DeployFacts:
         """Deploy, retrying only when the target is unreachable; ``DeployFailed`` passes straight through with
         the failed server's log location added (``spectune trial N`` shows it)."""
         attempts = len(self.backoff) + 1
@@ -59,11 +60,9 @@ class TargetMeasurer:
         assert self.deployment is not None
         interrupts.check()
         d = self.deployment
-        facts: dict[str, Any] = {"launch": d.launch.shell(), "base_url": d.base_url, "log": d.log_location,
-                                 "timings": {"deploy_s": d.deploy_s, "ready_s": d.ready_s}}
-        if d.effective is not None:  # the target's own SGLang resolved it: recorded instead of spectune's rules
-            facts["effective"] = d.effective
-        return facts
+        # effective: the target's own SGLang resolved it (recorded instead of spectune's rules), or None
+        return DeployFacts(launch=d.launch.shell(), base_url=d.base_url, log=d.log_location,
+                           effective=d.effective, timings={"deploy_s": d.deploy_s, "ready_s": d.ready_s})
 
     def resolve(self, config: ServerConfig) -> Mapping[str, Any] | None:
         """The target's own SGLang on ``config`` (cached there), before any deployment; see ``Target.resolve``."""
@@ -73,10 +72,11 @@ class TargetMeasurer:
         """Where the server started last writes its log (local and simulated targets keep one file per start)."""
         return self.target.log_location or None
 
-    def measure(self, phase_index: int) -> Mapping[str, Any]:
+    def measure(self, phase_index: int) -> PhaseMeasurement:
         assert self.deployment is not None, "measure() before deploy()"
         interrupts.check()
-        point = f"phase_c{self.benchmark.phases[phase_index].concurrency}"
+        concurrency = self.benchmark.phases[phase_index].concurrency
+        point = f"phase_c{concurrency}"
 
         def progress(update: PhaseProgress) -> None:
             if update.stage == "measure":
@@ -86,13 +86,19 @@ class TargetMeasurer:
 
         result = run_phase(self.deployment.base_url, self.benchmark, phase_index, progress)
         interrupts.check()  # an interrupt the event loop swallowed ends the trial here, not after the study
-        metrics = result.at_time_scale(self.target.time_scale).to_dict()
-        if not metrics.get("failure") and runcheck.needs_check(metrics):
-            failure = self._run_failure(metrics, self.benchmark.phases[phase_index].concurrency)
+        scaled = result.at_time_scale(self.target.time_scale)
+        figures = scaled.to_dict()
+        if scaled.failure:  # the phase failed as a whole (objectives/overload.py): the host, not the config
+            return PhaseMeasurement(concurrency, figures,
+                                    PhaseFailure(scaled.failure, scaled.failure_message or scaled.failure))
+        if runcheck.needs_check(figures):
+            failure = self._run_failure(figures, concurrency)
             if failure is not None:
-                metrics.update(failure.to_metrics())
-                metrics["log_tail"] = self.target.log_tail(80)
-        return metrics
+                figures.update(failure=failure.failure_class, failure_message=failure.message)
+                return PhaseMeasurement(concurrency, figures, PhaseFailure(
+                    failure.failure_class, failure.message, failure.cause, failure.evidence,
+                    self.target.log_tail(80)))
+        return PhaseMeasurement(concurrency, figures)
 
     def outputs(self, count: int, max_tokens: int, *, concurrent: bool = True) -> tuple[ProbeOutput, ...]:
         """The output check's greedy probe on the deployed server (objectives/probe.py)."""

@@ -60,11 +60,6 @@ class RunFailure:
     message: str
     evidence: dict[str, Any]
 
-    def to_metrics(self) -> dict[str, Any]:
-        """What a phase's metrics carry (``failure`` as ``objectives.overload`` phases do, plus the evidence)."""
-        return {"failure": self.failure_class, "failure_message": self.message, "failure_cause": str(self.cause),
-                "run_failure": self.evidence}
-
 
 def needs_check(metrics: Mapping[str, Any]) -> bool:
     """Whether a phase's result is suspicious enough to ask the server how it is."""

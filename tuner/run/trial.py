@@ -14,34 +14,23 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import Any, Final, Protocol, runtime_checkable
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.scoring import STARTED_KEY, VALID_KEY, Scorer, constraint_values, is_feasible, phase_value, with_paired
 from tuner.core.interrupts import defer_from_here
+from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseMeasurement
 from tuner.run.output_check import check_outputs
 from tuner.search.samplers import SkippedPhases, skipped_phases
 from tuner.sglang.launch import ServerConfig
-from tuner.store.record import (
-    DEPLOY_FACTS,
-    REUSED,
-    Key,
-    Outcome,
-    RejectedBy,
-    StudyKey,
-    TrialRecord,
-    encode_phases,
-    measured_records,
-    skip_bounds,
-    write,
-)
+from tuner.store.record import Key, Outcome, RejectedBy, StudyKey, TrialRecord, measured_records, write
 from tuner.store.score import fix_references, reference_phases, study_scorer, trial_score
-from tuner.study.space import Proposal, SearchSpace, effective_key
+from tuner.study.space import SearchSpace, effective_key
 from tuner.study.spec import StudySpec
-from tuner.targets.base import RUN_FAILURE_CLASSES, DeployFailed, RunFailed, SGLangRefused
+from tuner.targets.base import DeployFailed, FailureCause, RunFailed, SGLangRefused
 from tuner.targets.classify import cause_of
 
 #: The optimistic bound for a phase not measured yet: the best value seen so far times this.
@@ -53,13 +42,16 @@ LOG_TAIL_CHARS = 4000
 
 class Measurer(Protocol):
     """Deploys a configuration and measures one benchmark phase at a time. A measurer may also ``resolve`` a
-    configuration without deploying it (``Resolving``): the target's own SGLang then decides its identity."""
+    configuration without deploying it (``Resolving``): the target's own SGLang then decides its identity.
 
-    def deploy(self, config: ServerConfig) -> Mapping[str, Any]:
-        """Start ``config`` and return facts to store (``DEPLOY_FACTS`` and ``timings``). Raises ``DeployFailed``."""
+    The study's measurer answers typed (tuner/run/measure.py); a landscape's may answer in the plain form the
+    landscape API documents (tuner/run/measurement.py reads it once, here)."""
 
-    def measure(self, phase_index: int) -> Mapping[str, Any]:
-        """Run phase ``phase_index`` of the study's benchmark on the deployed server; its metrics as a dict."""
+    def deploy(self, config: ServerConfig) -> DeployFacts | Mapping[str, Any]:
+        """Start ``config`` and return the facts of the start. Raises ``DeployFailed``."""
+
+    def measure(self, phase_index: int) -> PhaseMeasurement | Mapping[str, Any]:
+        """Run phase ``phase_index`` of the study's benchmark on the deployed server."""
 
 
 @runtime_checkable
@@ -69,9 +61,9 @@ class Resolving(Protocol):
         ``DeployFailed`` when it refuses the command line."""
 
 
-def _log_of(exc: DeployFailed) -> dict[str, Any]:
-    """The failed server's log location, when the measurer added one (``TargetMeasurer.deploy``)."""
-    return {Key.LOG: exc.log} if exc.log else {}
+#: What a duplicate copies from the record of the trial whose result it reuses.
+REUSED: Final = ("metrics", "failure_class", "failure", "skipped_phases", "skip", "launch", "failure_cause",
+                 "run_failure", "output_check")
 
 
 #: Attempts at a phase that failed as a whole (``failure`` in its metrics: objectives/overload.py) on one
@@ -109,6 +101,9 @@ class TrialEvents:
 
 
 class TrialRunner:
+    """The Optuna objective. The trial's record is a typed draft (``TrialRecord``) from the first step on: each path
+    fills it in with ``dataclasses.replace`` and ``_save`` stores what changed (tuner/store/record.py ``write``)."""
+
     def __init__(self, spec: StudySpec, space: SearchSpace, measurer: Measurer,
                  events: TrialEvents | None = None, *, skip_phases: bool = True, host: str | None = None) -> None:
         self.spec = spec
@@ -122,20 +117,23 @@ class TrialRunner:
         self.current: int | None = None
         #: Which host this runner deploys to, stored on each trial (several workers: who measured what).
         self.host = host
+        self._stored: TrialRecord | None = None  # what the current trial's storage holds
 
     # The Optuna objective.
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
         self.current = trial.number
-        if self.host is not None:
-            write(trial, {Key.HOST: self.host})
+        # What the queue put on the trial (the baseline mark) is part of its record from the start.
+        self._stored = TrialRecord.from_attrs(trial.number, TrialState.RUNNING, trial.user_attrs, {})
+        draft = replace(self._stored, host=self.host)
+        self._save(trial, draft)
         proposal = self.space.suggest(trial)
-        attrs: dict[str, Any] = {Key.PARAMS_DECODED: dict(proposal.values), Key.REPAIRS: list(proposal.repairs)}
+        draft = replace(draft, params_decoded=dict(proposal.values), repairs=tuple(proposal.repairs))
         if proposal.config is None:
             self._proposed()
-            return self._finish(trial, attrs, Outcome.REJECTED, {VALID_KEY: 1.0}, metrics=None,
-                                extra={Key.REASON: proposal.reason, Key.REJECTED_BY: RejectedBy.RULES.value})
+            return self._finish(trial, replace(draft, outcome=Outcome.REJECTED, reason=proposal.reason,
+                                               rejected_by=RejectedBy.RULES), {VALID_KEY: 1.0})
         config = proposal.config
-        attrs[Key.CONFIG] = config.to_json()
+        draft = replace(draft, config=config)
         # What SGLang will run, and the key of those values: another spelling of one server is a duplicate. The
         # target's own SGLang, where it can be asked, has the last word (a refusal is a rejection: no restart).
         try:
@@ -143,185 +141,170 @@ class TrialRunner:
         except DeployFailed as exc:
             self._proposed()
             judge = RejectedBy.SGLANG if isinstance(exc, SGLangRefused) else RejectedBy.RULES
-            return self._finish(trial, attrs, Outcome.REJECTED, {VALID_KEY: 1.0}, metrics=None,
-                                extra={Key.REASON: str(exc).removeprefix("invalid-flags: "),
-                                       Key.REJECTED_BY: judge.value})
-        attrs[Key.EFFECTIVE] = dict(resolved) if resolved is not None else proposal.effective
-        attrs[Key.CONFIG_KEY] = (effective_key(config, dict(resolved)) if resolved is not None
-                                 else proposal.key or config.key())
+            return self._finish(trial, replace(draft, outcome=Outcome.REJECTED, rejected_by=judge,
+                                               reason=str(exc).removeprefix("invalid-flags: ")), {VALID_KEY: 1.0})
+        draft = replace(draft, effective=dict(resolved) if resolved is not None else proposal.effective,
+                        config_key=(effective_key(config, dict(resolved)) if resolved is not None
+                                    else proposal.key or config.key()))
+        assert draft.config_key is not None
         # Store the key *before* looking for others with it: of two workers proposing one configuration at the
         # same moment, at least one then sees the other's key (each write commits before its own read), so the
         # configuration is never measured twice even without the loop's ask lock.
-        write(trial, {Key.CONFIG_KEY: attrs[Key.CONFIG_KEY]})
-        previous = self._already_measured(trial.study, attrs[Key.CONFIG_KEY], exclude=trial.number)
+        self._save(trial, replace(self._stored, config_key=draft.config_key))
+        previous = self._already_measured(trial.study, draft.config_key, exclude=trial.number)
         self._proposed()
         if previous is not None and previous.state == TrialState.RUNNING:
-            return self._taken(trial, attrs, previous)
+            return self._taken(trial, draft, previous)
         if previous is not None:
-            return self._reuse(trial, attrs, previous)
-        return self._measure(trial, attrs, proposal)
+            return self._reuse(trial, draft, previous)
+        return self._measure(trial, draft, config)
 
     # ----- the paths ----------------------------------------------------------------------------------
-    def _measure(self, trial: optuna.Trial, attrs: dict[str, Any], proposal: Proposal) -> float | tuple[float, float]:
-        assert proposal.config is not None
+    def _measure(self, trial: optuna.Trial, draft: TrialRecord, config: ServerConfig) -> float | tuple[float, float]:
         # What is about to be deployed, stored before the deploy: a trial interrupted from here on still shows
         # the flags it requested and ran with (not "none" and "–").
-        write(trial, {k: attrs[k] for k in (Key.PARAMS_DECODED, Key.REPAIRS, Key.CONFIG, Key.EFFECTIVE) if k in attrs})
+        self._save(trial, draft)
         if self.events.on_deploy:
-            self.events.on_deploy(trial.number, dict(proposal.values))
+            self.events.on_deploy(trial.number, dict(draft.params_decoded))
         self._stage(trial, "deploy")
         started = time.monotonic()
         try:
-            facts = self.measurer.deploy(proposal.config)
+            facts = DeployFacts.of(self.measurer.deploy(config))
         except DeployFailed as exc:
-            attrs[Key.TIMINGS] = {"deploy_s": time.monotonic() - started, **exc.timings}
             cause = exc.cause or cause_of(exc.failure_class, f"{exc}\n{exc.log_tail}")
-            return self._finish(trial, attrs, Outcome.DEPLOY_FAILED, {STARTED_KEY: 1.0}, metrics=None, counts=True,
-                                extra={Key.FAILURE_CLASS: exc.failure_class, Key.FAILURE: str(exc),
-                                       Key.FAILURE_CAUSE: str(cause) if cause else None,
-                                       Key.LOG_TAIL: exc.log_tail[-LOG_TAIL_CHARS:],
-                                       **_log_of(exc)})
-        attrs.update({k: facts[k] for k in DEPLOY_FACTS if k in facts})
-        if facts.get(Key.EFFECTIVE):  # the target's own SGLang resolved it (tuner/targets/resolver.py): its word
-            attrs[Key.EFFECTIVE] = dict(facts[Key.EFFECTIVE])
-        timings = dict(facts.get(Key.TIMINGS, {}))
+            return self._finish(trial, replace(
+                draft, outcome=Outcome.DEPLOY_FAILED, counts=True, failure_class=exc.failure_class, failure=str(exc),
+                failure_cause=cause, log_tail=exc.log_tail[-LOG_TAIL_CHARS:], log=exc.log or None,
+                timings={"deploy_s": time.monotonic() - started, **exc.timings}), {STARTED_KEY: 1.0})
+        # The target's own SGLang resolved it (tuner/targets/resolver.py): its word on the effective values.
+        draft = replace(draft, launch=facts.launch, base_url=facts.base_url, log=facts.log,
+                        effective=facts.effective or draft.effective)
+        timings = dict(facts.timings)
         checked = check_outputs(trial.study, trial, self.spec.check, self.measurer,
                                 self.spec.benchmark.workload.temperature)
         if checked is not None:
-            attrs[Key.OUTPUT_CHECK] = checked.record
+            draft = replace(draft, output_check=checked.record)
             timings["output_check_s"] = checked.seconds
         if checked is not None and checked.failure is not None:
-            attrs[Key.TIMINGS] = timings
-            return self._finish(trial, attrs, Outcome.RUN_FAILED, {STARTED_KEY: 1.0}, metrics=None, counts=True,
-                                extra={Key.FAILURE_CLASS: "wrong-output", Key.FAILURE_CAUSE: "wrong-output",
-                                       Key.FAILURE: checked.failure})
-        bench_started = time.monotonic()
-        metrics: dict[int, dict[str, Any]] = {}
+            return self._finish(trial, replace(
+                draft, outcome=Outcome.RUN_FAILED, counts=True, timings=timings, failure_class="wrong-output",
+                failure_cause=FailureCause("wrong-output"), failure=checked.failure), {STARTED_KEY: 1.0})
+        return self._benchmark(trial, draft, timings)
+
+    def _benchmark(self, trial: optuna.Trial, draft: TrialRecord, timings: dict[str, float]
+                   ) -> float | tuple[float, float]:
+        """The study's phases in order, skipping the rest once they cannot make the trial the best."""
+        started = time.monotonic()
+        metrics: dict[int, Mapping[str, Any]] = {}
         phases = self.spec.benchmark.phases
-        skipped: list[int] = []
         for index, phase in enumerate(phases):
             bound = self._skip_bound(trial.study, metrics) if index > 0 else None
             if bound is not None:
-                skipped = [p.concurrency for p in phases[index:]]
-                attrs[Key.SKIP] = bound
+                draft = replace(draft, skip=bound, skipped_phases=tuple(p.concurrency for p in phases[index:]))
                 break
             self._stage(trial, f"C={phase.concurrency}")
-            metrics[phase.concurrency] = result = self._measure_phase(trial, index)
-            if result.get("failure") in RUN_FAILURE_CLASSES:
-                timings["benchmark_s"] = time.monotonic() - bench_started
-                attrs[Key.TIMINGS] = timings
-                return self._run_failed(trial, attrs, metrics, phase.concurrency, result)
-            if result.get("failure"):
-                timings["benchmark_s"] = time.monotonic() - bench_started
-                self._phase_failed(trial, attrs, timings, metrics, phase.concurrency, result)
-        timings["benchmark_s"] = time.monotonic() - bench_started
-        attrs[Key.TIMINGS] = timings
-        attrs[Key.SKIPPED_PHASES] = skipped
-        return self._finish(trial, attrs, Outcome.MEASURED, {}, metrics=metrics, counts=True)
+            measured = self._measure_phase(trial, index)
+            metrics[phase.concurrency] = measured.figures
+            if measured.failure is not None:
+                timings["benchmark_s"] = time.monotonic() - started
+                draft = replace(draft, timings=timings, metrics=metrics)
+                if measured.failure.is_run_failure:
+                    return self._run_failed(trial, draft, measured.failure)
+                self._phase_failed(trial, draft, measured)
+        timings["benchmark_s"] = time.monotonic() - started
+        return self._finish(trial, replace(draft, outcome=Outcome.MEASURED, counts=True, timings=timings,
+                                           metrics=metrics), {}, scored=True)
 
-    def _measure_phase(self, trial: optuna.Trial, index: int) -> dict[str, Any]:
+    def _measure_phase(self, trial: optuna.Trial, index: int) -> PhaseMeasurement:
         """Phase ``index``, again on the same server when it failed as a whole (up to ``PHASE_ATTEMPTS``)."""
-        result: dict[str, Any] = {}
+        concurrency = self.spec.benchmark.phases[index].concurrency
+        measured = PhaseMeasurement(concurrency, {})
         for attempt in range(1, PHASE_ATTEMPTS + 1):
-            if attempt > 1:
-                self._stage(trial, f"C={self.spec.benchmark.phases[index].concurrency} again ({result['failure']})")
+            if attempt > 1 and measured.failure is not None:
+                self._stage(trial, f"C={concurrency} again ({measured.failure.failure_class})")
             try:
-                result = dict(self.measurer.measure(index))
+                measured = PhaseMeasurement.of(concurrency, self.measurer.measure(index))
             except RunFailed as exc:  # a measurer's typed run failure (a landscape's crash under load)
-                result = exc.as_result(self.spec.benchmark.phases[index].concurrency)
+                measured = PhaseMeasurement.of_run_failed(concurrency, exc)
             # A run failure is the configuration's: measuring the dead server again would tell nothing new.
-            if not result.get("failure") or result.get("failure") in RUN_FAILURE_CLASSES:
+            if measured.failure is None or measured.failure.is_run_failure:
                 break
-        return result
+        return measured
 
-    def _run_failed(self, trial: optuna.Trial, attrs: dict[str, Any], metrics: dict[int, dict[str, Any]],
-                    concurrency: int, result: Mapping[str, Any]) -> float | tuple[float, float]:
+    def _run_failed(self, trial: optuna.Trial, draft: TrialRecord, failure: PhaseFailure
+                    ) -> float | tuple[float, float]:
         """The server crashed, hung or failed a burst of requests in this phase (tuner/run/runcheck.py), or a
         landscape said so: stored with its evidence, infeasible for every sampler, never queued again."""
-        failure_class = str(result["failure"])
-        cause = result.get("failure_cause") or cause_of(failure_class, str(result.get("log_tail") or ""))
-        evidence = dict(result.get("run_failure") or {"phase": f"c{concurrency}", "concurrency": concurrency})
-        log_tail = str(result.get("log_tail") or "")
-        # Keep the phase's figures for inspection, without the evidence copied into them.
-        metrics[concurrency] = {k: v for k, v in result.items()
-                                if k not in ("run_failure", "log_tail", "failure_cause")}
-        extra = {Key.FAILURE_CLASS: failure_class, Key.FAILURE_CAUSE: str(cause) if cause else None,
-                 Key.FAILURE: str(result.get("failure_message") or failure_class), Key.RUN_FAILURE: evidence}
-        if log_tail:
-            extra[Key.LOG_TAIL] = log_tail[-LOG_TAIL_CHARS:]
-        attrs[Key.PHASES] = encode_phases(metrics)
-        return self._finish(trial, attrs, Outcome.RUN_FAILED, {STARTED_KEY: 1.0}, metrics=None, counts=True,
-                            extra=extra)
+        cause = failure.cause or cause_of(failure.failure_class, failure.log_tail)
+        return self._finish(trial, replace(
+            draft, outcome=Outcome.RUN_FAILED, counts=True, failure_class=failure.failure_class,
+            failure_cause=cause, failure=failure.message, run_failure=dict(failure.evidence),
+            log_tail=failure.log_tail[-LOG_TAIL_CHARS:] or None), {STARTED_KEY: 1.0})
 
-    def _phase_failed(self, trial: optuna.Trial, attrs: dict[str, Any], timings: dict[str, Any],
-                      metrics: Mapping[int, Mapping[str, Any]], concurrency: int, result: Mapping[str, Any]) -> None:
+    def _phase_failed(self, trial: optuna.Trial, draft: TrialRecord, measured: PhaseMeasurement) -> None:
         defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
-        failure_class = str(result["failure"])
-        message = f"C={concurrency} failed {PHASE_ATTEMPTS} times: {result.get('failure_message') or failure_class}"
-        attrs.update({Key.TIMINGS: timings, Key.PHASES: encode_phases(metrics), Key.OUTCOME: Outcome.PHASE_FAILED,
-                      Key.COUNTS: False, Key.FAILURE_CLASS: failure_class, Key.FAILURE: message})
-        write(trial, attrs)
-        self._done(trial, TrialState.FAIL, attrs, {})
+        assert measured.failure is not None
+        failure_class = measured.failure.failure_class
+        message = f"C={measured.concurrency} failed {PHASE_ATTEMPTS} times: {measured.failure.message}"
+        draft = replace(draft, outcome=Outcome.PHASE_FAILED, counts=False, failure_class=failure_class,
+                        failure=message)
+        self._save(trial, draft)
+        self._done(draft, TrialState.FAIL, {})
         raise PhaseFailed(failure_class, message)
 
-    def _reuse(self, trial: optuna.Trial, attrs: dict[str, Any], previous: FrozenTrial) -> float | tuple[float, float]:
+    def _reuse(self, trial: optuna.Trial, draft: TrialRecord, previous: FrozenTrial) -> float | tuple[float, float]:
         """A configuration already measured is not deployed again: copy its result (free, not counted)."""
         defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
-        attrs.update({key: previous.user_attrs[key] for key in REUSED if key in previous.user_attrs})
-        attrs[Key.DUPLICATE_OF] = previous.number
+        original = TrialRecord.from_stored(previous)
+        draft = replace(draft, outcome=Outcome.DUPLICATE, counts=False, duplicate_of=previous.number,
+                        **{name: getattr(original, name) for name in REUSED})
         constraints = dict(previous.constraints or {})
         for key, value in constraints.items():
             trial.set_constraint(key, value)
-        attrs.update({Key.OUTCOME: Outcome.DUPLICATE, Key.COUNTS: False})
-        write(trial, attrs)
-        self._done(trial, TrialState.COMPLETE, attrs, constraints)
+        self._save(trial, draft)
+        self._done(draft, TrialState.COMPLETE, constraints)
         assert previous.values is not None
         return tuple(previous.values) if self.pareto else previous.values[0]
 
-    def _taken(self, trial: optuna.Trial, attrs: dict[str, Any], running: FrozenTrial) -> float:
+    def _taken(self, trial: optuna.Trial, draft: TrialRecord, running: FrozenTrial) -> float:
         """Another worker is measuring this configuration: give the point up now (free) rather than idle a host
         until that trial ends."""
         defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
-        attrs.update({Key.OUTCOME: Outcome.TAKEN, Key.COUNTS: False, Key.TAKEN_BY: running.number})
-        write(trial, attrs)
-        self._done(trial, TrialState.FAIL, attrs, {})
-        raise ConfigTaken(f"configuration {attrs[Key.CONFIG_KEY]} is being measured by trial {running.number}")
+        draft = replace(draft, outcome=Outcome.TAKEN, counts=False, taken_by=running.number)
+        self._save(trial, draft)
+        self._done(draft, TrialState.FAIL, {})
+        raise ConfigTaken(f"configuration {draft.config_key} is being measured by trial {running.number}")
 
-    def _finish(self, trial: optuna.Trial, attrs: dict[str, Any], outcome: Outcome, forced: dict[str, float],
-                metrics: Mapping[int, Mapping[str, Any]] | None, *, counts: bool = False,
-                extra: Mapping[str, Any] | None = None) -> float | tuple[float, float]:
+    def _finish(self, trial: optuna.Trial, draft: TrialRecord, forced: Mapping[str, float], *,
+                scored: bool = False) -> float | tuple[float, float]:
+        """Store the trial's end. ``scored``: it was benchmarked — its constraints, score and interval are
+        computed here, once."""
         defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
-        attrs.update(extra or {})
-        attrs[Key.OUTCOME] = outcome
-        attrs[Key.COUNTS] = counts
         constraints = dict.fromkeys(self.constraint_keys, 0.0)
         constraints.update(forced)
-        value: float | tuple[float, float]
-        if metrics is not None:
+        value: float | tuple[float, float] | None = None  # None: the placeholder (tuner never scored it)
+        if scored:
+            metrics = draft.metrics
             constraints.update(constraint_values(self.spec.objective.constraints, metrics))
-            if outcome is Outcome.MEASURED:
-                fix_references(trial.study, metrics, self.spec.objective.weights, trial.number)
-                # the interval of each phase against the reference run's same requests (common random numbers)
-                metrics = with_paired(metrics, reference_phases(trial.study, trial.number, metrics))
-            attrs[Key.PHASES] = encode_phases(metrics)
-            scorer = self.scorer(trial.study)
-            score = trial_score(scorer, metrics, skip_bounds(attrs.get(Key.SKIP)))
-            attrs[Key.SCORE] = score
-            interval = None if attrs.get(Key.SKIPPED_PHASES) else scorer.interval(metrics)
-            attrs[Key.SCORE_CI] = interval.to_list() if interval else None
-            value = self._objective_values(metrics, score)
-            if attrs.get(Key.SKIP) and not self.pareto \
+            fix_references(trial.study, metrics, self.spec.objective.weights, trial.number)
+            # the interval of each phase against the reference run's same requests (common random numbers)
+            metrics = with_paired(metrics, reference_phases(trial.study, trial.number, metrics))
+            assessed = trial_score(self.scorer(trial.study), metrics, draft.skip_bounds)
+            assert assessed.score is not None
+            draft = replace(draft, metrics=metrics, score=assessed.score, score_ci=assessed.interval)
+            value = self._objective_values(metrics, assessed.score)
+            if draft.skip and not self.pareto \
                     and skipped_phases(trial.study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.AT_MEDIAN:
-                value = min(score, self._median_score(trial.study))
-            if not is_feasible(constraints):
-                value = self._placeholder(trial.study) if not self.pareto else value
-        else:
+                value = min(assessed.score, self._median_score(trial.study))
+            if not is_feasible(constraints) and not self.pareto:
+                value = None
+        if value is None:
             value = self._placeholder(trial.study)
         constraints = {key: float(v) for key, v in constraints.items()}
         for key, v in constraints.items():
             trial.set_constraint(key, v)
-        write(trial, attrs)
-        self._done(trial, TrialState.COMPLETE, attrs, constraints)
+        self._save(trial, draft)
+        self._done(draft, TrialState.COMPLETE, constraints)
         return value
 
     def _objective_values(self, metrics: Mapping[int, Mapping[str, Any]], score: float) -> float | tuple[float, float]:
@@ -355,7 +338,7 @@ class TrialRunner:
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
             if t.number == exclude or t.user_attrs.get(Key.CONFIG_KEY) != key:
                 continue
-            record = TrialRecord.from_trial(t)
+            record = TrialRecord.from_stored(t)
             if record.is_measured:
                 return t
             if record.state == TrialState.RUNNING and running is None:
@@ -395,7 +378,11 @@ class TrialRunner:
         if self.events.on_stage:
             self.events.on_stage(trial.number, stage)
 
-    def _done(self, trial: optuna.Trial, state: TrialState, attrs: Mapping[str, Any],
-              constraints: Mapping[str, float]) -> None:
+    def _save(self, trial: optuna.Trial, draft: TrialRecord) -> None:
+        """Store what ``draft`` adds to what the trial's storage holds."""
+        write(trial, draft, since=self._stored)
+        self._stored = draft
+
+    def _done(self, draft: TrialRecord, state: TrialState, constraints: Mapping[str, float]) -> None:
         if self.events.on_done:
-            self.events.on_done(TrialRecord.from_attrs(trial.number, state, attrs, constraints))
+            self.events.on_done(replace(draft, state=state, constraints=dict(constraints)))

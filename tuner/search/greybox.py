@@ -197,7 +197,7 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
     scored: list[tuple[float, int]] = []
     stall = 0
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-        record = TrialRecord.from_trial(trial)
+        record = TrialRecord.from_stored(trial)
         row = table.index.get(record.config_key or "")
         if row is None:
             continue

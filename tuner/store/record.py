@@ -1,9 +1,9 @@
 """One typed record of a stored trial: what the trial runner wrote, read back the same way by every reader.
 
 A trial's result lives in Optuna user attributes (plus its state, values and constraints). ``Key`` names each
-attribute once; ``TrialRecord.from_trial`` decodes a ``FrozenTrial`` into typed fields; ``write`` is the one
-place attributes are set. The stored names and values are the ones earlier versions wrote, so existing study
-databases read unchanged.
+attribute once; ``TrialRecord.from_stored`` decodes a ``FrozenTrial`` into typed fields, ``TrialRecord.to_attrs``
+encodes a record the runner built, and ``write`` is the one place attributes are set. The stored names and
+values are the ones earlier versions wrote, so existing study databases read unchanged.
 
 What a trial *is* for the study is defined here once:
 
@@ -33,8 +33,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.confidence import Interval
-from objectives.scoring import pooled_phase, with_paired
 from tuner.sglang.launch import ServerConfig
+from tuner.store.confirmed import Confirmed, confirmations
+from tuner.store.phases import decode_phases, encode_phases, skip_bounds
 from tuner.targets.base import FailureCause
 from tuner.targets.classify import cause_of
 
@@ -114,18 +115,10 @@ class Key:
     BASELINE: Final = "baseline"  # set when the baseline is enqueued
     DUPLICATE_OF: Final = "duplicate_of"
     TAKEN_BY: Final = "taken_by"
-    OUTCOME_OF_ORIGINAL: Final = "outcome_of_original"  # copied onto a duplicate when the original has it
     RETRY_OF: Final = "retry_of"  # set when an interrupted trial's parameters are enqueued again
     NEIGHBOUR_OF: Final = "neighbour_of"  # set when a neighbour of a repeated proposal is enqueued
     #: "adaptive" or "off": SGLang's own choice measured beside the tuning (tuner/search/references.py)
     REFERENCE: Final = "reference"
-
-
-#: What a measurer's ``deploy`` reports that is stored on the trial (timings are merged separately).
-DEPLOY_FACTS: Final = (Key.LAUNCH, Key.BASE_URL, Key.LOG)
-#: What a duplicate copies from the trial whose result it reuses.
-REUSED: Final = (Key.OUTCOME_OF_ORIGINAL, Key.PHASES, Key.FAILURE_CLASS, Key.FAILURE, Key.SKIPPED_PHASES,
-                 Key.SKIP, Key.LAUNCH, Key.FAILURE_CAUSE, Key.RUN_FAILURE, Key.OUTPUT_CHECK)
 
 
 class StudyKey:
@@ -155,47 +148,13 @@ class StudyKey:
         return f"sglang_table:{version}:{build}"
 
 
-def write(trial: optuna.Trial, attrs: Mapping[str, Any]) -> None:
-    """Store ``attrs`` on ``trial`` — the only way the engine writes a trial's record. An ``Outcome`` is stored
-    as its plain string, so the value is the same in every storage (the in-memory one keeps objects as is)."""
-    for key, value in attrs.items():
-        trial.set_user_attr(key, str(value) if isinstance(value, Outcome) else value)
-
-
-@dataclass(frozen=True)
-class Confirmed:
-    """A configuration's fresh runs from the confirmation stage: what its confirmed figures rest on."""
-
-    runs: tuple[Mapping[int, Mapping[str, Any]], ...]  # each run's phase metrics (feasible runs only)
-    failed: int  # restarts that failed to start, or measured infeasible / without a score
-    #: The confirmed baseline's runs: run k of this configuration pairs with its run k (the same prompts).
-    reference: tuple[Mapping[int, Mapping[str, Any]], ...] = ()
-
-    @property
-    def pooled(self) -> dict[int, dict[str, Any]]:
-        """Each phase over every run (objectives.scoring.pooled_phase): the confirmed figures, with each primary
-        metric's interval paired with the confirmed baseline's runs (``<metric>_paired_ci``) where they kept
-        their per-request parts — the baseline's own is then [m, m]: its score is what the others are
-        compared with."""
-        pooled = _pooled(self.runs)
-        return with_paired(pooled, _pooled(self.reference)) if self.reference else pooled
-
-
-def _pooled(runs: tuple[Mapping[int, Mapping[str, Any]], ...]) -> dict[int, dict[str, Any]]:
-    concurrencies = sorted({c for run in runs for c in run})
-    return {c: pooled_phase([run[c] for run in runs if c in run]) for c in concurrencies}
-
-
-def confirmations(stored: Any) -> dict[int, Confirmed]:
-    """``StudyKey.CONFIRMATION`` as stored → the fresh runs by trial number (an older list form: none)."""
-    if not isinstance(stored, Mapping):
-        return {}
-    decoded = {int(number): (tuple(decode_phases(run) for run in entry.get("runs") or ()),
-                             int(entry.get("failed") or 0))
-               for number, entry in (stored.get("trials") or {}).items()}
-    baseline = stored.get("baseline")
-    reference = decoded[baseline][0] if isinstance(baseline, int) and baseline in decoded else ()
-    return {number: Confirmed(runs, failed, reference) for number, (runs, failed) in decoded.items()}
+def write(trial: optuna.Trial, record: TrialRecord, *, since: TrialRecord | None = None) -> None:
+    """Store ``record`` on ``trial`` — the only way the engine writes a trial's record; with ``since`` (what was
+    stored before), only the attributes that changed."""
+    before = since.to_attrs() if since is not None else {}
+    for key, value in record.to_attrs().items():
+        if key not in before or before[key] != value:
+            trial.set_user_attr(key, value)
 
 
 def skipped_text(phases: Iterable[int]) -> str:
@@ -205,8 +164,8 @@ def skipped_text(phases: Iterable[int]) -> str:
 
 @dataclass(frozen=True)
 class TrialRecord:
-    """A stored trial, decoded. Build it with ``from_trial`` (a stored trial) or ``from_attrs`` (the attributes
-    a running trial is about to end with)."""
+    """A trial, typed: decoded from storage (``from_stored``), or the draft the trial runner builds as the trial
+    goes and stores with ``write`` (``to_attrs`` is its stored form)."""
 
     number: int
     state: TrialState
@@ -241,12 +200,13 @@ class TrialRecord:
     taken_by: int | None = None
     timings: Mapping[str, float] = field(default_factory=dict)
     launch: str | None = None
+    base_url: str | None = None  # where the benchmark connected (deploy fact)
     values: tuple[float, ...] | None = None
     duration_s: float | None = None  # start to completion, for finished trials
     confirmed: Confirmed | None = None  # the confirmation stage's runs of this configuration (``records``)
 
     @classmethod
-    def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
+    def from_stored(cls, trial: FrozenTrial) -> TrialRecord:
         duration = None
         if trial.datetime_start is not None and trial.datetime_complete is not None:
             duration = (trial.datetime_complete - trial.datetime_start).total_seconds()
@@ -291,9 +251,37 @@ class TrialRecord:
             taken_by=attrs.get(Key.TAKEN_BY),
             timings=dict(attrs.get(Key.TIMINGS) or {}),
             launch=attrs.get(Key.LAUNCH),
+            base_url=attrs.get(Key.BASE_URL),
             values=values,
             duration_s=duration_s,
         )
+
+    def to_attrs(self) -> dict[str, object]:
+        """The user attributes this record is stored as — the inverse of ``from_attrs`` (names and value forms
+        are the ones earlier versions wrote). A field at its default is not written; outcome and ``counts`` go
+        together, and a benchmarked trial always names its skipped phases (none: an empty list)."""
+        attrs: dict[str, object] = {
+            Key.HOST: self.host, Key.PARAMS_DECODED: dict(self.params_decoded) or None,
+            Key.REPAIRS: list(self.repairs) or None, Key.REASON: self.reason,
+            Key.REJECTED_BY: str(self.rejected_by) if self.rejected_by else None,
+            Key.CONFIG: self.config.to_json() if self.config else None, Key.CONFIG_KEY: self.config_key,
+            Key.EFFECTIVE: dict(self.effective) if self.effective is not None else None,
+            Key.LAUNCH: self.launch, Key.BASE_URL: self.base_url, Key.LOG: self.log,
+            Key.TIMINGS: dict(self.timings) or None, Key.OUTPUT_CHECK: _plain(self.output_check),
+            Key.PHASES: encode_phases(self.metrics) if self.metrics else None, Key.SKIP: _plain(self.skip),
+            Key.SCORE: self.score, Key.SCORE_CI: self.score_ci.to_list() if self.score_ci else None,
+            Key.FAILURE_CLASS: self.failure_class, Key.FAILURE: self.failure,
+            Key.FAILURE_CAUSE: str(self.failure_cause) if self.failure_cause else None,
+            Key.RUN_FAILURE: _plain(self.run_failure), Key.LOG_TAIL: self.log_tail,
+            Key.DUPLICATE_OF: self.duplicate_of, Key.TAKEN_BY: self.taken_by,
+            Key.BASELINE: True if self.baseline else None,
+        }
+        if self.outcome in STORED_OUTCOMES:
+            attrs[Key.OUTCOME] = str(self.outcome)
+            attrs[Key.COUNTS] = self.counts
+        if self.outcome is Outcome.MEASURED or self.skipped_phases:
+            attrs[Key.SKIPPED_PHASES] = list(self.skipped_phases)
+        return {key: value for key, value in attrs.items() if value is not None}
 
     # ----- what the trial is for the study -------------------------------------------------------------
     @property
@@ -342,6 +330,10 @@ class TrialRecord:
         return skip_bounds(self.skip)
 
 
+def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return dict(value) if value else None
+
+
 def _cause(attrs: Mapping[str, Any]) -> FailureCause | None:
     stored = attrs.get(Key.FAILURE_CAUSE)
     if isinstance(stored, str) and stored in FailureCause.__members__.values():
@@ -372,25 +364,10 @@ def _rejected_by(state: TrialState, attrs: Mapping[str, Any]) -> RejectedBy | No
     return RejectedBy.SGLANG if _SGLANG_REFUSAL in str(attrs.get(Key.REASON) or "") else RejectedBy.RULES
 
 
-def skip_bounds(skip: Mapping[str, Any] | None) -> dict[int, float]:
-    """A stored ``Key.SKIP`` → the bound assumed for each skipped phase, by concurrency."""
-    return {int(c): float(v) for c, v in ((skip or {}).get("bounds") or {}).items()}
-
-
-def decode_phases(stored: Mapping[str, Any] | None) -> dict[int, dict[str, Any]]:
-    """``{"1": {...}, "64": {...}}`` as stored → metrics by concurrency."""
-    return {int(c): dict(m) for c, m in (stored or {}).items()}
-
-
-def encode_phases(metrics: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-    """Metrics by concurrency → the stored form (JSON object keys are strings)."""
-    return {str(c): m for c, m in metrics.items()}
-
-
 def records(study: optuna.Study, states: tuple[TrialState, ...] | None = None) -> list[TrialRecord]:
     """Every trial of ``study`` (or those in ``states``), by number, with its confirmation runs attached."""
     confirmed = confirmations(study.user_attrs.get(StudyKey.CONFIRMATION))
-    out = [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False, states=states)]
+    out = [TrialRecord.from_stored(t) for t in study.get_trials(deepcopy=False, states=states)]
     return [dataclasses.replace(r, confirmed=confirmed[r.number]) if r.number in confirmed else r for r in out]
 
 

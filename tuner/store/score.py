@@ -15,9 +15,10 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from objectives.scoring import PhaseMetrics, Scorer, phase_value, references_from
+from objectives.scoring import Assessment, PhaseMetrics, Scorer, phase_value, references_from
 from tuner.core.faults import fault_point
-from tuner.store.record import Key, Outcome, StudyKey, TrialRecord, decode_phases
+from tuner.store.phases import decode_phases
+from tuner.store.record import Key, Outcome, StudyKey, TrialRecord
 
 log = logging.getLogger(__name__)
 
@@ -113,13 +114,14 @@ def references_for(study: optuna.Study, trials: Iterable[TrialRecord],
     return stored
 
 
-def trial_score(scorer: Scorer, metrics: PhaseMetrics, skip_bounds: Mapping[int, float]) -> float:
-    """The score stored for a benchmarked trial. Only a skipped trial lacks a weighted phase: it is valued at its
-    (losing) optimistic bound, and at 0.0 when it has none."""
-    score = scorer.score(metrics)
-    if score is not None:
-        return score
-    return scorer.optimistic_score(metrics, skip_bounds) if skip_bounds else 0.0
+def trial_score(scorer: Scorer, metrics: PhaseMetrics, skip_bounds: Mapping[int, float]) -> Assessment:
+    """The score stored for a benchmarked trial, and its interval. Only a skipped trial lacks a weighted phase:
+    it is valued at its (losing) optimistic bound, and at 0.0 when it has none — with no interval, since a bound
+    is not a measurement."""
+    assessed = scorer.assess(metrics)
+    if assessed.score is not None:
+        return assessed
+    return Assessment(scorer.optimistic_score(metrics, skip_bounds) if skip_bounds else 0.0, None)
 
 
 def _decode(stored: Mapping[str, Any] | None) -> dict[int, float]:

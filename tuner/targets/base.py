@@ -117,12 +117,6 @@ class RunFailed(SpectuneError):
         super().__init__(f"{failure_class}: {message}")
         self.message = message
 
-    def as_result(self, concurrency: int) -> dict[str, Any]:
-        """The phase result a measurer reports for this failure (the keys tuner/run/trial.py reads)."""
-        return {"failure": self.failure_class, "failure_cause": str(self.cause) if self.cause else None,
-                "failure_message": self.message, "log_tail": self.log_tail,
-                "run_failure": {"phase": f"c{concurrency}", "concurrency": concurrency}}
-
 
 class SGLangRefused(DeployFailed):
     """``Target.resolve``: the target's own SGLang refuses the command line (``invalid-flags``, with its own error

@@ -54,7 +54,7 @@ def test_the_documented_landscape_carries_its_study_objective_and_baseline(folde
     curves = [found_so_far(r, land, 12) for r in (auto, sweep)]
     assert all(len(c) == 12 and c == sorted(c) and 0 < c[-1] <= 1.0 for c in curves)
     assert curves[0][-1] >= 0.95
-    records = [TrialRecord.from_trial(t) for r in (auto, sweep, rand) for t in r.trials]
+    records = [TrialRecord.from_stored(t) for r in (auto, sweep, rand) for t in r.trials]
     causes = {(r.outcome, r.failure_class, r.failure_cause) for r in records if r.outcome is not Outcome.MEASURED}
     assert (Outcome.RUN_FAILED, "crashed-under-load", FailureCause.DECODE_OOM) in causes
     assert (Outcome.RUN_FAILED, "wrong-output", FailureCause.WRONG_OUTPUT) in causes

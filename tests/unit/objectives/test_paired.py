@@ -8,7 +8,7 @@ import pytest
 from objectives.confidence import MeanSample
 from objectives.paired import PerRequest, pooled, relative_interval
 from objectives.scoring import Scorer, pooled_phase, with_paired
-from tuner.store.record import confirmations
+from tuner.store.confirmed import confirmations
 
 
 def _prompts(n: int, seed: int = 1) -> np.ndarray:

@@ -74,7 +74,7 @@ def test_a_phase_that_keeps_failing_fails_the_trial_and_queues_it_again(tmp_path
     assert stopped == "n_trials"
     failed, retry = study.trials[0], study.trials[1]
     assert failed.state == TrialState.FAIL and failed.value is None  # nothing for the sampler
-    record = TrialRecord.from_trial(failed)
+    record = TrialRecord.from_stored(failed)
     assert record.outcome is Outcome.PHASE_FAILED and not record.is_measured
     assert record.failure_class == SIMULATOR_OVERLOADED
     assert record.failure and record.failure.startswith(f"C=64 failed {PHASE_ATTEMPTS} times: the simulator gave up")

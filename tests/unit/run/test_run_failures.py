@@ -49,7 +49,7 @@ def test_a_crash_under_load_is_stored_infeasible_with_its_evidence_and_not_queue
     assert len(study.trials) == 2 and measurer.c64_attempts == 2  # one attempt per trial, no retry, no re-queue
     for trial in study.trials:
         assert trial.state == TrialState.COMPLETE
-        record = TrialRecord.from_trial(trial)
+        record = TrialRecord.from_stored(trial)
         assert record.outcome is Outcome.RUN_FAILED and record.is_measured and not record.is_candidate
         assert not record.feasible and record.failure_class == "crashed-under-load"
         assert record.failure_cause is FailureCause.DECODE_OOM

@@ -45,7 +45,7 @@ def test_the_candidates_are_the_distinct_valid_configurations_with_inputs_in_the
 def test_it_finds_the_optimum_of_a_hand_checkable_landscape_and_never_measures_a_configuration_twice() -> None:
     spec = load_study_file(DEMO)
     result = evaluate_search(spec, steps_landscape(spec), n_trials=14, seed=0, sampler="greybox")
-    records = [TrialRecord.from_trial(t) for t in result.trials]
+    records = [TrialRecord.from_stored(t) for t in result.trials]
     measured = [r for r in records if r.is_measured]
     assert len({r.config_key for r in measured}) == len(measured)
     assert result.best_config is not None and result.best_config.get("--speculative-num-steps") == 6
@@ -61,7 +61,7 @@ def test_a_skipped_phase_teaches_the_other_models_and_a_failed_start_only_feasib
     result = evaluate_search(spec, simulator_landscape(spec), n_trials=12, seed=1, sampler="random")
     table = candidates(space)
     obs = observe(result.study, table, [1, 64])
-    records = [TrialRecord.from_trial(t) for t in result.trials if TrialRecord.from_trial(t).is_measured]
+    records = [TrialRecord.from_stored(t) for t in result.trials if TrialRecord.from_stored(t).is_measured]
     skipped = [table.index[r.config_key] for r in records if r.skipped_phases and r.config_key]
     benchmarked = [table.index[r.config_key] for r in records if r.is_benchmarked and r.config_key]
     assert skipped, "the C=64 skip should have fired in 12 trials"

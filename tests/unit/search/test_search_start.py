@@ -43,7 +43,7 @@ def test_on_the_memory_tight_landscape_the_headroom_shape_starts_and_beats_the_b
     # Every big tree at the baseline's memory flags fails there; the headroom shape is what finds the region.
     spec = load_study_file(SEED_SPACE)
     result = evaluate_search(spec, memory_tight(spec), n_trials=len(DESIGNED_SHAPES) + 1, seed=3, sampler="tpe")
-    records = [TrialRecord.from_trial(t) for t in result.trials]
+    records = [TrialRecord.from_stored(t) for t in result.trials]
     assert records[-1].is_candidate and (records[-1].score or 0.0) > 1.3
     assert result.best is not None and result.best.number == records[-1].number
 

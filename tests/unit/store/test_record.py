@@ -13,7 +13,7 @@ from tuner.store.record import Key, Outcome, TrialRecord, best_record, measured_
 
 
 def record(study: optuna.Study, number: int) -> TrialRecord:
-    return TrialRecord.from_trial(study.trials[number])
+    return TrialRecord.from_stored(study.trials[number])
 
 
 def kinds(r: TrialRecord) -> tuple[Outcome | None, bool, bool, bool]:
@@ -101,7 +101,7 @@ def _stored(state: TrialState, attrs: dict[str, object], constraints: dict[str, 
     study = optuna.create_study(direction="maximize")
     study.add_trial(optuna.trial.create_trial(state=state, value=1.0 if state == TrialState.COMPLETE else None,
                                               user_attrs=attrs, constraints=constraints))
-    return TrialRecord.from_trial(study.trials[0])
+    return TrialRecord.from_stored(study.trials[0])
 
 
 def test_rejected_taken_and_interrupted_trials_never_count() -> None:
@@ -122,10 +122,10 @@ def test_rejected_taken_and_interrupted_trials_never_count() -> None:
 def test_running_queued_and_unknown_outcomes() -> None:
     study = optuna.create_study(direction="maximize")
     study.enqueue_trial({"x": 1}, user_attrs={Key.RETRY_OF: 0})
-    queued = TrialRecord.from_trial(study.trials[0])
+    queued = TrialRecord.from_stored(study.trials[0])
     assert kinds(queued) == (Outcome.QUEUED, False, False, False)
     study.ask()
-    running = TrialRecord.from_trial(study.trials[0])
+    running = TrialRecord.from_stored(study.trials[0])
     assert kinds(running) == (Outcome.RUNNING, False, False, False)
     told_by_hand = _stored(TrialState.COMPLETE, {Key.OUTCOME: "something new", Key.COUNTS: True})
     assert told_by_hand.outcome is None and told_by_hand.is_measured and not told_by_hand.is_scored

@@ -1,0 +1,39 @@
+"""A landscape's plain answers are read once, at the runner's door, into the typed measurement."""
+
+from __future__ import annotations
+
+from tuner.run.measurement import DeployFacts, PhaseMeasurement
+from tuner.targets.base import FailureCause, RunFailed
+
+
+def test_plain_deploy_facts_become_typed() -> None:
+    facts = DeployFacts.of({"launch": "steps model", "timings": {"deploy_s": 1, "ready_s": 2.5}})
+    assert facts.launch == "steps model" and facts.base_url is None and facts.effective is None
+    assert facts.timings == {"deploy_s": 1.0, "ready_s": 2.5}
+    assert DeployFacts.of(None) == DeployFacts() and DeployFacts.of(facts) is facts
+
+
+def test_a_plain_phase_keeps_its_figures_and_types_its_failure() -> None:
+    plain = {"aggregate_tok_s": 10.0, "failure": "crashed-under-load", "failure_message": "died",
+             "failure_cause": "decode-oom", "log_tail": "CUDA out of memory", "run_failure": {"exit": "-9"}}
+    measured = PhaseMeasurement.of(64, plain)
+    assert measured.figures == {"aggregate_tok_s": 10.0, "failure": "crashed-under-load", "failure_message": "died"}
+    assert measured.failure is not None and measured.failure.is_run_failure
+    assert measured.failure.cause is FailureCause("decode-oom") and measured.failure.log_tail == "CUDA out of memory"
+    assert dict(measured.failure.evidence) == {"exit": "-9"}
+
+
+def test_a_phase_that_failed_as_a_whole_is_not_a_run_failure() -> None:
+    measured = PhaseMeasurement.of(1, {"failure": "simulator-overloaded", "failure_cause": "not-a-cause"})
+    assert measured.failure is not None and not measured.failure.is_run_failure
+    assert measured.failure.cause is None and measured.failure.message == "simulator-overloaded"
+    assert dict(measured.failure.evidence) == {"phase": "c1", "concurrency": 1}
+    assert PhaseMeasurement.of(1, {"x": 1.0}).failure is None
+
+
+def test_a_raised_run_failure_becomes_a_phase_with_its_cause() -> None:
+    exc = RunFailed("hung", "no token for 30 s", cause=None, log_tail="tail")
+    measured = PhaseMeasurement.of_run_failed(64, exc)
+    assert measured.figures == {"failure": "hung", "failure_message": "no token for 30 s"}
+    assert measured.failure is not None and measured.failure.failure_class == "hung"
+    assert measured.failure.log_tail == "tail" and measured.failure.evidence["concurrency"] == 64
