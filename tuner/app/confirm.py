@@ -18,6 +18,7 @@ import optuna
 from rich.console import Console
 
 from tuner.core.console import make_console
+from tuner.core.defaults import DEFAULT_REPEATS
 from tuner.core.errors import UsageError
 from tuner.core.interrupts import deferred, interruptible
 from tuner.query.answers import explanation, ranking_for
@@ -78,7 +79,7 @@ def choose(ranking: Ranking, asked: Sequence[int] | None, name: str) -> tuple[li
 
 
 def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tuple[str, ...] = (),
-                trials: Sequence[int] | None = None, repeats: int = stage.DEFAULT_REPEATS,
+                trials: Sequence[int] | None = None, repeats: int = DEFAULT_REPEATS,
                 console: Console | None = None, target: Target | None = None) -> ConfirmOutcome:
     console = console or make_console(stderr=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)

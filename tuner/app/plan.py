@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from objectives.spec import PhaseSpec
 from tuner.app.preflight import COUNT_LIMIT, count_by_sglang, run_preflight
 from tuner.app.validate import ValidationReport
+from tuner.core.defaults import DEFAULT_REPEATS, DEFAULT_TOP
 from tuner.evaluation.cost import phase_seconds
-from tuner.run.confirm import DEFAULT_REPEATS, DEFAULT_TOP
 from tuner.store.record import TrialRecord
 from tuner.study.hosts import spec_for_host
 from tuner.study.space import SearchSpace

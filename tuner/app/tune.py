@@ -23,10 +23,11 @@ from tuner.app.preflight import run_preflight
 from tuner.app.progress import LiveView
 from tuner.core import interrupts
 from tuner.core.console import make_console
+from tuner.core.defaults import DEFAULT_REPEATS, DEFAULT_TOP
 from tuner.core.errors import Interrupted, SpectuneError
 from tuner.core.faults import fault_point
 from tuner.core.interrupts import deferred, interruptible, silence_tracebacks
-from tuner.run.confirm import DEFAULT_REPEATS, DEFAULT_TOP, RULE, Verdict, confirm_top, runs_planned
+from tuner.run.confirm import RULE, Verdict, confirm_top, runs_planned
 from tuner.run.loop import Gate, Limits, NoGate, StopReason, requeue_interrupted, run_trials
 from tuner.run.setup import Objectives, adopt, study_sampler
 from tuner.run.trial import ConfigTaken, TrialEvents, TrialRunner

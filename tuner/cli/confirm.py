@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from tuner.core.defaults import DEFAULT_REPEATS
+
 
 @click.command("confirm")
 @click.argument("study", type=click.Path(dir_okay=False, path_type=str))
@@ -13,7 +15,7 @@ import click
 @click.option("--trials", "trials", metavar="N,M",
               help="The trials to confirm (default: the leader under these weights if it was never confirmed, "
                    "else the answer).")
-@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--repeats", type=click.IntRange(min=1), default=DEFAULT_REPEATS, show_default=True,
               help="Fresh restarts per configuration (the baseline's included).")
 def command(study: str, weights: str | None, constraints: tuple[str, ...], trials: str | None,
             repeats: int) -> None:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from tuner.core.defaults import DEFAULT_REPEATS, DEFAULT_TOP
+
 if TYPE_CHECKING:
     from tuner.app.tune import TuneOutcome
     from tuner.study.spec import StudySpec
@@ -16,10 +18,10 @@ if TYPE_CHECKING:
 @click.argument("study", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--n-trials", type=click.IntRange(min=1), help="Measured trials to reach (default: the study file's).")
 @click.option("--timeout", "timeout", help="Stop starting trials after this long, e.g. 8h (default: the study file's).")
-@click.option("--confirm", type=click.IntRange(min=0), default=3, show_default=True,
+@click.option("--confirm", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True,
               help="Before naming a winner, re-measure the top K and the baseline on fresh restarts, interleaved "
                    "(0: off). The winner is the best lower 95 % bound, if above the baseline's upper bound.")
-@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--repeats", type=click.IntRange(min=1), default=DEFAULT_REPEATS, show_default=True,
               help="Fresh restarts per confirmed configuration.")
 @click.option("--report", "report", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Write the report here at the end (default: <study file>-report/ beside it).")

@@ -31,11 +31,6 @@ from tuner.store.record import StudyKey, TrialRecord, measured_records, records
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed
 
-DEFAULT_TOP = 3
-#: Fresh restarts per configuration. Two keep the demo (12 trials, 3 + baseline confirmed) near two minutes
-#: and already pool twice the study's requests per configuration; a real study may well afford more.
-DEFAULT_REPEATS = 2
-
 RULE = ("the best lower 95 % bound of the confirmed score wins, if it is above the baseline's upper bound; "
         "else the baseline stays")
 
