@@ -19,6 +19,9 @@ from tuner.targets.base import RUN_FAILURE_CLASSES, FailureCause, RunFailed
 #: stored figures (``failure`` and ``failure_message`` are: readers of stored phases look for them).
 FAILURE_EVIDENCE: Final = ("run_failure", "log_tail", "failure_cause")
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+#: One phase's figures in their stored form: metric name → value (numbers, intervals as [low, high], the
+#: per-request parts pairing uses), what scoring, constraints and reports read.
+PhaseFigures = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class PhaseMeasurement:
     scoring, constraints and reports read) and, when it failed, why."""
 
     concurrency: int
-    figures: Mapping[str, Any]
+    figures: PhaseFigures
     failure: PhaseFailure | None = None
 
     @classmethod

@@ -20,9 +20,18 @@ from typing import Any, Final, Protocol, runtime_checkable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from objectives.scoring import STARTED_KEY, VALID_KEY, Scorer, constraint_values, is_feasible, phase_value, with_paired
+from objectives.scoring import (
+    STARTED_KEY,
+    VALID_KEY,
+    PhaseMetrics,
+    Scorer,
+    constraint_values,
+    is_feasible,
+    phase_value,
+    with_paired,
+)
 from tuner.core.interrupts import defer_from_here
-from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseMeasurement
+from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseFigures, PhaseMeasurement
 from tuner.run.output_check import check_outputs
 from tuner.search.samplers import SkippedPhases, skipped_phases
 from tuner.sglang.launch import ServerConfig
@@ -195,7 +204,7 @@ class TrialRunner:
                    ) -> float | tuple[float, float]:
         """The study's phases in order, skipping the rest once they cannot make the trial the best."""
         started = time.monotonic()
-        metrics: dict[int, Mapping[str, Any]] = {}
+        metrics: dict[int, PhaseFigures] = {}
         phases = self.spec.benchmark.phases
         for index, phase in enumerate(phases):
             bound = self._skip_bound(trial.study, metrics) if index > 0 else None
@@ -307,7 +316,7 @@ class TrialRunner:
         self._done(draft, TrialState.COMPLETE, constraints)
         return value
 
-    def _objective_values(self, metrics: Mapping[int, Mapping[str, Any]], score: float) -> float | tuple[float, float]:
+    def _objective_values(self, metrics: PhaseMetrics, score: float) -> float | tuple[float, float]:
         if not self.pareto:
             return score
         c_low, c_high = sorted(c for c, w in self.spec.objective.weights.items() if w > 0)
@@ -345,7 +354,7 @@ class TrialRunner:
                 running = t
         return running
 
-    def _skip_bound(self, study: optuna.Study, metrics: Mapping[int, Mapping[str, Any]]) -> dict[str, Any] | None:
+    def _skip_bound(self, study: optuna.Study, metrics: PhaseMetrics) -> dict[str, Any] | None:
         """Skip the remaining phases when even an optimistic bound on them cannot beat the incumbent.
 
         The bound for an unmeasured phase is the best value any candidate trial reached × SKIP_BOUND_FACTOR."""
