@@ -25,10 +25,8 @@ from objectives.scoring import (
     VALID_KEY,
     PhaseMetrics,
     Scorer,
-    constraint_values,
     is_feasible,
     phase_value,
-    with_paired,
 )
 from tuner.core.interrupts import defer_from_here
 from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseFigures, PhaseMeasurement
@@ -36,7 +34,7 @@ from tuner.run.output_check import check_outputs
 from tuner.search.samplers import SkippedPhases, skipped_phases
 from tuner.sglang.launch import ServerConfig
 from tuner.store.record import Key, Outcome, RejectedBy, StudyKey, TrialRecord, measured_records, write
-from tuner.store.score import fix_references, reference_phases, study_scorer, trial_score
+from tuner.store.score import score_benchmarked, study_scorer
 from tuner.study.space import SearchSpace, effective_key
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed, FailureCause, RunFailed, SGLangRefused
@@ -293,18 +291,14 @@ class TrialRunner:
         constraints.update(forced)
         value: float | tuple[float, float] | None = None  # None: the placeholder (tuner never scored it)
         if scored:
-            metrics = draft.metrics
-            constraints.update(constraint_values(self.spec.objective.constraints, metrics))
-            fix_references(trial.study, metrics, self.spec.objective.weights, trial.number)
-            # the interval of each phase against the reference run's same requests (common random numbers)
-            metrics = with_paired(metrics, reference_phases(trial.study, trial.number, metrics))
-            assessed = trial_score(self.scorer(trial.study), metrics, draft.skip_bounds)
-            assert assessed.score is not None
-            draft = replace(draft, metrics=metrics, score=assessed.score, score_ci=assessed.interval)
-            value = self._objective_values(metrics, assessed.score)
+            judged = score_benchmarked(trial.study, trial.number, draft.metrics, self.spec.objective.weights,
+                                       self.spec.objective.constraints, draft.skip_bounds)
+            constraints.update(judged.constraints)
+            draft = replace(draft, metrics=judged.metrics, score=judged.score, score_ci=judged.assessment.interval)
+            value = self._objective_values(judged.metrics, judged.score)
             if draft.skip and not self.pareto \
                     and skipped_phases(trial.study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.AT_MEDIAN:
-                value = min(assessed.score, self._median_score(trial.study))
+                value = min(judged.score, self._median_score(trial.study))
             if not is_feasible(constraints) and not self.pareto:
                 value = None
         if value is None:

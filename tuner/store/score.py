@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
-from objectives.scoring import Assessment, PhaseMetrics, Scorer, phase_value, references_from
+from objectives.scoring import (
+    Assessment,
+    PhaseMetrics,
+    Scorer,
+    constraint_values,
+    phase_value,
+    references_from,
+    with_paired,
+)
+from objectives.spec import ConstraintSpec
 from tuner.core.faults import fault_point
 from tuner.store.phases import decode_phases
 from tuner.store.record import Key, Outcome, StudyKey, TrialRecord
@@ -112,6 +122,32 @@ def references_for(study: optuna.Study, trials: Iterable[TrialRecord],
                 stored[concurrency] = value
                 break
     return stored
+
+
+@dataclass(frozen=True)
+class ScoredTrial:
+    """A benchmarked trial judged once: its phases with the paired intervals added, its score and interval, and
+    one violation per study constraint (Optuna's convention: > 0 violates)."""
+
+    metrics: PhaseMetrics
+    assessment: Assessment
+    constraints: dict[str, float]
+
+    @property
+    def score(self) -> float:
+        assert self.assessment.score is not None  # trial_score always values a benchmarked trial
+        return self.assessment.score
+
+
+def score_benchmarked(study: optuna.Study, number: int, metrics: PhaseMetrics, weights: Mapping[int, float],
+                      constraints: tuple[ConstraintSpec, ...], skip_bounds: Mapping[int, float]) -> ScoredTrial:
+    """Everything a benchmarked trial's end needs from its figures, in one place: the study's references (the
+    first full measurement fixes them), each phase's interval paired with the reference run's same requests
+    (common random numbers), the score and its interval, and the constraints."""
+    violations = constraint_values(constraints, metrics)
+    fix_references(study, metrics, weights, number)
+    paired = with_paired(metrics, reference_phases(study, number, metrics))
+    return ScoredTrial(paired, trial_score(study_scorer(study, weights), paired, skip_bounds), violations)
 
 
 def trial_score(scorer: Scorer, metrics: PhaseMetrics, skip_bounds: Mapping[int, float]) -> Assessment:
