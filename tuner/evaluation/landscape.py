@@ -129,7 +129,10 @@ def evaluate_search(study: StudySpec | str | Path | None, landscape: Landscape |
     measurer = landscape.measurer(seed) if _is_landscape(landscape) else landscape  # type: ignore[union-attr]
     runner = TrialRunner(spec, space, measurer)  # type: ignore[arg-type]
     url = getattr(storage, "url", "in-memory storage")  # only for messages
-    stopped_by = run_trials(optuna_study, runner, Limits(n_trials, None, time.monotonic()), url)
+    # A landscape's baseline is a point of a model, not what an operator runs: one that fails to start says
+    # nothing about the search, which goes on and is scored against the truth.
+    limits = Limits(n_trials, None, time.monotonic(), stop_on_failed_baseline=False)
+    stopped_by = run_trials(optuna_study, runner, limits, url)
     best = None if objectives.pareto else best_of(measured_records(optuna_study))
     return SearchResult(spec, optuna_study, stopped_by, best)
 

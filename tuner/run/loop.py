@@ -87,6 +87,10 @@ class Limits:
     n_trials: int  # measured trials the study should reach (all workers together)
     timeout_s: float | None  # this process stops starting trials after this long
     started: float  # time.monotonic() when this process began
+    #: Stop when the baseline fails to start and nothing was measured (a real target: the operator's own
+    #: configuration does not start there). Off where the baseline is hypothetical (evaluating the search on a
+    #: landscape, tuner/evaluation/landscape.py): the study goes on and scores against its first measured trial.
+    stop_on_failed_baseline: bool = True
 
 
 def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage_url: str, *,
@@ -99,7 +103,7 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
     baseline_runs_first(study)  # an interrupted baseline's retry runs before the designed start
     # A baseline that failed to start in an earlier run was reported then; a resumed study goes on (the operator
     # may have fixed the target) and scores against its first measured trial.
-    watch_baseline = not baseline_failed(records(study))
+    watch_baseline = limits.stop_on_failed_baseline and not baseline_failed(records(study))
     free_in_a_row = 0
     failed_in_a_row = 0
     waiting = False

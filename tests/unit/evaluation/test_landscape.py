@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import REPO, STUDIES
 from tests.unit.evaluation.steps_landscape import StepsMeasurer, landscape
-from tuner.evaluation.landscape import evaluate_search, simulator_landscape
+from tuner.evaluation.landscape import MeasuredLandscape, evaluate_search, simulator_landscape
 from tuner.study.load import load_study_file
 
 STEPS = "--speculative-num-steps"
@@ -69,3 +69,16 @@ def test_the_bench_refuses_a_factory_it_cannot_find() -> None:
                           "tests/unit/evaluation/steps_landscape.py:nope"], cwd=REPO, capture_output=True, text=True,
                          timeout=60)
     assert run.returncode != 0 and "has no callable 'nope'" in run.stderr
+
+
+def test_a_landscape_whose_baseline_does_not_start_is_still_searched() -> None:
+    # On a real target the study stops (the operator's configuration does not start there); on a landscape the
+    # baseline is a point of a model, and the search is evaluated all the same.
+    spec = load_study_file(STUDIES / "simulated.toml")
+    baseline = {**spec.baseline, "--speculative-eagle-topk": 4}  # top-k 4 never starts on this landscape
+    steps = MeasuredLandscape(spec, lambda seed: StepsMeasurer(), baseline=baseline)
+    result = evaluate_search(None, steps, n_trials=6, seed=0, sampler="random")
+    assert result.trials[0].user_attrs.get("baseline")
+    assert result.trials[0].user_attrs["outcome"] == "deploy-failed"
+    assert result.stopped_by == "n_trials" and result.measured == 6
+    assert result.best_config is not None and result.best_config.get("--speculative-eagle-topk") != 4
