@@ -19,18 +19,15 @@ a request's last chunk: fewer, larger chunks carrying the same tokens at the sch
 that completed them. A client's per-request speed (tokens between its first and last chunk) and aggregate are
 unchanged; ITL and tokens per chunk then describe the coalesced stream. At time scale 1 nothing coalesces.
 
-Time is kept by ``clock.Clock``: a deadline schedule (Python work and timer granularity do not add up), which
-catches up short stalls of the process and counts the lag it has to give up (``ScheduleStats``).
+Time is kept by ``clock.Clock``: a deadline schedule (Python work and timer granularity do not add up) that catches
+up short stalls, counts the lag it gives up (``ScheduleStats``), holds while clients replace finished requests.
 
-Randomness is seeded: the iteration noise comes from the engine's generator, acceptance from a stream per
-request seeded by (seed, arrival number), so the same requests in the same order produce the same chunks.
-
+Seeded randomness (noise: the engine's; acceptance: per (seed, arrival number)): same requests, same chunks.
 Acceptance sampling: the chain accepts at least k drafts with probability ``S_k = p_1·…·p_k``, so one uniform
 u per iteration gives exactly the chain's distribution (accepted = the largest k with u < S_k). The uniforms of
 one request are a randomized golden-ratio (Weyl) sequence rather than independent draws: every iteration still
-has the chain's distribution, but a request's total stays close to its expectation. With independent draws the
-mean speed of 8 requests of 128 tokens wanders ±2 % around the model (one standard deviation) and a benchmark
-would measure the dice as much as the configuration; this way the live server agrees with ``ground_truth``.
+has the chain's distribution, but a request's total stays close to its expectation (independent draws made the
+mean speed of 8 requests of 128 tokens wander ±2 % around the model, one standard deviation).
 """
 
 from __future__ import annotations
@@ -44,7 +41,7 @@ from dataclasses import dataclass, field
 
 from tuner.simulator import faults, model, text
 from tuner.simulator.adaptive import Controller
-from tuner.simulator.clock import Clock, VirtualClock
+from tuner.simulator.clock import ARRIVAL_SETTLE_MAX_S, ARRIVAL_SETTLE_S, REPLACEMENT_HOLD_MAX_S, Clock, VirtualClock
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.profile import Profile
 from tuner.simulator.requests import Chunk, Counters, GenerationFailed, GenerationRequest, RequestHandle, SpecStats
@@ -65,14 +62,6 @@ MIN_CHUNKS = 8
 #: From this time scale on, the engine pauses this long (real time) after streaming first chunks.
 FIRST_CHUNK_PAUSE_FROM_SCALE = 50.0
 FIRST_CHUNK_PAUSE_S = 0.002
-#: Waking from idle above time scale 1, the engine lets a burst of arrivals settle before its schedule starts:
-#: it waits until no request arrived for ARRIVAL_SETTLE_S (at most ARRIVAL_SETTLE_MAX_S in all), and they all
-#: arrive at that moment of its timeline. A client needs real milliseconds to send C requests, which at time
-#: scale X are X times as many simulated ones: 64 sends spread over ~50 ms made the first wave's prefill
-#: several small ones and cost a C=64 window of 128 requests ~6 % at 10x. The real server sees the same sends
-#: within the same milliseconds, i.e. practically at once. Costs an external client ~2 real ms of TTFT.
-ARRIVAL_SETTLE_S = 0.002
-ARRIVAL_SETTLE_MAX_S = 0.1
 
 
 @dataclass(eq=False)
@@ -136,6 +125,8 @@ class Engine:
         self.adaptive = Controller(config.adaptive, config.cuda_graph_bs) if config.adaptive is not None else None
         self._steps: int | None = None  # adaptive: draft steps of the iteration in flight
         self._switch_ms = 0.0  # a pending adaptive switch's cost, paid by the next iteration
+        # Replacement holds: on (off after one timed out), requests the last decode finished, in flight before it
+        self._holding, self._finished_in_iteration, self._hold_target = True, 0, 0
 
     # ----- public ---------------------------------------------------------------------------------------
     @property
@@ -184,6 +175,7 @@ class Engine:
         if self._on_schedule:  # else it arrives when the schedule (re)starts (_restart)
             handle.arrival_s = self.clock.arrival_stamp()
         multiplier = model.acceptance_multiplier(self.profile, self.config, request.prompt)
+        self._holding = True
         self._waiting.append(_Running(
             request=request, handle=handle, survival=self._survival(request.temperature, multiplier),
             u=random.Random(text.stable_hash("accept", self.seed, number)).random(),
@@ -279,7 +271,13 @@ class Engine:
             ms = ms * (1.0 + self._rng.uniform(-noise, noise)) + self._switch_ms
             self._switch_ms = 0.0
             await self._advance(ms)
+            self._hold_target = len(self._running) + len(self._waiting)  # in flight before the finishes
             self._decode()
+            if self._holding and self._finished_in_iteration > len(self._waiting):  # slots the queue can't fill
+                self._holding = await self.clock.hold(self._replaced, self._wake, REPLACEMENT_HOLD_MAX_S)
+
+    def _replaced(self) -> bool:
+        return len(self._running) + len(self._waiting) >= self._hold_target
 
     def _restart(self) -> None:
         self.clock.restart()
@@ -323,6 +321,7 @@ class Engine:
 
     def _decode(self) -> None:
         self.iterations += 1
+        self._finished_in_iteration = 0
         error = self.config.runtime_error
         batch = len(self._running)
         corrects: list[float] = []
@@ -396,6 +395,7 @@ class Engine:
                                    histogram=tuple(r.histogram), completion_tokens=r.generated)
         if r.request.internal:
             return
+        self._finished_in_iteration += 1
         c = self.counters
         self.served += 1
         c.requests_total += 1

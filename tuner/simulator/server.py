@@ -311,7 +311,8 @@ def schedule_state(engine: Engine) -> dict[str, Any]:
     stats = engine.clock.stats
     return {"time_scale": engine.time_scale, "simulated_s": stats.simulated_s, "busy_s": stats.busy_s,
             "dropped_s": stats.dropped_s, "late_events": stats.late_events, "max_lag_s": stats.max_lag_s,
-            "lag_sum_s": stats.lag_sum_s, "phases": stats.phases,
+            "lag_sum_s": stats.lag_sum_s, "phases": stats.phases, "held_s": stats.held_s,
+            "holds_timed_out": stats.holds_timed_out,
             "lag_s": engine.clock.lag_s() if not engine.idle else 0.0, "tolerance_s": engine.clock.tolerance_s,
             "stream_interval": engine.stream_interval, "coalescing": engine.coalescing,
             "event_budget_per_s": EVENT_BUDGET_PER_S if engine.coalescing else None}

@@ -422,3 +422,66 @@ def test_latency_stamps_do_not_move_with_the_hosts_timing(profile: Profile) -> N
     assert slow_client == prompt_client
     ttft, e2e = zip(*prompt_client, strict=True)
     assert min(ttft) > 0 and all(a < b for a, b in zip(ttft, e2e, strict=True))
+
+
+def test_a_replacement_joins_the_iteration_right_after_the_finish(profile: Profile) -> None:
+    """Below the running cap, a closed-loop client's next request is admitted in the iteration after the one that
+    finished its previous request, as ground_truth assumes: its TTFT is its prefill alone (or a prefill shared
+    with another replacement), never the rest of an iteration it happened to land in. Without the hold it
+    waited for a whole decode iteration more — how long the client took decided the batch."""
+    config = configure(profile)
+    prompt = f"{PROMPT} replace"
+    lengths = [20 + 13 * i for i in range(12)]
+
+    async def scenario() -> list[float]:
+        engine = virtual(profile, config, seed=5)
+        engine.start()
+        queue = list(lengths)
+        ttfts: list[float] = []
+
+        async def worker() -> None:
+            while queue:
+                handle = engine.submit(GenerationRequest(prompt, queue.pop(0), ignore_eos=True))
+                chunks = [chunk async for chunk in handle.chunks()]
+                assert handle.arrival_s is not None
+                ttfts.append(chunks[0].at_s - handle.arrival_s)
+
+        await asyncio.gather(*(worker() for _ in range(3)))
+        await engine.stop()
+        return ttfts
+
+    ttfts = asyncio.run(scenario())
+    tokens = GenerationRequest(prompt, 1).input_tokens
+    prefills = [model.prefill_ms(profile, k * tokens) / 1000 for k in (1, 2, 3)]
+    assert len(ttfts) == len(lengths)
+    for ttft in ttfts:
+        assert any(ttft == pytest.approx(p) for p in prefills), (ttft, prefills)
+
+
+def test_the_schedule_stands_still_while_it_holds() -> None:
+    """A hold shifts the deadline by the time held (the lag the engine had is kept) and adds nothing to the
+    timeline, so what arrives during it starts where the last phase ended; a hold nobody answers times out."""
+
+    async def scenario() -> tuple[float, float, float, float, bool, bool, ScheduleStats]:
+        clock = Clock(time_scale=1.0)
+        clock.restart()
+        await clock.advance(1.0)
+        timeline, deadline = clock.timeline_s, clock.deadline
+        wake, arrived = asyncio.Event(), []
+
+        async def client() -> None:
+            await asyncio.sleep(0.02)
+            arrived.append(clock.arrival_stamp())
+            wake.set()
+
+        task = asyncio.ensure_future(client())
+        answered = await clock.hold(lambda: bool(arrived), wake, max_s=30.0)
+        await task
+        unanswered = await clock.hold(lambda: False, asyncio.Event(), max_s=0.01)
+        return timeline, clock.timeline_s, arrived[0], clock.deadline - deadline, answered, unanswered, clock.stats
+
+    timeline, after, stamp, shift, answered, unanswered, stats = asyncio.run(scenario())
+    assert answered and not unanswered
+    assert after == timeline and stamp == timeline
+    assert shift >= 0.03 and stats.held_s == pytest.approx(shift)
+    assert stats.holds_timed_out == 1
