@@ -35,6 +35,7 @@ from scipy.stats import norm
 
 from objectives.scoring import phase_value
 from tuner.search.branch_inputs import filled
+from tuner.search.branch_pool import still_winnable
 from tuner.search.gp import GP, fit_gp
 from tuner.search.oom_model import monotone_oom
 from tuner.search.tree_shape import tree_shape
@@ -86,6 +87,7 @@ class Candidates:
     shallow: np.ndarray  # fewer draft tokens than steps + 1: never proposed (tuner/search/tree_shape.py)
     #: The draft tree's shape (steps and topk columns): what decides the kernels a configuration runs.
     shape_columns: tuple[int, ...] = ()
+    labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # each candidate's branch
 
 
 _CACHE: dict[str, Candidates] = {}
@@ -153,8 +155,10 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     accept_x = x[:, tree or list(range(x.shape[1]))]
     if per_level is not None:
         accept_x = np.concatenate([accept_x, _unit(per_level)[:, None]], axis=1)
+    branch_names = [getattr(space.branch(p), "choice", None) for p in params]
+    labels = np.array([sorted(set(branch_names), key=repr).index(b) for b in branch_names], dtype=int)
     return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index, rung_table(x), accept_x,
-                      shallow, tuple(shape))
+                      shallow, tuple(shape), labels)
 
 
 def _unit(col: np.ndarray) -> np.ndarray:
@@ -182,6 +186,7 @@ class Observations:
     stall: int = 0  # the sampler's own trials since the best score last rose (queued ones do not count)
     #: Started, then crashed, hung or answered wrongly, for a reason other than memory (run-failed).
     run_failed_rows: list[int] = field(default_factory=list)
+    ranked: list[tuple[float, int]] = field(default_factory=list)  # every scored candidate (score, row), best first
 
 
 def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Observations:
@@ -240,9 +245,9 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
                 continue  # skipped (or a phase that produced nothing)
             phase_rows[c].append(row)
             log_phase[c].append(math.log(value) - (math.log(accepts[row] or 1.0) if decompose else 0.0))
-    leaders = [row for _, row in sorted(scored, reverse=True)[:LEADERS]]
+    ranked = sorted(scored, reverse=True)
     return Observations(feasible_rows, feasible, started_flags, accept_rows, log_accept, phase_rows, log_phase,
-                        pending, known, best, leaders, oom, stall, run_failed)
+                        pending, known, best, [row for _, row in ranked[:LEADERS]], oom, stall, run_failed, ranked)
 
 
 def _accept(metrics: Mapping[int, Mapping[str, Any]], concurrency: int) -> float | None:
@@ -363,8 +368,9 @@ class GreyBoxSampler(BaseSampler):
         deep_enough = unknown & ~table.shallow  # a shallow tree is never the best (tree_shape.py: why)
         if deep_enough.any():
             unknown = deep_enough
-        if obs.leaders:  # near the best trial while that box has anything left (trust_region.py: why)
-            near = unknown & within(table.rungs, obs.leaders[0], radius(obs.stall))
+        ranked = obs.ranked or [(obs.best_score or 0.0, row) for row in obs.leaders]  # leaders alone: as ranked
+        if ranked:  # near the best trial while that box has anything left (trust_region.py: why)
+            near = unknown & within(table.rungs, ranked[0][1], radius(obs.stall))
             if near.any():
                 unknown = near
         if unknown.sum() > PREDICT_LIMIT:
@@ -386,7 +392,9 @@ class GreyBoxSampler(BaseSampler):
         for c, k in coefficients.items():
             mu, var = factors[f"c{c}"]
             upper += k / scale * np.exp(accept[0] + mu + 2.0 * np.sqrt(accept[1] + var))
-        shortlist = np.argsort(-(upper * p_feasible))[:MC_CANDIDATES]
+        # A branch that cannot win anymore gets nothing (tuner/search/branch_pool.py: why).
+        winnable = still_winnable(table.labels, open_rows, upper * p_feasible, ranked)
+        shortlist = np.argsort(-(upper * p_feasible * winnable))[:MC_CANDIDATES]
         draws = np.zeros((len(shortlist), MC_SAMPLES))
         shared = self._rng.standard_normal((len(shortlist), MC_SAMPLES))
         log_accept = accept[0][shortlist, None] + np.sqrt(accept[1][shortlist, None]) * shared
@@ -395,5 +403,5 @@ class GreyBoxSampler(BaseSampler):
             eps = self._rng.standard_normal((len(shortlist), MC_SAMPLES))
             draws += k / scale * np.exp(log_accept + mu[shortlist, None] + np.sqrt(var[shortlist, None]) * eps)
         best = obs.best_score if obs.best_score is not None else float(np.median(draws))
-        improvement = np.maximum(draws - best, 0.0).mean(axis=1) * p_feasible[shortlist]
+        improvement = np.maximum(draws - best, 0.0).mean(axis=1) * p_feasible[shortlist] * winnable[shortlist]
         return int(open_rows[shortlist[int(np.argmax(improvement))]])

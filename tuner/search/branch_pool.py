@@ -1,0 +1,52 @@
+"""The grey-box sampler in a space with branches (tuner/study/branches.py): no proposal on a branch that
+cannot win.
+
+The trust region (tuner/search/trust_region.py) is a box around the best trial; its algorithm input is one-hot,
+so the box spans every branch where the other inputs agree (the best tree, tried on another kind), and expected
+improvement picks among them. That box is where a dominated branch receives trials: on a repetitive workload
+where NGRAM leads by 1.7×, EAGLE3 points next to the leader kept a small improvement estimate and took 41 % of
+the budget (docs/benchmarks.md, "Spaces with branches"). So a branch stops receiving trials once it is clear it
+cannot win, by either of two signs:
+- its optimistic bound (the composed score at the models' mean + 2 σ, times its probability of being feasible,
+  the best over its open candidates) is below the best score measured — the per-branch upper confidence bound
+  of GP-UCB, used to stop, not to choose;
+- it has been measured ``MIN_TRIALS`` times and its best is under ``HOLD`` of the best score measured. The
+  models' bound alone is slow to say so (on that landscape, after a dozen trials, the 2 σ bound of a branch at
+  0.65 of the optimum still reached 1.3× the best score: the models share one kernel across branches), while
+  within one branch the refinements after its first three trials moved its best by less than ``1 / HOLD`` on
+  the bench landscapes. A near-tie (a branch within ``HOLD`` of the best) is never stopped this way: which of
+  the two wins is then a question for more trials, not for a rule.
+
+Tried and not kept (bench/branch_efficiency.py, 3 seeds): a box per branch around each branch's own best trial
+(68 % of the MTP near-tie's trials on NEXTN: the EAGLE-3 head no longer got the leader's tree), that plus the
+leader's box (52 %), and choosing the branch with the highest bound first (the MTP case never reached 0.98).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+#: A branch measured this many times ...
+MIN_TRIALS = 3
+#: ... whose best is under this share of the best score measured is not proposed again.
+HOLD = 0.85
+
+
+def still_winnable(labels: np.ndarray, rows: np.ndarray, bound: np.ndarray,
+                   ranked: Sequence[tuple[float, int]]) -> np.ndarray:
+    """Which of ``rows`` (candidate rows, their optimistic score ``bound``) lie on a branch (``labels``: each
+    candidate's) that can still win against ``ranked`` (measured (score, row), best first); every row where no
+    branch can (the models then know too little to stop anything)."""
+    if not ranked or not len(labels):  # nothing measured yet, or a table without branch labels
+        return np.ones(len(rows), dtype=bool)
+    best = ranked[0][0]
+    keep = np.zeros(len(rows), dtype=bool)
+    for label in np.unique(labels[rows]):
+        measured = [score for score, row in ranked if labels[row] == label]
+        clear = len(measured) >= MIN_TRIALS and measured[0] < HOLD * best
+        mine = labels[rows] == label
+        if not clear and bound[mine].max() >= best:
+            keep |= mine
+    return keep if keep.any() else np.ones(len(rows), dtype=bool)
