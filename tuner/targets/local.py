@@ -63,6 +63,11 @@ PID_FILE = "server.pid"
 
 @dataclass(frozen=True)
 class LocalSettings:
+    """What a running ``LocalTarget`` needs, resolved: the log folder as a path under the study's folder, the
+    study's name, the resolver's choices. The study file's model (``LocalTargetSettings`` below) takes its
+    defaults from these fields and builds one (``make_target``): the file's spelling (durations, a relative
+    log_dir) stays in the model, so a test or the simulated target can drive a local server without a file."""
+
     command: tuple[str, ...]
     log_dir: Path
     host: str = "127.0.0.1"
