@@ -10,12 +10,14 @@ cannot win, by either of two signs:
 - its optimistic bound (the composed score at the models' mean + 2 σ, times its probability of being feasible,
   the best over its open candidates) is below the best score measured — the per-branch upper confidence bound
   of GP-UCB, used to stop, not to choose;
-- it has been measured ``MIN_TRIALS`` times and its best is under ``HOLD`` of the best score measured. The
-  models' bound alone is slow to say so (on that landscape, after a dozen trials, the 2 σ bound of a branch at
-  0.65 of the optimum still reached 1.3× the best score: the models share one kernel across branches), while
-  within one branch the refinements after its first three trials moved its best by less than ``1 / HOLD`` on
-  the bench landscapes. A near-tie (a branch within ``HOLD`` of the best) is never stopped this way: which of
-  the two wins is then a question for more trials, not for a rule.
+- it has been measured ``MIN_TRIALS`` times, its best is under ``HOLD`` of the best score measured, and its
+  best times its own spread (best ÷ median of its trials: the room refinement has shown on that branch) still
+  falls short of the best score. The models' bound alone is slow to say so (on that landscape, after a dozen
+  trials, the 2 σ bound of a branch at 0.65 of the optimum still reached 1.3× the best score: the models share
+  one kernel across branches). The spread term guards a branch whose first trials were poor but varied: on the
+  bench landscapes a branch's true best was 1.0–1.5× the best of its first three trials, and a branch whose
+  trials already vary that much is kept. A near-tie (a branch within ``HOLD`` of the best) is never stopped
+  this way: which of the two wins is then a question for more trials, not for a rule.
 
 Tried and not kept (bench/branch_efficiency.py, 3 seeds): a box per branch around each branch's own best trial
 (68 % of the MTP near-tie's trials on NEXTN: the EAGLE-3 head no longer got the leader's tree), that plus the
@@ -45,7 +47,10 @@ def still_winnable(labels: np.ndarray, rows: np.ndarray, bound: np.ndarray,
     keep = np.zeros(len(rows), dtype=bool)
     for label in np.unique(labels[rows]):
         measured = [score for score, row in ranked if labels[row] == label]
-        clear = len(measured) >= MIN_TRIALS and measured[0] < HOLD * best
+        # The branch's own spread (best ÷ median) is the room refinement has shown there: its best times that
+        # must still fall short of the best score.
+        clear = (len(measured) >= MIN_TRIALS and measured[0] < HOLD * best
+                 and measured[0] ** 2 / float(np.median(measured)) < best)
         mine = labels[rows] == label
         if not clear and bound[mine].max() >= best:
             keep |= mine

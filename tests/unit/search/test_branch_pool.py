@@ -19,6 +19,9 @@ def test_a_branch_stops_when_its_bound_or_its_measured_best_cannot_win() -> None
     bound = np.full(20, 5.0)
     ranked = [(2.0, 11)] + [(2.0 * HOLD - 0.01 * (i + 1), i) for i in range(MIN_TRIALS)]
     assert set(np.flatnonzero(still_winnable(labels, rows, bound, ranked))) == set(range(10, 20))
+    # ... but not while its own spread (best ÷ median) says refinement there could still reach the best.
+    ranked = [(2.0, 11), (1.6, 0), (1.0, 1), (1.0, 2)]
+    assert still_winnable(labels, rows, bound, ranked).all()
     # A near tie is never stopped by the measured rule.
     ranked = [(2.0, 11)] + [(2.0 * HOLD + 0.01, i) for i in range(MIN_TRIALS)]
     assert still_winnable(labels, rows, bound, ranked).all()
