@@ -39,12 +39,14 @@ HOLD = 0.85
 def still_winnable(labels: np.ndarray, rows: np.ndarray, bound: np.ndarray,
                    ranked: Sequence[tuple[float, int]]) -> np.ndarray:
     """Which of ``rows`` (candidate rows, their optimistic score ``bound``) lie on a branch (``labels``: each
-    candidate's) that can still win against ``ranked`` (measured (score, row), best first); every row where no
-    branch can (the models then know too little to stop anything)."""
+    candidate's) that can still win against ``ranked`` (measured (score, row), best first). Where no bound
+    reaches the best score, the rows of every branch its measured trials have not stopped; where those stopped
+    every branch, every row (nothing else is left to propose)."""
     if not ranked or not len(labels):  # nothing measured yet, or a table without branch labels
         return np.ones(len(rows), dtype=bool)
     best = ranked[0][0]
     keep = np.zeros(len(rows), dtype=bool)
+    open_branches = np.zeros(len(rows), dtype=bool)  # not stopped by their measured trials
     for label in np.unique(labels[rows]):
         measured = [score for score, row in ranked if labels[row] == label]
         # The branch's own spread (best ÷ median) is the room refinement has shown there: its best times that
@@ -52,6 +54,9 @@ def still_winnable(labels: np.ndarray, rows: np.ndarray, bound: np.ndarray,
         clear = (len(measured) >= MIN_TRIALS and measured[0] < HOLD * best
                  and measured[0] ** 2 / float(np.median(measured)) < best)
         mine = labels[rows] == label
-        if not clear and bound[mine].max() >= best:
-            keep |= mine
-    return keep if keep.any() else np.ones(len(rows), dtype=bool)
+        if not clear:
+            open_branches |= mine
+            if bound[mine].max() >= best:
+                keep |= mine
+    # No bound reaches the best (every estimate of improvement is near zero): still not on a stopped branch.
+    return keep if keep.any() else open_branches if open_branches.any() else np.ones(len(rows), dtype=bool)
