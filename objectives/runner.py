@@ -10,6 +10,7 @@ results as data.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 from typing import Any
 
@@ -71,14 +72,21 @@ class _Bench:
         self.session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> _Bench:
+        # What the process holds before the measurement (a tuner's imports, its study) leaves the collector's
+        # generations: a full collection over that heap stops the closed loop's event loop for a long moment,
+        # and a server the client stops feeding measures a smaller batch (a tune process's first C=64 phase
+        # fell to a running batch of 2-9 of 64 mid-phase). Only objects created during the benchmark are
+        # scanned; __aexit__ gives the rest back to the collector (nothing is kept alive for good).
         # No connection limit: the phase's concurrency is the limit. Keep-alive connections are reused
         # between a worker's consecutive requests, so connection setup is not part of every TTFT.
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         if self.model is None and self.spec.workload.api != "generate":
             self.model = await discover_model(self.session, self.base_url, self.timeouts)
+        gc.freeze()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        gc.unfreeze()
         assert self.session is not None
         await self.session.close()
 

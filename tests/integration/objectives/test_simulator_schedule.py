@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from objectives.overload import SIMULATOR_OVERLOADED
@@ -87,3 +89,16 @@ def test_a_phase_without_a_successful_request_is_not_judged_overloaded() -> None
         phase = bench(server.url, PhaseSpec(1, requests=2, warmup=0))
     assert phase.completed == 0 and phase.error_rate == 1.0
     assert phase.failure is None and phase.simulator_dropped_share == pytest.approx(0.5)
+
+
+def test_the_heap_from_before_the_benchmark_is_not_collected_during_it() -> None:
+    """A full collection over a tuner process's heap stopped the closed loop mid-phase (the server's batch fell
+    from 64 to 2); while the benchmark runs, what existed before it is frozen, and afterwards it is given back."""
+    seen: list[int] = []
+    with fake_server(schedule=True) as server:
+        result = run_benchmark(server.url, BenchmarkSpec(workload=WORKLOAD, phases=(PhaseSpec(1, requests=2,
+                                                                                             warmup=0),)),
+                               progress=lambda _: seen.append(gc.get_freeze_count()))
+    assert result.phases[0].completed == 2
+    assert seen and min(seen) > 0
+    assert gc.get_freeze_count() == 0
