@@ -16,6 +16,7 @@ import pytest
 from tests.e2e.test_tune import RUN, make_study
 from tests.helpers import spectune_command
 from tuner.core.net import free_port
+from tuner.study.load import load_study_file
 
 pytestmark = pytest.mark.timeout(400)
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -50,8 +51,10 @@ def test_live_view_shows_flags_then_resume_keeps_best_and_the_answer_has_context
     # (tests/e2e/test_tune_confirm.py covers it): here the live best and its resume are what is checked.
     code, out = in_pty("tune", str(study), "--confirm", "0", cwd=tmp_path)
     assert code == 0, out
-    # The flags of each trial survive (Rich markup used to eat the brackets).
-    assert re.search(r"#0 measured .*\[num-steps=3 eagle-topk=1", out), out
+    # The flags of each trial survive (Rich markup used to eat the brackets): the baseline's, measured first.
+    baseline = load_study_file(study).baseline
+    steps, topk = baseline["--speculative-num-steps"], baseline["--speculative-eagle-topk"]
+    assert re.search(rf"#0 measured .*\[num-steps={steps} eagle-topk={topk}", out), out
     assert "Trial" not in out or "failed with value" not in out  # Optuna's own warnings stay out
     # The final answer: per-phase change against the baseline, latencies, target, database, logs, report.
     assert re.search(r"C=1 per-request tok/s\s+[\d.]+(?: ± [\d.]+)?\s+[\d.]+(?: ± [\d.]+)?\s+[+-]\d+ %", out), out

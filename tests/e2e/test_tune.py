@@ -38,7 +38,7 @@ def make_study(tmp_path: Path, name: str, *, n_trials: int = N_TRIALS, finish: s
     text = text.replace("n_trials = 12", f"n_trials = {n_trials}")
     text = re.sub(r"^time_scale = [0-9.]+", "time_scale = 400.0", text, flags=re.M)
     text = re.sub(r'^deploy = .*$', f'deploy = "{finish}"', text, flags=re.M)
-    text = text.replace("{ concurrency = 1, requests = 4, warmup = 1 }",
+    text = text.replace("{ concurrency = 1, requests = 8, warmup = 1 }",
                         "{ concurrency = 1, requests = 2, warmup = 1 }")
     text = text.replace("{ concurrency = 64, requests = 128, warmup = 8 }",
                         "{ concurrency = 64, requests = 64, warmup = 4 }")
@@ -83,7 +83,7 @@ def test_tune_runs_a_short_study_and_prints_the_best_command(tmp_path: Path) -> 
     counted = [t for t in s.trials if t.user_attrs.get(Key.COUNTS)]
     assert len(counted) == 3
     assert s.trials[0].user_attrs.get("baseline") is True  # the current configuration runs first
-    assert s.trials[0].params["speculative-num-steps"] == 3
+    assert s.trials[0].params["speculative-num-steps"] == load_study_file(study).baseline["--speculative-num-steps"]
     first = counted[0].user_attrs
     assert first["phases"]["1"]["per_request_tok_s_mean"] > 0 and first["phases"]["64"]["aggregate_tok_s"] > 0
     assert first["timings"]["ready_s"] > 0 and "launch" in first

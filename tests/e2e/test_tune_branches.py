@@ -36,7 +36,7 @@ def make_study(tmp_path: Path) -> Path:
     text = text.replace("speculative-num-draft-tokens = 4\n", "")
     text = text.replace('speculative-algorithm = "EAGLE3"', 'speculative-algorithm = "EAGLE3"\n'
                         "speculative-num-draft-tokens = 4")
-    text = text.replace("{ concurrency = 1, requests = 4, warmup = 1 }",
+    text = text.replace("{ concurrency = 1, requests = 8, warmup = 1 }",
                         "{ concurrency = 1, requests = 2, warmup = 1 }")
     text = text.replace("{ concurrency = 64, requests = 128, warmup = 8 }",
                         "{ concurrency = 64, requests = 64, warmup = 4 }")

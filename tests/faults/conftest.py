@@ -64,7 +64,7 @@ def make_study(tmp_path: Path, name: str, *, n_trials: int = 3, storage: str | N
     if port is not None:
         text = text.replace("port = 0 ", f"port = {port} ")
     text = re.sub(r'^deploy = .*$', 'deploy = "original"', text, flags=re.M)
-    text = text.replace("{ concurrency = 1, requests = 4, warmup = 1 }",
+    text = text.replace("{ concurrency = 1, requests = 8, warmup = 1 }",
                         "{ concurrency = 1, requests = 2, warmup = 1 }")
     text = text.replace("{ concurrency = 64, requests = 128, warmup = 8 }",
                         "{ concurrency = 64, requests = 16, warmup = 2 }")
