@@ -153,11 +153,15 @@ def test_the_gpu_decides_sglangs_defaults(resolvers: dict[str, SGLangResolver], 
 def test_the_rules_draft_backend_tables_are_the_real_ones() -> None:
     """Where SGLang cannot be asked, spectune's copy of 0.5.23's draft backend table judges (tuner/sglang/
     loading.py): it is the table the resolver reads from the real wheel's source (no import: cheap)."""
+    older = ("0.5.3", "0.5.6.post2", "0.5.10", "0.5.14", "0.5.17", "0.5.20", "0.5.22")
+    missing = [r for r in ("0.5.23", *older) if not (CACHE / "releases" / r / "sglang").is_dir()]
+    if missing:  # as the fixtures do: an environment built for fewer releases skips, saying which
+        pytest.skip(f"releases missing from {CACHE}/releases: {missing}")
     source = CACHE / "releases" / "0.5.23" / "sglang" / "srt" / "speculative" / "draft_utils.py"
     tables = {kind: (set(keys), template) for kind, keys, template in resolver_script.tables_in(str(source))}
     assert tables == {"decode": (set(DRAFT_DECODE_BACKENDS), DECODE_TEMPLATE),
                       "extend": (set(DRAFT_EXTEND_BACKENDS), EXTEND_TEMPLATE)}
-    for release in ("0.5.3", "0.5.6.post2", "0.5.10", "0.5.14", "0.5.17", "0.5.20", "0.5.22"):
+    for release in older:
         speculative = CACHE / "releases" / release / "sglang" / "srt" / "speculative"
         found = resolver_script.tables_in(str(speculative / "draft_utils.py")) if (
             speculative / "draft_utils.py").exists() else []
