@@ -99,9 +99,13 @@ def test_defer_from_here_outside_a_deferrable_block_defers_nothing() -> None:
 
 
 def test_sighup_is_handled_unless_it_was_ignored() -> None:
-    with pytest.raises(Interrupted) as raised, interrupts.interruptible():
-        os.kill(os.getpid(), signal.SIGHUP)
-    assert raised.value.exit_code == 129
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
-    with interrupts.interruptible():
-        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as from a terminal, whatever started this run
+    try:
+        with pytest.raises(Interrupted) as raised, interrupts.interruptible():
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert raised.value.exit_code == 129
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+        with interrupts.interruptible():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
