@@ -4,7 +4,7 @@ A trial's score is Σ w_c · speed_c / reference_c, and each phase's speed is th
 verification step: set by the draft tree and the workload alone, measured with little noise) times steps per
 second (decreasing smoothly with the tree, the batch and the graph size). Their product is a needle — 2 % of
 the seed space is within 2 % of the optimum — while each factor is smooth. So this sampler fits one small GP
-(tuner/search/gp.py) to the log accept length over the tree flags and the tree's tokens per level
+(tuner/search/gp.py) to the log accept length over the speculative flags and tokens per level
 (tuner/search/tree_shape.py), one per weighted phase to the log speed per accepted token over all tuned flags,
 and one to feasibility (failed starts and violated constraints), and picks the unmeasured configuration with the
 highest expected improvement of the *composed* score × its probability of being feasible — among those near the
@@ -34,7 +34,7 @@ from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import norm
 
 from objectives.scoring import phase_value
-from tuner.search.branch_inputs import filled
+from tuner.search.branch_inputs import filled, own_flag
 from tuner.search.branch_pool import still_winnable
 from tuner.search.gp import GP, fit_gp
 from tuner.search.oom_model import monotone_oom
@@ -143,7 +143,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
         else:  # categorical: one column per choice, at distance 1 from one another
             choices = sorted({repr(v) for v in raw})
             new = [np.array([repr(v) == c for v in raw], dtype=float) / math.sqrt(2) for c in choices]
-        if d.flag in _TREE or d.flag == ALGORITHM:  # the kind of speculation decides the accept length too
+        if d.flag in _TREE or d.flag == ALGORITHM or own_flag(space, d.flag):  # the accept length's
             tree += range(len(columns), len(columns) + len(new))
         if d.flag in (STEPS, TOPK):
             shape += range(len(columns), len(columns) + len(new))
