@@ -35,7 +35,7 @@ from scipy.stats import norm
 
 from objectives.scoring import phase_value
 from tuner.search.branch_inputs import filled, own_flag
-from tuner.search.branch_pool import still_winnable
+from tuner.search.branch_pool import still_winnable, untried_own_flags
 from tuner.search.gp import GP, fit_gp
 from tuner.search.oom_model import monotone_oom
 from tuner.search.tree_shape import tree_shape
@@ -369,7 +369,10 @@ class GreyBoxSampler(BaseSampler):
         if deep_enough.any():
             unknown = deep_enough
         ranked = obs.ranked or [(obs.best_score or 0.0, row) for row in obs.leaders]  # leaders alone: as ranked
-        if ranked:  # near the best trial while that box has anything left (trust_region.py: why)
+        focus = untried_own_flags(table.labels, table.x, table.rungs, ranked, unknown)
+        if focus is not None:  # a trailing branch's own flags (branch_pool.py: why)
+            unknown = focus
+        elif ranked:  # near the best trial while that box has anything left (trust_region.py: why)
             near = unknown & within(table.rungs, ranked[0][1], radius(obs.stall))
             if near.any():
                 unknown = near

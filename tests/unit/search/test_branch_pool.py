@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.search.branch_pool import HOLD, MIN_TRIALS, still_winnable
+from tuner.search.branch_pool import HOLD, MIN_TRIALS, still_winnable, untried_own_flags
+from tuner.search.trust_region import rung_table
 
 
 def test_a_branch_stops_when_its_bound_or_its_measured_best_cannot_win() -> None:
@@ -31,3 +32,31 @@ def test_a_branch_stops_when_its_bound_or_its_measured_best_cannot_win() -> None
     # Nothing measured, or no branch can win and none is stopped: every row stays.
     assert still_winnable(labels, rows, bound, []).all()
     assert still_winnable(labels, rows, np.zeros(20), [(2.0, 0)]).all()
+
+
+def test_a_trailing_branch_gets_its_own_flags_moved_to_their_ends_and_middle() -> None:
+    # Branch 0: six candidates along a shared input (column 0). Branch 1: its own input (column 1,
+    # three values, constant elsewhere) crossed with two values of the shared one.
+    labels = np.array([0] * 6 + [1] * 6)
+    x = np.array([[v, 0.0] for v in np.linspace(0, 1, 6)]
+                 + [[a, b] for a in (0.0, 1.0) for b in (0.0, 0.5, 1.0)])
+    rungs = rung_table(x)
+    everything = np.ones(12, dtype=bool)
+    open_rows = everything.copy()
+    open_rows[[0, 7]] = False
+    # Branch 1's start (row 7: its own input at the middle) nearly ties the leader: its best with
+    # the own input at either end, the shared one unchanged.
+    ranked = [(2.0, 0), (1.9, 7)]
+    moved = untried_own_flags(labels, x, rungs, ranked, open_rows)
+    assert moved is not None and set(np.flatnonzero(moved)) == {6, 8}
+    open_rows[6] = False
+    moved = untried_own_flags(labels, x, rungs, [*ranked, (1.2, 6)], open_rows)
+    assert moved is not None and set(np.flatnonzero(moved)) == {8}
+    # Every level measured, a branch that cannot win (under HOLD of the best), the leader's own
+    # branch (the trust region refines it), or no branches: no design.
+    open_rows[8] = False
+    assert untried_own_flags(labels, x, rungs, [*ranked, (1.2, 6), (1.0, 8)], open_rows) is None
+    losing = [(2.0, 0), (2.0 * HOLD - 0.1, 7)]
+    assert untried_own_flags(labels, x, rungs, losing, everything) is None
+    assert untried_own_flags(labels, x, rungs, [(2.0, 7), (1.9, 0)], everything) is None
+    assert untried_own_flags(np.zeros(12, dtype=int), x, rungs, ranked, everything) is None
