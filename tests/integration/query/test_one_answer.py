@@ -92,6 +92,11 @@ def test_five_surfaces_name_the_same_trial_under_ten_weightings(confirmed_study:
         # The report's Markdown and CSV (the `report` command writes exactly these; in full below, for some).
         summary = summary_markdown(stored, ranking)
         assert f"Best: trial {expected} (" in summary, summary
+        # ... with the figure `best` answers by: the confirmed score when the winner rule judged it.
+        headline = next(line for line in summary.splitlines() if line.startswith("Best: trial"))
+        confirmed = (data.get("confirmed") or {}).get("score") if verdict is not None else None
+        assert f"score {confirmed if confirmed is not None else data['score']:.3f}" in headline, (weights, headline)
+        assert ("fresh run(s)" in headline) == (confirmed is not None), headline
         assert ("Verdict:" in summary) == (verdict is not None)
         if leader is not None:
             assert f"trial {leader}, score" in summary and "never confirmed" in summary
