@@ -1,13 +1,15 @@
 """The speculative accept length over one phase, read from the server.
 
 Preferred: Prometheus counters (``--enable-metrics``). Accept length over the phase =
-Δ ``sglang:generation_tokens_total`` ÷ Δ ``sglang:spec_verify_calls_total`` between the start and the end of
-the measured part: tokens produced per verify forward, bonus token included. Exact, windowed, needs no
-flush. Fallback: ``/flush_cache`` before the measured part (the server is idle then, which the flush
-requires), and ``internal_states[0].avg_spec_accept_length`` from ``/server_info`` after it. That average is
-cumulative since the last flush, and is only updated every ``--decode-log-interval`` steps.
+Δ ``sglang:generation_tokens_total`` ÷ Δ ``sglang:spec_verify_calls_total`` between the start and
+the end of the measured part: tokens produced per verify forward, bonus token included. Exact,
+windowed, needs no flush. Fallback: ``/flush_cache`` before the measured part (the server is idle
+then, which the flush requires), and ``internal_states[0].avg_spec_accept_length`` from
+``/server_info`` after it. That average is cumulative since the last flush, and is only updated
+every ``--decode-log-interval`` steps.
 
-A probe never raises: a server without either source yields ``value=None`` and says so in ``source``.
+A probe never raises: a server without either source yields ``value=None`` and says so in
+``source``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import aiohttp
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
 _PROBE_TIMEOUT = aiohttp.ClientTimeout(total=10)
-#: One verify forward accepts at most its draft tokens + 1; no speculative setup drafts anywhere near this.
+#: One verify forward accepts at most its draft tokens + 1; no speculative setup drafts anywhere
+#: near this.
 MAX_ACCEPT_LENGTH = 1024.0
 
 Source = Literal["metrics", "server_info", "server_info_unflushed", "unavailable"]
@@ -62,8 +65,9 @@ def parse_counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
 
 
 def plausible(value: float) -> float | None:
-    """``value`` if it can be an accept length (tokens per verify forward: finite and positive), else None.
-    JSON and Prometheus text both carry NaN and ±inf; a server may also send a negative or huge figure."""
+    """``value`` if it can be an accept length (tokens per verify forward: finite and positive),
+    else None. JSON and Prometheus text both carry NaN and ±inf; a server may also send a negative
+    or huge figure."""
     if not math.isfinite(value) or value <= 0 or value > MAX_ACCEPT_LENGTH:
         return None
     return value
@@ -88,7 +92,8 @@ class AcceptLengthProbe:
     async def end(self) -> AcceptLength:
         if self._baseline is not None:
             counters = await self._counters()
-            if counters is None or VERIFY_CALLS not in counters or GENERATION_TOKENS not in counters:
+            if (counters is None or VERIFY_CALLS not in counters
+                or GENERATION_TOKENS not in counters):
                 return AcceptLength(None, "unavailable")
             verify = counters[VERIFY_CALLS] - self._baseline[VERIFY_CALLS]
             tokens = counters[GENERATION_TOKENS] - self._baseline[GENERATION_TOKENS]
@@ -106,7 +111,8 @@ class AcceptLengthProbe:
 
     async def _flush(self) -> bool:
         try:
-            async with self.session.post(f"{self.base_url}/flush_cache", timeout=_PROBE_TIMEOUT) as response:
+            async with self.session.post(f"{self.base_url}/flush_cache",
+                                         timeout=_PROBE_TIMEOUT) as response:
                 await response.read()
                 return response.status == 200
         except (aiohttp.ClientError, TimeoutError, OSError):
@@ -114,7 +120,8 @@ class AcceptLengthProbe:
 
     async def _server_info_accept_length(self) -> float | None:
         try:
-            async with self.session.get(f"{self.base_url}/server_info", timeout=_PROBE_TIMEOUT) as response:
+            async with self.session.get(f"{self.base_url}/server_info",
+                                        timeout=_PROBE_TIMEOUT) as response:
                 if response.status != 200:
                     return None
                 info: Any = await response.json(content_type=None)
@@ -130,7 +137,8 @@ class AcceptLengthProbe:
 
     async def _get_text(self, path: str) -> str | None:
         try:
-            async with self.session.get(f"{self.base_url}{path}", timeout=_PROBE_TIMEOUT) as response:
+            async with self.session.get(f"{self.base_url}{path}",
+                                        timeout=_PROBE_TIMEOUT) as response:
                 if response.status != 200:
                     return None
                 return await response.text()

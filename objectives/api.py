@@ -1,10 +1,11 @@
-"""The three ways to ask SGLang for a token stream, and how to read token counts out of each one's events.
+"""The three ways to ask SGLang for a token stream, and how to read token counts out of each one's
+events.
 
-Each API is a path, a request body, and an ``extract`` function that turns one decoded SSE event into
-``(cumulative completion tokens or None, characters of new text, finish reason, prompt tokens)``. The
-counts come from the server: ``usage`` on every chunk for the OpenAI APIs (we ask for
-``continuous_usage_stats``), ``meta_info.completion_tokens`` on every event of the native ``/generate``.
-``extract`` runs once per event, so it does dictionary look-ups and nothing else.
+Each API is a path, a request body, and an ``extract`` function that turns one decoded SSE event
+into ``(cumulative completion tokens or None, characters of new text, finish reason, prompt
+tokens)``. The counts come from the server: ``usage`` on every chunk for the OpenAI APIs (we ask for
+``continuous_usage_stats``), ``meta_info.completion_tokens`` on every event of the native
+``/generate``. ``extract`` runs once per event, so it does dictionary look-ups and nothing else.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ class ApiFormat:
     build: Callable[[Prompt, WorkloadSpec, str | None], dict[str, Any]]
     extract: Callable[[dict[str, Any]], Extracted]
 
-    def body(self, prompt: Prompt, workload: WorkloadSpec, model: str | None, index: int | None = None) -> bytes:
-        """The request body; with ``index`` (the request's number in its phase's sequence), an OpenAI request
-        sampling at a temperature above 0 carries the seed ``request_seed(workload.seed, index)``, so request i
-        of every trial is the same prompt sampled with the same seed (objectives/paired.py). Every release of
-        SGLang's OpenAI API takes ``seed``; its native ``/generate`` only from 0.5 on (``sampling_seed``), so
-        there none is sent."""
+    def body(self, prompt: Prompt, workload: WorkloadSpec, model: str | None, index: int
+             | None = None) -> bytes:
+        """The request body; with ``index`` (the request's number in its phase's sequence), an
+        OpenAI request sampling at a temperature above 0 carries the seed
+        ``request_seed(workload.seed, index)``, so request i of every trial is the same prompt
+        sampled with the same seed (objectives/paired.py). Every release of SGLang's OpenAI API
+        takes ``seed``; its native ``/generate`` only from 0.5 on (``sampling_seed``), so there none
+        is sent."""
         body = self.build(prompt, workload, model)
         if index is not None and workload.temperature > 0 and self.name != "generate":
             body["seed"] = request_seed(workload.seed, index)
@@ -41,13 +44,14 @@ class ApiFormat:
 
 
 def request_seed(seed: int, index: int) -> int:
-    """The sampling seed of request ``index`` of a workload seeded ``seed``: the same in every trial."""
+    """The sampling seed of request ``index`` of a workload seeded ``seed``: the same in every
+    trial."""
     return (seed * 1_000_003 + index) % 2**31
 
 
-# Every OpenAI chunk then carries the cumulative completion-token count, which makes each chunk's token count
-# exact (SGLang and vLLM both honour continuous_usage_stats). A server that ignores it still sends the final
-# usage chunk, and the total is then spread over the chunks by text length.
+# Every OpenAI chunk then carries the cumulative completion-token count, which makes each chunk's
+# token count exact (SGLang and vLLM both honour continuous_usage_stats). A server that ignores it
+# still sends the final usage chunk, and the total is then spread over the chunks by text length.
 _STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
 
 
@@ -60,7 +64,8 @@ def _openai_common(workload: WorkloadSpec, model: str | None) -> dict[str, Any]:
     }
     if model is not None:
         body["model"] = model
-    if workload.ignore_eos:  # an SGLang extension: only sent when asked for, so other servers accept the body
+    # an SGLang extension: only sent when asked for, so other servers accept the body
+    if workload.ignore_eos:
         body["ignore_eos"] = True
     return body
 
@@ -118,8 +123,9 @@ def _extract_completions(obj: dict[str, Any]) -> Extracted:
 
 
 def _extract_generate(obj: dict[str, Any]) -> Extracted:
-    # text and output_ids are cumulative unless the server streams incrementally, but completion_tokens is
-    # always cumulative: it is the one field to trust. Without it there is no fallback (chars stay 0).
+    # text and output_ids are cumulative unless the server streams incrementally, but
+    # completion_tokens is always cumulative: it is the one field to trust. Without it there is no
+    # fallback (chars stay 0).
     meta = obj.get("meta_info") or {}
     finish = meta.get("finish_reason")
     if isinstance(finish, dict):
@@ -129,6 +135,7 @@ def _extract_generate(obj: dict[str, Any]) -> Extracted:
 
 APIS: dict[str, ApiFormat] = {
     "chat": ApiFormat("chat", "/v1/chat/completions", _chat_body, _extract_chat),
-    "completions": ApiFormat("completions", "/v1/completions", _completions_body, _extract_completions),
+    "completions": ApiFormat("completions", "/v1/completions", _completions_body,
+                             _extract_completions),
     "generate": ApiFormat("generate", "/generate", _generate_body, _extract_generate),
 }

@@ -1,12 +1,13 @@
 """One streaming request in, one ``RequestRecord`` out — whatever the server does.
 
-The client never raises for a bad response: refused connections, HTTP errors, broken or silent streams,
-garbage events and impossible token counts all end as a record with an ``ErrorKind``. Only cancellation
-(the phase ending) propagates; the phase then turns the request's ``Trace`` into a record itself.
+The client never raises for a bad response: refused connections, HTTP errors, broken or silent
+streams, garbage events and impossible token counts all end as a record with an ``ErrorKind``. Only
+cancellation (the phase ending) propagates; the phase then turns the request's ``Trace`` into a
+record itself.
 
-The loop over a stream is the hot path of the load generator: one ``perf_counter`` per socket read (every
-event in that read arrived at the same moment, as far as the client can know), one ``json.loads`` and a few
-dictionary look-ups per event, three list appends per token-bearing event.
+The loop over a stream is the hot path of the load generator: one ``perf_counter`` per socket read
+(every event in that read arrived at the same moment, as far as the client can know), one
+``json.loads`` and a few dictionary look-ups per event, three list appends per token-bearing event.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from objectives.usage import ABSOLUTE_MAX_TOKENS, UsageProblem, chunk_tokens, co
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _DONE = b"[DONE]"
 _ERROR_BODY_BYTES = 500
-#: The simulator's schedule stamp on each token-bearing event: [request arrival, chunk] on its timeline
-#: (tuner/simulator/protocol.py ``SCHEDULE_KEY``; a plain JSON key, so this package needs no simulator code).
+#: The simulator's schedule stamp on each token-bearing event: [request arrival, chunk] on its
+#: timeline (tuner/simulator/protocol.py ``SCHEDULE_KEY``; a plain JSON key, so this package needs
+#: no simulator code).
 SCHEDULE_KEY = "simulator_schedule"
 
 
@@ -39,7 +41,8 @@ class _StreamProblem(Exception):
 
 @dataclass(frozen=True)
 class Timeouts:
-    """``connect``: TCP connect; ``stall``: longest silence inside a response; ``request``: the whole request."""
+    """``connect``: TCP connect; ``stall``: longest silence inside a response; ``request``: the
+    whole request."""
 
     connect_s: float
     stall_s: float
@@ -51,19 +54,23 @@ class Trace:
     """The mutable state of one request in flight; readable by the phase while the request runs."""
 
     index: int
-    limit: int = ABSOLUTE_MAX_TOKENS  # most completion tokens the request allows (objectives.usage.token_limit)
+    # most completion tokens the request allows (objectives.usage.token_limit)
+    limit: int = ABSOLUTE_MAX_TOKENS
     start: float = 0.0  # perf_counter when the request was sent
-    times: list[float] = field(default_factory=list)  # absolute perf_counter of each token-bearing event
+    # absolute perf_counter of each token-bearing event
+    times: list[float] = field(default_factory=list)
     cumulative: list[int | None] = field(default_factory=list)
     chars: list[int] = field(default_factory=list)
-    schedule: list[object] = field(default_factory=list)  # each event's SCHEDULE_KEY (None from a real server)
+    # each event's SCHEDULE_KEY (None from a real server)
+    schedule: list[object] = field(default_factory=list)
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     status: int | None = None
 
-    def record(self, t0: float, end: float, kind: ErrorKind | None = None, message: str | None = None,
-               cancelled: bool = False) -> RequestRecord:
-        """Freeze into a record; ``t0`` is the phase's measured start, ``end`` an absolute perf_counter."""
+    def record(self, t0: float, end: float, kind: ErrorKind | None = None, message: str
+               | None = None, cancelled: bool = False) -> RequestRecord:
+        """Freeze into a record; ``t0`` is the phase's measured start, ``end`` an absolute
+        perf_counter."""
         try:
             chunks = chunk_tokens(self.times, self.cumulative, self.chars, self.limit)
         except UsageProblem as problem:
@@ -71,7 +78,8 @@ class Trace:
             if kind is None and not cancelled:
                 kind, message = problem.kind, str(problem)
         prompt = self.prompt_tokens
-        prompt_problem = None if prompt is None else count_problem(prompt, ABSOLUTE_MAX_TOKENS, "prompt_tokens")
+        prompt_problem = None if prompt is None else count_problem(prompt, ABSOLUTE_MAX_TOKENS,
+                                                                   "prompt_tokens")
         if prompt_problem is not None:
             prompt = None
             if kind is None and not cancelled:
@@ -80,7 +88,8 @@ class Trace:
         server = None
         stamped = _server_times(self.schedule) if chunks else None
         if stamped is not None:  # the same chunks as ``chunks``, at their scheduled times
-            server = stamped[0], chunk_tokens(stamped[1], self.cumulative, self.chars, self.limit).times
+            server = stamped[0], chunk_tokens(stamped[1], self.cumulative, self.chars,
+                                              self.limit).times
         return RequestRecord(
             index=self.index,
             start_s=start - t0,
@@ -101,14 +110,16 @@ class Trace:
 
 
 def _server_times(stamps: list[object]) -> tuple[float, list[float]] | None:
-    """(arrival, each event's time since it) on the server's schedule; None unless every token-bearing event
-    carried a sensible stamp (one arrival, times not before it and never going back)."""
+    """(arrival, each event's time since it) on the server's schedule; None unless every
+    token-bearing event carried a sensible stamp (one arrival, times not before it and never going
+    back)."""
     if not stamps:
         return None
     arrival: float | None = None
     times: list[float] = []
     for stamp in stamps:
-        if not (isinstance(stamp, list) and len(stamp) == 2 and all(type(v) in (int, float) for v in stamp)):
+        if not (isinstance(stamp, list) and len(stamp) == 2
+                and all(type(v) in (int, float) for v in stamp)):
             return None
         a, t = float(stamp[0]), float(stamp[1])
         if arrival is None:
@@ -149,20 +160,23 @@ async def send(session: aiohttp.ClientSession, url: str, body: bytes, api: ApiFo
     return trace.record(t0, end)
 
 
-async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: ApiFormat, trace: Trace,
-                  timeouts: Timeouts) -> float:
+async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: ApiFormat,
+                  trace: Trace, timeouts: Timeouts) -> float:
     """Read the response to its ``[DONE]``; returns the time it arrived. Raises on any problem."""
-    request_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s, sock_read=timeouts.stall_s)
+    request_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s,
+                                            sock_read=timeouts.stall_s)
     async with session.post(url, data=body, headers=_HEADERS, timeout=request_timeout) as response:
         trace.status = response.status
         if response.status >= 400:
-            text = (await response.content.read(_ERROR_BODY_BYTES)).decode("utf-8", "replace").strip()
+            text = (await response.content.read(_ERROR_BODY_BYTES)).decode("utf-8",
+                                                                           "replace").strip()
             kind = ErrorKind.HTTP_5XX if response.status >= 500 else ErrorKind.HTTP_4XX
             raise _StreamProblem(kind, f"HTTP {response.status}: {' '.join(text.split())}")
         decoder = SSEDecoder()
         loads = json.loads
         extract = api.extract
-        times, cumulative, chars, schedule = trace.times, trace.cumulative, trace.chars, trace.schedule
+        times, cumulative, chars, schedule = (trace.times, trace.cumulative, trace.chars,
+                                              trace.schedule)
         limit = trace.limit
         events = 0
 
@@ -179,19 +193,24 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: Ap
                         raise _StreamProblem(ErrorKind.SERVER_ERROR, _server_error(obj["error"]))
                     completion, n, finish, prompt = extract(obj)
                 except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-                    raise _StreamProblem(ErrorKind.MALFORMED,
-                                         f"bad event {payload[:120]!r}: {type(exc).__name__}") from None
-                # A chunk that repeats the last count without text carries no token (keep-alives, the final
-                # usage chunk): it is not kept, so an endless stream of them cannot grow the trace.
-                if n or (completion is not None and (not cumulative or completion != cumulative[-1])):
-                    # Checked as they arrive, so a lying server is cut off at once and the trace stays
-                    # bounded: a real answer has at most ``limit`` tokens, hence token-bearing chunks.
-                    if completion is not None and (problem := count_problem(completion, limit)) is not None:
+                    raise _StreamProblem(
+                        ErrorKind.MALFORMED,
+                        f"bad event {payload[:120]!r}: {type(exc).__name__}") from None
+                # A chunk that repeats the last count without text carries no token (keep-alives,
+                # the final usage chunk): it is not kept, so an endless stream of them cannot grow
+                # the trace.
+                if n or (completion is not None
+                         and (not cumulative or completion != cumulative[-1])):
+                    # Checked as they arrive, so a lying server is cut off at once and the trace
+                    # stays bounded: a real answer has at most ``limit`` tokens, hence token-bearing
+                    # chunks.
+                    if completion is not None and (problem := count_problem(completion,
+                                                                            limit)) is not None:
                         raise _StreamProblem(ErrorKind.BAD_USAGE, problem)
                     if len(times) >= limit:
                         raise _StreamProblem(ErrorKind.BAD_USAGE,
-                                             f"more than {limit} token-bearing chunks: more than the request "
-                                             "allows")
+                                             f"more than {limit} token-bearing chunks: more than "
+                                             "the request allows")
                     times.append(now)
                     cumulative.append(completion)
                     chars.append(n)
@@ -213,8 +232,10 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: Ap
         except SSEError as exc:
             raise _StreamProblem(ErrorKind.MALFORMED, str(exc)) from None
     if events == 0:
-        raise _StreamProblem(ErrorKind.MALFORMED, "HTTP 200 without any SSE event (is streaming supported?)")
-    raise _StreamProblem(ErrorKind.DISCONNECT, f"the stream ended after {events} events without [DONE]")
+        raise _StreamProblem(ErrorKind.MALFORMED,
+                             "HTTP 200 without any SSE event (is streaming supported?)")
+    raise _StreamProblem(ErrorKind.DISCONNECT,
+                         f"the stream ended after {events} events without [DONE]")
 
 
 def _server_error(error: object) -> str:

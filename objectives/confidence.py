@@ -2,24 +2,27 @@
 
 Two kinds of interval, for two uses:
 
-- **The figure's interval** (``MeanSample``, ``RatioSample``): from the request-level data, stored with the
-  phase as sufficient statistics, so repeated phases of one configuration pool exactly (sums add) and a
-  simulator's time scale rescales them.
+- **The figure's interval** (``MeanSample``, ``RatioSample``): from the request-level data, stored
+  with the phase as sufficient statistics, so repeated phases of one configuration pool exactly
+  (sums add) and a simulator's time scale rescales them.
 
-  - C=1's primary metric, the mean per-request decode speed, gets Student's t-interval over the per-request
-    speeds: ``mean ± t(n−1) · s / √n``.
-  - The aggregate throughput ``Σ tokens / window`` gets a ratio-estimator (delta-method) interval. Each request
-    contributes its in-window output tokens y and its in-window busy time x; ``Σ x = achieved concurrency ·
-    window``, so ``aggregate = (Σy/Σx) · (Σx/window)`` exactly and the aggregate's relative uncertainty is that
-    of ``R = Σy/Σx``: ``Var(R) ≈ Σ(y − R·x)² / ((n − 1) · n · x̄²)``. Requests that failed count with y = 0 (they
-    took the server's time and delivered nothing), as they do in the aggregate itself.
+  - C=1's primary metric, the mean per-request decode speed, gets Student's t-interval over the
+    per-request speeds: ``mean ± t(n−1) · s / √n``.
+  - The aggregate throughput ``Σ tokens / window`` gets a ratio-estimator (delta-method) interval.
+    Each request contributes its in-window output tokens y and its in-window busy time x; ``Σ x =
+    achieved concurrency · window``, so ``aggregate = (Σy/Σx) · (Σx/window)`` exactly and the
+    aggregate's relative uncertainty is that of ``R = Σy/Σx``: ``Var(R) ≈ Σ(y − R·x)² / ((n − 1) · n
+    · x̄²)``. Requests that failed count with y = 0 (they took the server's time and delivered
+    nothing), as they do in the aggregate itself.
 
-  Both intervals describe the request-to-request spread (prompts, output lengths, acceptance); slow drift of a
-  host between runs is what the confirmation stage's interleaved restarts are for (docs/scoring.md).
+  Both intervals describe the request-to-request spread (prompts, output lengths, acceptance); slow
+  drift of a host between runs is what the confirmation stage's interleaved restarts are for
+  (docs/scoring.md).
 
-- **The early-stop check** (``relative_half_width``): batch means over time slices of the window while the phase
-  runs — token arrivals of concurrent requests are correlated over about one request's lifetime, so slices
-  much longer than that are nearly independent samples (the classic batch-means argument).
+- **The early-stop check** (``relative_half_width``): batch means over time slices of the window
+  while the phase runs — token arrivals of concurrent requests are correlated over about one
+  request's lifetime, so slices much longer than that are nearly independent samples (the classic
+  batch-means argument).
 """
 
 from __future__ import annotations
@@ -64,13 +67,15 @@ class Interval:
     @staticmethod
     def from_stored(value: Any) -> Interval | None:
         """A stored ``[low, high]`` (or None) → an Interval (or None)."""
-        if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+        if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float)
+                                                                       for v in value):
             return Interval(float(value[0]), float(value[1]))
         return None
 
 
 def _t(n: int) -> float:
-    """Student's t quantile for a two-sided CONFIDENCE interval from n observations (n − 1 degrees of freedom)."""
+    """Student's t quantile for a two-sided CONFIDENCE interval from n observations (n − 1 degrees
+    of freedom)."""
     return float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1))
 
 
@@ -92,18 +97,21 @@ class MeanSample:
         return self.total / self.n if self.n else None
 
     def interval(self) -> Interval | None:
-        """The t-interval of the mean (``scipy.stats.t.interval``); None with fewer than two values."""
+        """The t-interval of the mean (``scipy.stats.t.interval``); None with fewer than two
+        values."""
         if self.n < 2:
             return None
         mean = self.total / self.n
         variance = max(0.0, (self.total_sq - self.n * mean * mean) / (self.n - 1))
         if variance == 0.0:
             return Interval(mean, mean)
-        low, high = stats.t.interval(CONFIDENCE, self.n - 1, loc=mean, scale=math.sqrt(variance / self.n))
+        low, high = stats.t.interval(CONFIDENCE, self.n - 1, loc=mean,
+                                     scale=math.sqrt(variance / self.n))
         return Interval(float(low), float(high))
 
     def pooled(self, other: MeanSample) -> MeanSample:
-        return MeanSample(self.n + other.n, self.total + other.total, self.total_sq + other.total_sq)
+        return MeanSample(self.n + other.n, self.total + other.total, self.total_sq
+                          + other.total_sq)
 
     def scaled(self, factor: float) -> MeanSample:
         """Every value multiplied by ``factor``."""
@@ -115,8 +123,8 @@ class MeanSample:
 
 @dataclass(frozen=True)
 class RatioSample:
-    """Sufficient statistics of (y = tokens, x = busy seconds) per request, plus the window: the aggregate
-    ``Σy / window`` and its ratio-estimator interval."""
+    """Sufficient statistics of (y = tokens, x = busy seconds) per request, plus the window: the
+    aggregate ``Σy / window`` and its ratio-estimator interval."""
 
     n: int
     sy: float
@@ -127,17 +135,19 @@ class RatioSample:
     window_s: float
 
     @classmethod
-    def of(cls, y: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray, window_s: float) -> RatioSample:
+    def of(cls, y: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray,
+           window_s: float) -> RatioSample:
         ya, xa = np.asarray(y, dtype=float), np.asarray(x, dtype=float)
-        return cls(int(ya.size), float(ya.sum()), float(xa.sum()), float(np.dot(ya, ya)), float(np.dot(xa, xa)),
-                   float(np.dot(xa, ya)), float(window_s))
+        return cls(int(ya.size), float(ya.sum()), float(xa.sum()), float(np.dot(ya, ya)),
+                   float(np.dot(xa, xa)), float(np.dot(xa, ya)), float(window_s))
 
     @property
     def estimate(self) -> float | None:
         return self.sy / self.window_s if self.window_s > 0 else None
 
     def relative_half_width(self) -> float | None:
-        """t · se(R) / R, the aggregate's relative half-width; None when undefined (under two requests, no tokens)."""
+        """t · se(R) / R, the aggregate's relative half-width; None when undefined (under two
+        requests, no tokens)."""
         if self.n < 2 or self.sx <= 0 or self.sy <= 0:
             return None
         ratio = self.sy / self.sx
@@ -153,40 +163,44 @@ class RatioSample:
         return Interval(estimate * (1 - relative), estimate * (1 + relative))
 
     def pooled(self, other: RatioSample) -> RatioSample:
-        return RatioSample(self.n + other.n, self.sy + other.sy, self.sx + other.sx, self.syy + other.syy,
-                           self.sxx + other.sxx, self.sxy + other.sxy, self.window_s + other.window_s)
+        return RatioSample(self.n + other.n, self.sy + other.sy, self.sx + other.sx, self.syy
+                           + other.syy, self.sxx + other.sxx, self.sxy + other.sxy, self.window_s
+                           + other.window_s)
 
     def scaled(self, time_factor: float) -> RatioSample:
         """Every duration multiplied by ``time_factor`` (tokens unchanged)."""
         f = time_factor
-        return RatioSample(self.n, self.sy, self.sx * f, self.syy, self.sxx * f * f, self.sxy * f, self.window_s * f)
+        return RatioSample(self.n, self.sy, self.sx * f, self.syy, self.sxx * f * f, self.sxy * f,
+                           self.window_s * f)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "ratio", "n": self.n, "sy": self.sy, "sx": self.sx, "syy": self.syy, "sxx": self.sxx,
-                "sxy": self.sxy, "window_s": self.window_s}
+        return {"kind": "ratio", "n": self.n, "sy": self.sy, "sx": self.sx, "syy": self.syy,
+                "sxx": self.sxx, "sxy": self.sxy, "window_s": self.window_s}
 
 
 Sample = MeanSample | RatioSample
 
 
 def sample_from_dict(stored: Mapping[str, Any] | None) -> Sample | None:
-    """A stored sample (``to_dict``) → the sample; None for anything else (e.g. a study from before intervals)."""
+    """A stored sample (``to_dict``) → the sample; None for anything else (e.g. a study from before
+    intervals)."""
     if not isinstance(stored, Mapping):
         return None
     try:
         if stored.get("kind") == "mean":
             return MeanSample(int(stored["n"]), float(stored["sum"]), float(stored["sum_sq"]))
         if stored.get("kind") == "ratio":
-            return RatioSample(int(stored["n"]), *(float(stored[k]) for k in ("sy", "sx", "syy", "sxx", "sxy",
-                                                                                 "window_s")))
+            return RatioSample(int(stored["n"]),
+                               *(float(stored[k]) for k in ("sy", "sx", "syy", "sxx", "sxy",
+                                                               "window_s")))
     except (KeyError, TypeError, ValueError):
         return None
     return None
 
 
 def pool(samples: Iterable[Sample]) -> Sample | None:
-    """The samples of repeated phases as one (their requests together); None when there are none or they mix
-    kinds."""
+    """The samples of repeated phases as one (their requests together); None when there are none or
+    they mix kinds."""
     items = list(samples)
     means = [s for s in items if isinstance(s, MeanSample)]
     ratios = [s for s in items if isinstance(s, RatioSample)]
@@ -198,7 +212,8 @@ def pool(samples: Iterable[Sample]) -> Sample | None:
 
 
 def aggregate_sample(records: Sequence[RequestRecord], window_s: float) -> RatioSample:
-    """The (tokens, busy time) of every request inside ``[0, window_s]``: what ``aggregate_tok_s`` is made of."""
+    """The (tokens, busy time) of every request inside ``[0, window_s]``: what ``aggregate_tok_s``
+    is made of."""
     ys: list[float] = []
     xs: list[float] = []
     for r in records:
@@ -211,7 +226,8 @@ def aggregate_sample(records: Sequence[RequestRecord], window_s: float) -> Ratio
             tokens = r.output_tokens
         else:
             horizon = window_s - r.start_s
-            tokens = sum(n for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=True) if t <= horizon)
+            tokens = sum(n for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=True) if t
+                         <= horizon)
         ys.append(tokens)
         xs.append(busy)
     return RatioSample.of(ys, xs, window_s)
@@ -220,8 +236,8 @@ def aggregate_sample(records: Sequence[RequestRecord], window_s: float) -> Ratio
 def relative_half_width(arrivals: np.ndarray, tokens: np.ndarray, window_s: float) -> float | None:
     """Half-width of the 95 % CI of the mean throughput by batch means, as a fraction of the mean.
 
-    ``arrivals`` are token-arrival times in seconds since the window started, ``tokens`` how many tokens
-    each arrival carried. None when the window is empty or nothing arrived.
+    ``arrivals`` are token-arrival times in seconds since the window started, ``tokens`` how many
+    tokens each arrival carried. None when the window is empty or nothing arrived.
     """
     if window_s <= 0 or arrivals.size == 0:
         return None

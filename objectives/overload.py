@@ -1,22 +1,27 @@
-"""A phase measured while the simulator could not keep its schedule fails as ``simulator-overloaded``.
+"""A phase measured while the simulator could not keep its schedule fails as
+``simulator-overloaded``.
 
-The simulator accounts for its schedule in ``/server_info`` under ``simulator`` (not an SGLang field; see
-docs/simulator.md): ``busy_s`` real seconds spent on scheduled work and ``dropped_s`` of them given up because
-the process was late beyond its catch-up tolerance. The phase reads the account before and after its measured
-part; the share Δdropped / Δbusy says how much of the phase the simulator ran slower than the model.
+The simulator accounts for its schedule in ``/server_info`` under ``simulator`` (not an SGLang
+field; see docs/simulator.md): ``busy_s`` real seconds spent on scheduled work and ``dropped_s`` of
+them given up because the process was late beyond its catch-up tolerance. The phase reads the
+account before and after its measured part; the share Δdropped / Δbusy says how much of the phase
+the simulator ran slower than the model.
 
 How much is too much depends on what the figures were computed from (``PhaseResult.timebase``):
 
-* ``client`` (arrival times at the load generator): every given-up second is a second the modelled server did
-  not run at its speed, so a few per cent already distort the figures — ``MAX_DROPPED_SHARE["client"]``;
-* ``server`` (the simulator's own schedule stamps): given-up lag does not enter the figures — measured, the
-  demo baseline's C=64 within 0.4 % of the virtual-clock schedule with 37 % given up at 10x and 83 % at 50x
-  (docs/benchmarks.md) — so nothing is refused; the share is still reported (``simulator_dropped_share``).
+* ``client`` (arrival times at the load generator): every given-up second is a second the modelled
+  server did not run at its speed, so a few per cent already distort the figures —
+  ``MAX_DROPPED_SHARE["client"]``;
+* ``server`` (the simulator's own schedule stamps): given-up lag does not enter the figures —
+  measured, the demo baseline's C=64 within 0.4 % of the virtual-clock schedule with 37 % given up
+  at 10x and 83 % at 50x (docs/benchmarks.md) — so nothing is refused; the share is still reported
+  (``simulator_dropped_share``).
 
 A phase without a successful request is not judged: its error rate already says it measured nothing.
 
-A real SGLang server has no such account: nothing is checked and nothing fails. Failing is data, like a
-request's ``ErrorKind``: the phase keeps its figures for inspection and says why they are not to be used.
+A real SGLang server has no such account: nothing is checked and nothing fails. Failing is data,
+like a request's ``ErrorKind``: the phase keeps its figures for inspection and says why they are not
+to be used.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ import aiohttp
 
 #: The failure class of such a phase (what a trial stores as its ``failure_class``).
 SIMULATOR_OVERLOADED: Final = "simulator-overloaded"
-#: The largest share of the measured part's busy time the simulator may give up, by timebase (None: any).
+#: The largest share of the measured part's busy time the simulator may give up, by timebase (None:
+#: any).
 MAX_DROPPED_SHARE: Final[dict[str, float | None]] = {"client": 0.02, "server": None}
 _TIMEOUT = aiohttp.ClientTimeout(total=10)
 
@@ -41,12 +47,14 @@ class ScheduleAccount:
 
 
 def parse_account(info: Any) -> ScheduleAccount | None:
-    """The ``simulator`` account of a server-info answer, or None (a real server, or numbers that are not)."""
+    """The ``simulator`` account of a server-info answer, or None (a real server, or numbers that
+    are not)."""
     state = info.get("simulator") if isinstance(info, dict) else None
     if not isinstance(state, dict):
         return None
     values = [state.get("busy_s"), state.get("dropped_s")]
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v
+               >= 0
                for v in values):
         return None
     return ScheduleAccount(float(values[0]), float(values[1]))  # type: ignore[arg-type]
@@ -84,6 +92,7 @@ def judge(before: ScheduleAccount | None, after: ScheduleAccount | None,
     if limit is None or share <= limit or not measured:
         return Overload(share, None, None)
     return Overload(share, SIMULATOR_OVERLOADED,
-                    f"the simulator gave up {dropped:.2f} s of its schedule ({share:.0%} of {busy:.2f} s busy, limit "
-                    f"{limit:.0%} for figures on the {timebase}'s clock): this machine's free CPU does not sustain "
-                    "its time scale; lower the target's time_scale or free the CPU")
+                    f"the simulator gave up {dropped:.2f} s of its schedule ({share:.0%} of "
+                    f"{busy:.2f} s busy, limit {limit:.0%} for figures on the {timebase}'s clock): "
+                    "this machine's free CPU does not sustain its time scale; lower the target's "
+                    "time_scale or free the CPU")

@@ -1,25 +1,27 @@
 """Paired measurement: a run's primary figure against the reference run's, request by request.
 
-Every trial sends the same prompts in the same order (the same request index is the same prompt, with the same
-sampling seed), so request i of a trial and request i of the reference run differ by the configuration and by
-little else: the prompt's length, its output length and how predictable its text is — the bulk of the
-request-to-request spread — are common to both (common random numbers). An interval computed from the pairs
-describes only what differs; one computed from the two runs as independent samples (objectives/confidence.py)
-counts the prompts' spread twice.
+Every trial sends the same prompts in the same order (the same request index is the same prompt,
+with the same sampling seed), so request i of a trial and request i of the reference run differ by
+the configuration and by little else: the prompt's length, its output length and how predictable its
+text is — the bulk of the request-to-request spread — are common to both (common random numbers). An
+interval computed from the pairs describes only what differs; one computed from the two runs as
+independent samples (objectives/confidence.py) counts the prompts' spread twice.
 
 A phase keeps, per request index, what its primary metric is made of (``PerRequest``):
 
-- C=1 (``mean``): each request's decode speed y. The ratio of means is compared through the per-request log
-  ratios d_i = log(y_i / y_ref,i): Student's t-interval of their mean (``scipy.stats.ttest_1samp``), whose
-  half-width is the relative uncertainty of the ratio.
-- C>1 (``ratio``): each request's in-window tokens y and busy seconds x, the aggregate's ratio estimator
-  ``Σy/Σx`` (objectives/confidence.py). The statistic log((Σy/Σx) / (Σy_ref/Σx_ref)) over the pairs gets its
-  standard error from a paired bootstrap (``scipy.stats.bootstrap(..., paired=True)``, resampling pairs, a fixed
-  seed so the same data give the same interval) and a t-interval from it.
+- C=1 (``mean``): each request's decode speed y. The ratio of means is compared through the
+  per-request log ratios d_i = log(y_i / y_ref,i): Student's t-interval of their mean
+  (``scipy.stats.ttest_1samp``), whose half-width is the relative uncertainty of the ratio.
+- C>1 (``ratio``): each request's in-window tokens y and busy seconds x, the aggregate's ratio
+  estimator ``Σy/Σx`` (objectives/confidence.py). The statistic log((Σy/Σx) / (Σy_ref/Σx_ref)) over
+  the pairs gets its standard error from a paired bootstrap (``scipy.stats.bootstrap(...,
+  paired=True)``, resampling pairs, a fixed seed so the same data give the same interval) and a
+  t-interval from it.
 
-``relative_interval`` returns the interval as factors of the point ratio (low ≤ 1 ≤ high); applied to the run's
-own figure it is the figure's interval *relative to the reference run* (stored as ``<metric>_paired_ci``), which
-is what a score — a ratio to the reference — needs. The reference run itself pairs with itself: [1, 1].
+``relative_interval`` returns the interval as factors of the point ratio (low ≤ 1 ≤ high); applied
+to the run's own figure it is the figure's interval *relative to the reference run* (stored as
+``<metric>_paired_ci``), which is what a score — a ratio to the reference — needs. The reference run
+itself pairs with itself: [1, 1].
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ Kind = Literal["mean", "ratio"]
 MIN_PAIRS = 3
 BOOTSTRAP_RESAMPLES = 2000
 _BOOTSTRAP_SEED = 20261202
-#: Request indices of pooled runs: run k's request i becomes k·RUN_STRIDE + i (a phase's indices stay below it).
+#: Request indices of pooled runs: run k's request i becomes k·RUN_STRIDE + i (a phase's indices
+#: stay below it).
 RUN_STRIDE = 10**9
 #: The key each primary metric's paired interval is stored under in a phase's metrics.
 PAIRED_SUFFIX = "_paired_ci"
@@ -50,7 +53,8 @@ PAIRED_SUFFIX = "_paired_ci"
 
 @dataclass(frozen=True)
 class PerRequest:
-    """One phase's per-request parts of its primary metric, by request index (successful requests only)."""
+    """One phase's per-request parts of its primary metric, by request index (successful requests
+    only)."""
 
     kind: Kind
     index: tuple[int, ...]
@@ -79,7 +83,8 @@ class PerRequest:
         return PerRequest(stored["kind"], index, y, x)
 
     def scaled(self, scale: float) -> PerRequest:
-        """As a server ``scale`` times slower would have produced it: speeds divided, durations multiplied."""
+        """As a server ``scale`` times slower would have produced it: speeds divided, durations
+        multiplied."""
         if self.kind == "mean":
             return PerRequest("mean", self.index, tuple(v / scale for v in self.y))
         return PerRequest("ratio", self.index, self.y, tuple(v * scale for v in self.x))
@@ -93,7 +98,8 @@ def speeds_of(records: Sequence[RequestRecord]) -> PerRequest:
 
 
 def aggregate_parts_of(records: Sequence[RequestRecord], window_s: float) -> PerRequest:
-    """C>1's parts: each successful request's in-window tokens and busy seconds (as ``aggregate_sample``)."""
+    """C>1's parts: each successful request's in-window tokens and busy seconds (as
+    ``aggregate_sample``)."""
     index: list[int] = []
     ys: list[float] = []
     xs: list[float] = []
@@ -110,8 +116,9 @@ def aggregate_parts_of(records: Sequence[RequestRecord], window_s: float) -> Per
 
 
 def pooled(runs: Iterable[PerRequest]) -> PerRequest | None:
-    """Several runs of the same prompts as one sample, run k's request i indexed k·RUN_STRIDE + i — so that run
-    k of one configuration pairs with run k of another. None without runs, or when their kinds differ."""
+    """Several runs of the same prompts as one sample, run k's request i indexed k·RUN_STRIDE + i —
+    so that run k of one configuration pairs with run k of another. None without runs, or when their
+    kinds differ."""
     items = list(runs)
     if not items or len({r.kind for r in items}) != 1:
         return None
@@ -122,8 +129,8 @@ def pooled(runs: Iterable[PerRequest]) -> PerRequest | None:
 
 
 def relative_interval(run: PerRequest, reference: PerRequest) -> tuple[float, float] | None:
-    """The 95 % interval of run / reference over their common requests, as factors of the point ratio
-    (low ≤ 1 ≤ high); None with fewer than MIN_PAIRS pairs or data of different kinds."""
+    """The 95 % interval of run / reference over their common requests, as factors of the point
+    ratio (low ≤ 1 ≤ high); None with fewer than MIN_PAIRS pairs or data of different kinds."""
     if run.kind != reference.kind:
         return None
     ref = dict(zip(reference.index, range(len(reference.index)), strict=True))
@@ -156,28 +163,33 @@ def _log_ratio(y: np.ndarray, x: np.ndarray, y_ref: np.ndarray, x_ref: np.ndarra
                                                                           x_ref.sum(axis=axis)))
 
 
-def _ratio_interval(y: np.ndarray, x: np.ndarray, y_ref: np.ndarray, x_ref: np.ndarray) -> tuple[float, float] | None:
+def _ratio_interval(y: np.ndarray, x: np.ndarray, y_ref: np.ndarray,
+                    x_ref: np.ndarray) -> tuple[float, float] | None:
     if y.sum() <= 0 or y_ref.sum() <= 0 or x.sum() <= 0 or x_ref.sum() <= 0:
         return None
     if np.allclose(y, y_ref) and np.allclose(x, x_ref):
         return 1.0, 1.0  # the reference run itself
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns when every resample gives the same value (handled below)
+        # scipy warns when every resample gives the same value (handled below)
+        warnings.simplefilter("ignore")
         result = stats.bootstrap((y, x, y_ref, x_ref), _log_ratio, paired=True, vectorized=True,
-                                 n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
+                                 n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=CONFIDENCE,
+                                 method="percentile",
                                  random_state=np.random.default_rng(_BOOTSTRAP_SEED))
     se = float(result.standard_error)
     if not math.isfinite(se):
         return None
-    # The bootstrap's standard error of the log ratio with Student's t quantile: symmetric around the estimate in
-    # log space (a percentile interval need not contain the estimate when the pairs are few and skewed).
+    # The bootstrap's standard error of the log ratio with Student's t quantile: symmetric around
+    # the estimate in log space (a percentile interval need not contain the estimate when the pairs
+    # are few and skewed).
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, y.size - 1)) * se
     return math.exp(-half), math.exp(half)
 
 
 def paired_interval(value: float | None, run: PerRequest | None,
                     reference: PerRequest | None) -> list[float] | None:
-    """The figure ``value``'s interval relative to the reference run (``[low, high]`` to store), or None."""
+    """The figure ``value``'s interval relative to the reference run (``[low, high]`` to store), or
+    None."""
     if value is None or run is None or reference is None:
         return None
     factors = relative_interval(run, reference)

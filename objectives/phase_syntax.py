@@ -1,9 +1,9 @@
-"""The compact phase syntax of the command line: ``C=64:n=256``, ``C=64:t=30s``, ``C=1:n=8:warmup=1``,
-``C=64:n=512:ci=0.02``, ``C=64:t=2m:deadline=5m``.
+"""The compact phase syntax of the command line: ``C=64:n=256``, ``C=64:t=30s``,
+``C=1:n=8:warmup=1``, ``C=64:n=512:ci=0.02``, ``C=64:t=2m:deadline=5m``.
 
-Keys: ``C`` concurrency (required), ``n`` measured requests, ``t`` duration, ``warmup`` requests, ``ci``
-relative half-width that stops the phase early, ``deadline`` for the whole phase. Without ``n`` and ``t``
-a phase measures 8 requests at C=1 and 4·C otherwise (the study file's rule).
+Keys: ``C`` concurrency (required), ``n`` measured requests, ``t`` duration, ``warmup`` requests,
+``ci`` relative half-width that stops the phase early, ``deadline`` for the whole phase. Without
+``n`` and ``t`` a phase measures 8 requests at C=1 and 4·C otherwise (the study file's rule).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ _KEYS = ("c", "n", "t", "warmup", "ci", "deadline")
 
 
 def parse_phase(text: str) -> PhaseSpec:
-    """A ``PhaseSpec`` from one ``--phase`` value; ``UsageError`` with a one-line reason otherwise."""
+    """A ``PhaseSpec`` from one ``--phase`` value; ``UsageError`` with a one-line reason
+    otherwise."""
     values: dict[str, str] = {}
     for part in text.strip().split(":"):
         key, sep, value = part.partition("=")
@@ -25,7 +26,8 @@ def parse_phase(text: str) -> PhaseSpec:
         if not sep or not value.strip():
             raise UsageError(f"phase {text!r}: {part!r} is not KEY=VALUE ({_EXAMPLE})")
         if key not in _KEYS:
-            raise UsageError(f"phase {text!r}: unknown key {key!r} (keys: C, n, t, warmup, ci, deadline)")
+            raise UsageError(
+                f"phase {text!r}: unknown key {key!r} (keys: C, n, t, warmup, ci, deadline)")
         if key in values:
             raise UsageError(f"phase {text!r}: {key!r} given twice")
         values[key] = value.strip()
@@ -44,8 +46,10 @@ def parse_phase(text: str) -> PhaseSpec:
         except ValueError:
             raise UsageError(f"phase {text!r}: ci must be a fraction such as 0.02 or 2%") from None
         if not 0 < ci < 1:
-            raise UsageError(f"phase {text!r}: ci must be between 0 and 1 (e.g. 0.02), not {values['ci']}")
-    deadline = _seconds(text, "deadline", values["deadline"]) if "deadline" in values else PhaseSpec.deadline_s
+            raise UsageError(
+                f"phase {text!r}: ci must be between 0 and 1 (e.g. 0.02), not {values['ci']}")
+    deadline = _seconds(text, "deadline",
+                        values["deadline"]) if "deadline" in values else PhaseSpec.deadline_s
     return PhaseSpec(concurrency=concurrency, requests=requests, duration_s=duration, warmup=warmup,
                      ci_target=ci, deadline_s=deadline)
 

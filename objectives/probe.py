@@ -1,13 +1,15 @@
-"""The greedy probe: a few short prompts of the workload, generated at temperature 0, whole texts kept.
+"""The greedy probe: a few short prompts of the workload, generated at temperature 0, whole texts
+kept.
 
 What the output check compares between configurations (tuner/run/outputs.py). The prompts are the
-workload's own (its dataset, from index ``PROBE_INDEX`` on: never a phase's prompt, so never a prefix-cache hit
-from a phase), sent through the workload's API and streamed as the phases ask (a whole JSON answer is read
-too). At temperature 0 a lossless speculative configuration must say what the reference configuration says,
-up to the server's own batch-shape noise.
+workload's own (its dataset, from index ``PROBE_INDEX`` on: never a phase's prompt, so never a
+prefix-cache hit from a phase), sent through the workload's API and streamed as the phases ask (a
+whole JSON answer is read too). At temperature 0 a lossless speculative configuration must say what
+the reference configuration says, up to the server's own batch-shape noise.
 
-``concurrent=True`` sends them all at once (one batch, as a loaded server runs them); ``False`` one after
-another (batch size 1): the two differ only in batch shape, which is how the noise floor is measured.
+``concurrent=True`` sends them all at once (one batch, as a loaded server runs them); ``False`` one
+after another (batch size 1): the two differ only in batch shape, which is how the noise floor is
+measured.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class ProbeOutput:
 def probe_outputs(base_url: str, workload: WorkloadSpec, count: int, max_tokens: int, *,
                   concurrent: bool = True) -> tuple[ProbeOutput, ...]:
     """Synchronous; must not be called from a running event loop."""
-    return asyncio.run(probe_outputs_async(base_url, workload, count, max_tokens, concurrent=concurrent))
+    return asyncio.run(probe_outputs_async(base_url, workload, count, max_tokens,
+                                           concurrent=concurrent))
 
 
 async def probe_outputs_async(base_url: str, workload: WorkloadSpec, count: int, max_tokens: int, *,
@@ -66,18 +69,21 @@ async def probe_outputs_async(base_url: str, workload: WorkloadSpec, count: int,
 
         async def one(index: int) -> ProbeOutput:
             prompt = source.prompt(PROBE_INDEX + index)
-            # Streamed, exactly as the phases ask (a server that streams correctly is all a benchmark needs).
+            # Streamed, exactly as the phases ask (a server that streams correctly is all a
+            # benchmark needs).
             body = api.build(prompt, greedy, model)
             try:
                 async with session.post(f"{base_url}{api.path}", data=json.dumps(body).encode(),
-                                        headers={"Content-Type": "application/json"}, timeout=timeout) as response:
+                                        headers={"Content-Type": "application/json"},
+                                        timeout=timeout) as response:
                     if response.status != 200:
                         return ProbeOutput(prompt.text, None, error=f"HTTP {response.status}")
                     raw = await response.read()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 return ProbeOutput(prompt.text, None, error=type(exc).__name__)
             text, finish = _read(greedy.api, raw)
-            return ProbeOutput(prompt.text, text, finish, None if text is not None else "no text in the answer")
+            return ProbeOutput(prompt.text, text, finish, None if text is not None
+                               else "no text in the answer")
 
         if concurrent:
             return tuple(await asyncio.gather(*(one(i) for i in range(count))))

@@ -1,7 +1,7 @@
 """Where prompts come from: the built-in set, synthetic prompts of a fixed length, or a JSONL file.
 
-A source hands out the prompt of request ``i``; the order is shuffled by the workload's seed and repeats
-once the set is exhausted. Token counts are never computed here: the server reports them.
+A source hands out the prompt of request ``i``; the order is shuffled by the workload's seed and
+repeats once the set is exhausted. Token counts are never computed here: the server reports them.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from tuner.core.errors import SpectuneError
 
 Message = tuple[str, str]  # (role, content)
 
-#: Package data next to this module (declared in pyproject); a plain path works for wheels and editable installs.
+#: Package data next to this module (declared in pyproject); a plain path works for wheels and
+#: editable installs.
 BUILTIN_PROMPTS = Path(__file__).with_name("data") / "prompts.jsonl"
 
 
 class WorkloadError(SpectuneError):
-    """A prompt file is missing or unreadable, or holds no usable prompt. Carries one line per problem."""
+    """A prompt file is missing or unreadable, or holds no usable prompt. Carries one line per
+    problem."""
 
     exit_code = 2
 
@@ -39,8 +41,9 @@ class Prompt:
     def text(self) -> str:
         """The prompt for the completions and native APIs, which take text rather than messages.
 
-        A single user message is sent as it is; a conversation becomes a plain transcript. We have no
-        tokenizer, so the model's chat template cannot be applied here: use the chat API for that.
+        A single user message is sent as it is; a conversation becomes a plain transcript. We have
+        no tokenizer, so the model's chat template cannot be applied here: use the chat API for
+        that.
         """
         if len(self.messages) == 1 and self.messages[0][0] == "user":
             return self.messages[0][1]
@@ -69,16 +72,18 @@ class FixedPrompts:
         return self.prompts[self._order[index % len(self._order)]]
 
 
-# Short, frequent English words: each is one token in the vocabularies of current LLMs (with its leading
-# space), so N of them make a prompt of about N tokens. The exact count comes back in the usage data.
+# Short, frequent English words: each is one token in the vocabularies of current LLMs (with its
+# leading space), so N of them make a prompt of about N tokens. The exact count comes back in the
+# usage data.
 _WORD_TEXT = (
-    "the of and to in is was for on that with as by at from it be this are or have an not but which one all "
-    "were they we there been has more when will would who so no if out what up about into than them can only "
-    "other new some time could these two may then do first any my now such like our over man me even most "
-    "made after also did many before must through back years where much your way well down should because "
-    "each just those people how too little state good very make world still own see men work long get here "
-    "between both life being under never day same another know while last might us great old year off come "
-    "since against go came right used take three"
+    "the of and to in is was for on that with as by at from it be this are or have an not but "
+    "which one all were they we there been has more when will would who so no if out what up about "
+    "into than them can only other new some time could these two may then do first any my now such "
+    "like our over man me even most made after also did many before must through back years where "
+    "much your way well down should because each just those people how too little state good very "
+    "make world still own see men work long get here between both life being under never day same "
+    "another know while last might us great old year off come since against go came right used "
+    "take three"
 )
 _WORDS = tuple(_WORD_TEXT.split())
 
@@ -89,8 +94,8 @@ _INSTRUCTION_TOKENS = 12  # roughly, with the request number; subtracted so the 
 class SyntheticPrompts:
     """Prompt ``i`` is ``input_tokens`` common words drawn with seed (seed, i).
 
-    Every request gets a different prompt, so the server's prefix cache cannot make prefill look cheaper
-    than it is for fresh traffic.
+    Every request gets a different prompt, so the server's prefix cache cannot make prefill look
+    cheaper than it is for fresh traffic.
     """
 
     def __init__(self, input_tokens: int, seed: int) -> None:
@@ -107,7 +112,8 @@ def load_source(workload: WorkloadSpec) -> PromptSource:
     if workload.dataset == "synthetic":
         return SyntheticPrompts(workload.input_tokens, workload.seed)
     if workload.dataset == "builtin":
-        return FixedPrompts(parse_jsonl(BUILTIN_PROMPTS.read_text(encoding="utf-8"), "builtin prompts"),
+        return FixedPrompts(parse_jsonl(BUILTIN_PROMPTS.read_text(encoding="utf-8"),
+                                        "builtin prompts"),
                             workload.seed)
     path = Path(workload.dataset).expanduser()
     try:
@@ -133,7 +139,8 @@ def parse_jsonl(text: str, origin: str) -> list[Prompt]:
         except ValueError as exc:
             problems.append(f"{origin}:{number}: {exc}")
     if problems:
-        raise WorkloadError(problems[:10] + ([f"... and {len(problems) - 10} more"] if len(problems) > 10 else []))
+        raise WorkloadError(problems[:10] + ([f"... and {len(problems) - 10} more"] if len(problems)
+                                             > 10 else []))
     if not prompts:
         raise WorkloadError([f"{origin}: no prompts"])
     return prompts
@@ -146,7 +153,8 @@ def parse_item(item: object) -> Prompt:
     """One JSONL item in any of the three accepted shapes.
 
     - ``{"prompt": "..."}``: a single user message;
-    - ``{"messages": [{"role", "content"}, ...]}``: OpenAI style, sent up to and including the last user turn;
+    - ``{"messages": [{"role", "content"}, ...]}``: OpenAI style, sent up to and including the last
+      user turn;
     - ``{"conversations": [{"from", "value"}, ...]}``: ShareGPT, sent up to the first human turn (as
       bench_serving does: the recorded answer that follows is what the model is asked to produce).
     """
@@ -172,7 +180,8 @@ def parse_item(item: object) -> Prompt:
             if role == "user":
                 return Prompt(tuple(messages))
         raise ValueError("'conversations' has no human turn")
-    raise ValueError("expected a 'prompt' string, a 'messages' list or a ShareGPT 'conversations' list")
+    raise ValueError(
+        "expected a 'prompt' string, a 'messages' list or a ShareGPT 'conversations' list")
 
 
 def _openai_message(message: object) -> Message:

@@ -1,8 +1,9 @@
 """One request's outcome as an immutable record: timings, token counts, and its error as data.
 
-A failed request is data, not an exception: the client always returns a record, and aggregation decides
-what an error rate means. Times are seconds from ``time.perf_counter``; ``start_s`` is relative to the start
-of the measured part of its phase, every other time is relative to the request's own start.
+A failed request is data, not an exception: the client always returns a record, and aggregation
+decides what an error rate means. Times are seconds from ``time.perf_counter``; ``start_s`` is
+relative to the start of the measured part of its phase, every other time is relative to the
+request's own start.
 """
 
 from __future__ import annotations
@@ -32,17 +33,18 @@ class ErrorKind(StrEnum):
 class RequestRecord:
     """What one request did.
 
-    ``chunk_times_s[i]`` is when the i-th token-bearing chunk arrived (since the request started) and
-    ``chunk_tokens[i]`` how many output tokens it carried, so ``chunk_times_s[0]`` is the TTFT and the gaps
-    between consecutive entries are the inter-chunk gaps. With speculative decoding one chunk is one decode
-    step and carries the accepted tokens of that step.
+    ``chunk_times_s[i]`` is when the i-th token-bearing chunk arrived (since the request started)
+    and ``chunk_tokens[i]`` how many output tokens it carried, so ``chunk_times_s[0]`` is the TTFT
+    and the gaps between consecutive entries are the inter-chunk gaps. With speculative decoding one
+    chunk is one decode step and carries the accepted tokens of that step.
 
-    ``tokens_exact`` is False only when the server gave a total but no per-chunk counts; the total was then
-    spread over the chunks in proportion to their text length (the total itself still comes from the server).
+    ``tokens_exact`` is False only when the server gave a total but no per-chunk counts; the total
+    was then spread over the chunks in proportion to their text length (the total itself still comes
+    from the server).
 
-    ``cancelled`` marks a request still in flight when its phase ended normally (duration reached, enough
-    requests done): not an error, excluded from per-request statistics, but the tokens it received inside the
-    measured window count towards throughput.
+    ``cancelled`` marks a request still in flight when its phase ended normally (duration reached,
+    enough requests done): not an error, excluded from per-request statistics, but the tokens it
+    received inside the measured window count towards throughput.
     """
 
     index: int
@@ -58,8 +60,9 @@ class RequestRecord:
     error_kind: ErrorKind | None = None
     error_message: str | None = None
     cancelled: bool = False
-    # The server's own schedule, when it stamps its events (the simulator: objectives/client.py SCHEDULE_KEY):
-    # the request's arrival on its timeline (seconds) and each kept chunk's time since then, else None / ().
+    # The server's own schedule, when it stamps its events (the simulator: objectives/client.py
+    # SCHEDULE_KEY): the request's arrival on its timeline (seconds) and each kept chunk's time
+    # since then, else None / ().
     server_start_s: float | None = None
     server_chunk_s: tuple[float, ...] = ()
 

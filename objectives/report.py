@@ -63,7 +63,8 @@ class ProgressDisplay:
         detail = f"{event.finished} req, {rate:,.0f} tok/s{failed}"
         if event.stage == "done":
             done = total
-        self.progress.update(task, description=event.label, total=total, completed=min(done, total), detail=detail)
+        self.progress.update(task, description=event.label, total=total, completed=min(done, total),
+                             detail=detail)
 
 
 def results_table(result: BenchmarkResult) -> Table:
@@ -72,8 +73,8 @@ def results_table(result: BenchmarkResult) -> Table:
     if result.scaled:
         scale = result.time_scale
         title += f" — SCALED ×{scale:g}"
-        caption = (f"simulator time scale {scale:g}: rates are {scale:g}× and times 1/{scale:g} of what the "
-                   "simulated server would measure")
+        caption = (f"simulator time scale {scale:g}: rates are {scale:g}× and times 1/{scale:g} of "
+                   "what the simulated server would measure")
     table = Table(title=title, caption=caption)
     table.add_column("metric")
     for phase in result.phases:
@@ -85,7 +86,8 @@ def results_table(result: BenchmarkResult) -> Table:
     table.add_row("requests (ok / failed / cancelled)",
                   *(f"{p.completed} / {p.failed} / {p.cancelled}" for p in result.phases))
     table.add_row("errors", *(_errors(p) for p in result.phases))
-    table.add_row("window s (stopped by)", *(f"{p.duration_s:.1f} ({p.stopped_by})" for p in result.phases))
+    table.add_row("window s (stopped by)",
+                  *(f"{p.duration_s:.1f} ({p.stopped_by})" for p in result.phases))
     table.add_row("throughput 95% CI", *(_fmt(p.ci_half_width, "±{:.1%}") for p in result.phases))
     return table
 

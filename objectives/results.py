@@ -1,9 +1,11 @@
-"""What a benchmark produces: one frozen ``PhaseResult`` per phase, gathered in a ``BenchmarkResult``.
+"""What a benchmark produces: one frozen ``PhaseResult`` per phase, gathered in a
+``BenchmarkResult``.
 
-Metric fields are flat and named as study-file constraints name them (``ttft_p99_ms``, ``error_rate``,
-``c64.aggregate_tok_s`` ...), so a trial can store ``to_dict()`` as is and re-rank later without re-running.
-Latencies are in milliseconds, as bench_serving prints them. The per-request records travel with the result
-for whoever wants them but stay out of ``to_dict()`` unless asked for.
+Metric fields are flat and named as study-file constraints name them (``ttft_p99_ms``,
+``error_rate``, ``c64.aggregate_tok_s`` ...), so a trial can store ``to_dict()`` as is and re-rank
+later without re-running. Latencies are in milliseconds, as bench_serving prints them. The
+per-request records travel with the result for whoever wants them but stay out of ``to_dict()``
+unless asked for.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ INTERVALS = ("per_request_tok_s_mean_ci", "aggregate_tok_s_ci")
 
 
 def scaled_sample(stored: dict[str, Any], scale: float) -> dict[str, Any]:
-    """A stored sample as a server ``scale`` times slower would have produced it (see ``at_time_scale``)."""
+    """A stored sample as a server ``scale`` times slower would have produced it (see
+    ``at_time_scale``)."""
     sample = sample_from_dict(stored)
     if isinstance(sample, MeanSample):
         return sample.scaled(1 / scale).to_dict()  # speeds
@@ -76,8 +79,9 @@ class PhaseResult:
     e2e_p90_ms: float | None
     e2e_p99_ms: float | None
 
-    # 95 % intervals of the two throughput figures, from the request-level data (objectives/confidence.py), and
-    # the sufficient statistics they come from, by metric name (what pools repeated phases of a configuration).
+    # 95 % intervals of the two throughput figures, from the request-level data
+    # (objectives/confidence.py), and the sufficient statistics they come from, by metric name (what
+    # pools repeated phases of a configuration).
     per_request_tok_s_mean_ci: tuple[float, float] | None = None
     aggregate_tok_s_ci: tuple[float, float] | None = None
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -85,12 +89,14 @@ class PhaseResult:
     # objectives.metrics.on_server_schedule), and client_aggregate_tok_s is what arrival times said.
     timebase: Literal["client", "server"] = "client"
     client_aggregate_tok_s: float | None = None
-    # A phase failure (objectives.overload): its figures are kept for inspection but are not a measurement.
+    # A phase failure (objectives.overload): its figures are kept for inspection but are not a
+    # measurement.
     failure: str | None = None  # "simulator-overloaded"
     failure_message: str | None = None
-    simulator_dropped_share: float | None = None  # schedule given up / busy time over the measured part
-    # The primary metric's parts per request index (objectives/paired.py): what pairs this phase with the
-    # reference run's same requests for the score's interval.
+    # schedule given up / busy time over the measured part
+    simulator_dropped_share: float | None = None
+    # The primary metric's parts per request index (objectives/paired.py): what pairs this phase
+    # with the reference run's same requests for the score's interval.
     per_request: dict[str, Any] | None = None
 
     records: tuple[RequestRecord, ...] = field(default=(), repr=False, compare=False)
@@ -123,7 +129,8 @@ class PhaseResult:
                 changes[name] = (interval[0] / scale, interval[1] / scale)
         if self.client_aggregate_tok_s is not None:
             changes["client_aggregate_tok_s"] = self.client_aggregate_tok_s / scale
-        changes["samples"] = {name: scaled_sample(stored, scale) for name, stored in self.samples.items()}
+        changes["samples"] = {name: scaled_sample(stored, scale) for name,
+                              stored in self.samples.items()}
         parts = PerRequest.from_dict(self.per_request)
         if parts is not None:
             changes["per_request"] = parts.scaled(scale).to_dict()
@@ -154,7 +161,8 @@ class BenchmarkResult:
     spec: BenchmarkSpec
     model: str | None
     phases: tuple[PhaseResult, ...]
-    # what a simulator said its time scale is (None: the server did not say); figures are as measured
+    # what a simulator said its time scale is (None: the server did not say); figures are as
+    # measured
     time_scale: float | None = None
 
     @property

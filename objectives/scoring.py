@@ -1,20 +1,21 @@
 """Turning phase metrics into one score (or two objectives) and constraint violations.
 
-Formula (docs/scoring.md): each weighted phase contributes its *primary metric* — per-request decode tok/s at
-C=1 (what one user feels), aggregate output tok/s at C>1 (what the box delivers) — divided by the same metric
-of a reference run, the study's baseline. With weights normalised to sum to 1:
+Formula (docs/scoring.md): each weighted phase contributes its *primary metric* — per-request decode
+tok/s at C=1 (what one user feels), aggregate output tok/s at C>1 (what the box delivers) — divided
+by the same metric of a reference run, the study's baseline. With weights normalised to sum to 1:
 
     score = Σ_c  w_c · m_c / ref_c
 
-so the baseline scores 1.0, 1.12 means "12 % better under these weights", and neither tok/s scale decides the
-ranking by its size. Re-ranking with other weights needs only the stored metrics.
+so the baseline scores 1.0, 1.12 means "12 % better under these weights", and neither tok/s scale
+decides the ranking by its size. Re-ranking with other weights needs only the stored metrics.
 
-Every figure carries a 95 % interval (objectives/confidence.py); the score's is the delta method over the
-phases' intervals — each phase's interval *paired* with the reference run's same requests where both kept their
-per-request parts (objectives/paired.py: the same prompts in the same order make their spread common to both),
-else the figure's own — the score is linear in the phase metrics and the phases are measured independently, so
-its half-width is ``√Σ_c (w_c · h_c / ref_c)²``. The references are constants of the study (every score of it
-divides by the same ones), so their own noise shifts all scores alike and does not enter.
+Every figure carries a 95 % interval (objectives/confidence.py); the score's is the delta method
+over the phases' intervals — each phase's interval *paired* with the reference run's same requests
+where both kept their per-request parts (objectives/paired.py: the same prompts in the same order
+make their spread common to both), else the figure's own — the score is linear in the phase metrics
+and the phases are measured independently, so its half-width is ``√Σ_c (w_c · h_c / ref_c)²``. The
+references are constants of the study (every score of it divides by the same ones), so their own
+noise shifts all scores alike and does not enter.
 
 Constraints follow Optuna's convention: a value ≤ 0 is satisfied, > 0 is the amount of violation.
 """
@@ -45,7 +46,8 @@ def primary_metric(concurrency: int) -> str:
 
 @dataclass(frozen=True)
 class Assessment:
-    """A trial's score (None: a weighted phase has no value) and its 95 % interval (None: a phase has none)."""
+    """A trial's score (None: a weighted phase has no value) and its 95 % interval (None: a phase
+    has none)."""
 
     score: float | None
     interval: Interval | None
@@ -84,7 +86,8 @@ class Scorer:
         return total
 
     def assess(self, metrics: PhaseMetrics) -> Assessment:
-        """The score and its interval, the score computed once (what every reader of a trial's figures uses)."""
+        """The score and its interval, the score computed once (what every reader of a trial's
+        figures uses)."""
         score = self.score(metrics)
         return Assessment(score, self._interval_at(metrics, score))
 
@@ -100,7 +103,8 @@ class Scorer:
             interval = score_phase_interval(metrics, concurrency)
             if interval is None:
                 return None
-            variance += (weight * (interval.high - interval.low) / 2 / self.reference(concurrency)) ** 2
+            variance += (weight * (interval.high - interval.low) / 2
+                         / self.reference(concurrency)) ** 2
         half = math.sqrt(variance)
         return Interval(score - half, score + half)
 
@@ -118,14 +122,16 @@ def phase_value(metrics: PhaseMetrics, concurrency: int) -> float | None:
 
 
 def phase_interval(metrics: PhaseMetrics, concurrency: int) -> Interval | None:
-    """The 95 % interval of a phase's primary metric (None: not measured, or stored before intervals existed)."""
+    """The 95 % interval of a phase's primary metric (None: not measured, or stored before intervals
+    existed)."""
     phase = metrics.get(concurrency)
-    return Interval.from_stored(phase.get(primary_metric(concurrency) + "_ci")) if phase is not None else None
+    return Interval.from_stored(phase.get(primary_metric(concurrency)
+                                          + "_ci")) if phase is not None else None
 
 
 def score_phase_interval(metrics: PhaseMetrics, concurrency: int) -> Interval | None:
-    """The interval a score uses for a phase: paired with the reference run's same requests when the phase has
-    it (``<metric>_paired_ci``, objectives/paired.py), else the figure's own interval."""
+    """The interval a score uses for a phase: paired with the reference run's same requests when the
+    phase has it (``<metric>_paired_ci``, objectives/paired.py), else the figure's own interval."""
     phase = metrics.get(concurrency)
     if phase is None:
         return None
@@ -134,8 +140,9 @@ def score_phase_interval(metrics: PhaseMetrics, concurrency: int) -> Interval | 
 
 
 def with_paired(metrics: PhaseMetrics, reference: PhaseMetrics | None) -> dict[int, dict[str, Any]]:
-    """``metrics`` with each phase's primary metric's interval relative to ``reference`` (the reference run's
-    phases) stored as ``<metric>_paired_ci`` where both kept their per-request parts."""
+    """``metrics`` with each phase's primary metric's interval relative to ``reference`` (the
+    reference run's phases) stored as ``<metric>_paired_ci`` where both kept their per-request
+    parts."""
     out = {c: dict(phase) for c, phase in metrics.items()}
     for concurrency, phase in out.items():
         ref = (reference or {}).get(concurrency)
@@ -158,21 +165,25 @@ POOLED = ("per_request_tok_s_mean", "aggregate_tok_s")
 def pooled_phase(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One phase measured several times (fresh restarts of one configuration) → one phase's metrics.
 
-    The throughput figures and their intervals come from the runs' samples pooled (every request of every
-    run, objectives/confidence.py); other numeric metrics are the mean over the runs. ``runs`` says how many
-    runs it rests on."""
+    The throughput figures and their intervals come from the runs' samples pooled (every request of
+    every run, objectives/confidence.py); other numeric metrics are the mean over the runs. ``runs``
+    says how many runs it rests on."""
     out: dict[str, Any] = {}
-    numeric = {k for run in runs for k, v in run.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    numeric = {k for run in runs for k, v in run.items() if isinstance(v, int | float)
+               and not isinstance(v, bool)}
     for key in sorted(numeric):
         values = [float(run[key]) for run in runs if isinstance(run.get(key), int | float)]
         out[key] = statistics.fmean(values) if values else None
     out["runs"] = len(runs)
     samples: dict[str, Any] = {}
     for name in POOLED:
-        sample = pool(s for s in (sample_from_dict((run.get("samples") or {}).get(name)) for run in runs)
+        sample = pool(s for s in (sample_from_dict((run.get("samples") or {}).get(name))
+                                  for run in runs)
                       if s is not None)
-        if sample is None or len([r for r in runs if (r.get("samples") or {}).get(name)]) != len(runs):
-            continue  # a run without the sample (a study from before intervals): keep the plain mean
+        if sample is None or len([r for r in runs if (r.get("samples") or {}).get(name)]) != len(
+            runs):
+            # a run without the sample (a study from before intervals): keep the plain mean
+            continue
         interval = sample.interval()
         out[name] = sample.estimate
         out[name + "_ci"] = interval.to_list() if interval else None
@@ -186,7 +197,8 @@ def pooled_phase(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def references_from(metrics: PhaseMetrics, weights: Mapping[int, float]) -> dict[int, float] | None:
-    """Reference values from one measured run, or None if a weighted phase produced no usable value."""
+    """Reference values from one measured run, or None if a weighted phase produced no usable
+    value."""
     refs: dict[int, float] = {}
     for concurrency in weights:
         value = phase_value(metrics, concurrency)
@@ -205,9 +217,10 @@ def violation(constraint: ConstraintSpec, value: float) -> float:
     return shortfall if constraint.op == ">=" or shortfall != 0 else 1e-9
 
 
-def constraint_values(constraints: tuple[ConstraintSpec, ...], metrics: PhaseMetrics) -> dict[str, float]:
-    """One violation per constraint, worst phase first; a metric no phase reported counts as satisfied
-    (e.g. a C=64 latency bound on a trial whose C=64 phase was skipped)."""
+def constraint_values(constraints: tuple[ConstraintSpec, ...],
+                      metrics: PhaseMetrics) -> dict[str, float]:
+    """One violation per constraint, worst phase first; a metric no phase reported counts as
+    satisfied (e.g. a C=64 latency bound on a trial whose C=64 phase was skipped)."""
     out: dict[str, float] = {}
     for constraint in constraints:
         phases = [constraint.phase] if constraint.phase is not None else list(metrics)

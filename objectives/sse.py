@@ -1,14 +1,16 @@
 """Server-Sent Events, decoded incrementally from the bytes a socket delivers.
 
-Only what a token stream needs: ``data:`` fields joined per event, events dispatched on a blank line.
-``event:``, ``id:``, ``retry:`` and comment lines carry nothing a benchmark uses and are skipped. The decoder
-is on the hot path (one call per socket read, many events per call at high rates), so it works on bytes,
-splits once per read and never decodes text itself: ``json.loads`` takes the bytes of each event directly.
+Only what a token stream needs: ``data:`` fields joined per event, events dispatched on a blank
+line. ``event:``, ``id:``, ``retry:`` and comment lines carry nothing a benchmark uses and are
+skipped. The decoder is on the hot path (one call per socket read, many events per call at high
+rates), so it works on bytes, splits once per read and never decodes text itself: ``json.loads``
+takes the bytes of each event directly.
 """
 
 from __future__ import annotations
 
-#: An event larger than this is not a token chunk; refusing it keeps a broken server from eating memory.
+#: An event larger than this is not a token chunk; refusing it keeps a broken server from eating
+#: memory.
 MAX_EVENT_BYTES = 1 << 20
 
 
@@ -17,7 +19,8 @@ class SSEError(ValueError):
 
 
 class SSEDecoder:
-    """Feed it raw bytes as they arrive; it returns the ``data`` payload of each event completed so far."""
+    """Feed it raw bytes as they arrive; it returns the ``data`` payload of each event completed so
+    far."""
 
     __slots__ = ("_data", "_size", "_tail")
 
@@ -53,11 +56,12 @@ class SSEDecoder:
         return events
 
     def close(self) -> list[bytes]:
-        """End of stream: complete ``data`` lines of an event whose blank line never came are still returned.
+        """End of stream: complete ``data`` lines of an event whose blank line never came are still
+        returned.
 
-        The SSE spec discards such an event; we keep it so a server omitting the final blank line loses
-        nothing. A line cut before its newline is dropped: the stream then ends without ``[DONE]`` and the
-        caller reports a truncated stream rather than a JSON error.
+        The SSE spec discards such an event; we keep it so a server omitting the final blank line
+        loses nothing. A line cut before its newline is dropped: the stream then ends without
+        ``[DONE]`` and the caller reports a truncated stream rather than a JSON error.
         """
         self._tail = b""
         if not self._data:

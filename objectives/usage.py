@@ -1,10 +1,10 @@
 """Per-chunk output-token counts from what the server reported while streaming.
 
-Two cases. Exact: every chunk that carried text also carried the cumulative completion-token count, so
-each chunk's count is the difference from the previous one (OpenAI APIs with continuous usage, and the
-native ``/generate``). Spread: the server gave only a final total; it is divided over the text chunks in
-proportion to their characters (each chunk gets at least one token while the total allows), which keeps the
-total exact and the TTFT right, and approximates the split.
+Two cases. Exact: every chunk that carried text also carried the cumulative completion-token count,
+so each chunk's count is the difference from the previous one (OpenAI APIs with continuous usage,
+and the native ``/generate``). Spread: the server gave only a final total; it is divided over the
+text chunks in proportion to their characters (each chunk gets at least one token while the total
+allows), which keeps the total exact and the TTFT right, and approximates the split.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from objectives.records import ErrorKind
 
-#: Completion tokens a server may report beyond ``max_tokens`` before the count is implausible: a stop token
-#: counted on top, or a speculative step not cut exactly at the limit. 2·10⁸ for a 512-token request is a
-#: lie, and believing it costs memory and reports an absurd throughput as valid.
+#: Completion tokens a server may report beyond ``max_tokens`` before the count is implausible: a
+#: stop token counted on top, or a speculative step not cut exactly at the limit. 2·10⁸ for a
+#: 512-token request is a lie, and believing it costs memory and reports an absurd throughput as
+#: valid.
 MAX_TOKENS_SLACK = 32
 #: The bound when the request's ``max_tokens`` is unknown: no context window holds this many tokens.
 ABSOLUTE_MAX_TOKENS = 10_000_000
@@ -32,8 +33,8 @@ def token_limit(max_tokens: int | None) -> int:
 def count_problem(value: object, limit: int, name: str = "completion_tokens") -> str | None:
     """Why ``value`` is not a plausible token count from the server, or None when it is one.
 
-    JSON gives us bool, float (also NaN and ±inf: Python's json accepts them), huge ints and strings; only a
-    plain int in ``[0, limit]`` is a count."""
+    JSON gives us bool, float (also NaN and ±inf: Python's json accepts them), huge ints and
+    strings; only a plain int in ``[0, limit]`` is a count."""
     if type(value) is not int:
         return f"{name} is {_short(value)}, not a count"
     if value < 0:
@@ -67,9 +68,9 @@ class ChunkTokens:
 
 def chunk_tokens(times: Sequence[float], cumulative: Sequence[int | None], chars: Sequence[int],
                  limit: int = ABSOLUTE_MAX_TOKENS) -> ChunkTokens:
-    """Token counts for the chunks observed at ``times``; raises ``UsageProblem`` when the server's counts
-    are missing, implausible (beyond ``limit``, see ``token_limit``) or contradict themselves. Chunks that
-    carried no token are dropped."""
+    """Token counts for the chunks observed at ``times``; raises ``UsageProblem`` when the server's
+    counts are missing, implausible (beyond ``limit``, see ``token_limit``) or contradict
+    themselves. Chunks that carried no token are dropped."""
     last = 0
     seen = False
     exact = True
@@ -82,13 +83,15 @@ def chunk_tokens(times: Sequence[float], cumulative: Sequence[int | None], chars
         if problem is not None:
             raise UsageProblem(ErrorKind.BAD_USAGE, problem)
         if value < last:
-            raise UsageProblem(ErrorKind.BAD_USAGE, f"completion_tokens went down from {last} to {value}")
+            raise UsageProblem(ErrorKind.BAD_USAGE,
+                               f"completion_tokens went down from {last} to {value}")
         last = value
         seen = True
     if not seen:
         raise UsageProblem(ErrorKind.MISSING_USAGE, "the server reported no completion_tokens")
     if last == 0 and any(chars):
-        raise UsageProblem(ErrorKind.BAD_USAGE, "the server reported 0 completion tokens for streamed text")
+        raise UsageProblem(ErrorKind.BAD_USAGE,
+                           "the server reported 0 completion tokens for streamed text")
     if exact:
         return _exact(times, cumulative)
     return _spread(times, chars, cumulative, last)
@@ -119,7 +122,8 @@ def _spread(times: Sequence[float], chars: Sequence[int], cumulative: Sequence[i
     counts = [base + int(s) for s in shares]
     # Largest remainders get the tokens lost to rounding down, so the counts add up to the total.
     missing = total - sum(counts)
-    for i in sorted(range(len(text)), key=lambda i: shares[i] - int(shares[i]), reverse=True)[:missing]:
+    for i in sorted(range(len(text)), key=lambda i: shares[i] - int(shares[i]),
+                    reverse=True)[:missing]:
         counts[i] += 1
     kept = [(t, c) for (t, _), c in zip(text, counts, strict=True) if c > 0]
     return ChunkTokens(tuple(t for t, _ in kept), tuple(c for _, c in kept), False)
