@@ -1,11 +1,13 @@
-"""``spectune confirm``: re-measure chosen trials against the baseline on fresh restarts, after the study.
+"""``spectune confirm``: re-measure chosen trials against the baseline on fresh restarts, after the
+study.
 
-A re-weighting (``best --weights``) or an extra constraint can make a trial lead that the confirmation stage at
-the end of ``tune`` never re-measured; the answer then stays the confirmed one and the leader is named beside it
-(tuner/query/winner.py). This command confirms it: the trials and the baseline are redeployed ``repeats`` times
-each, interleaved, by the confirmation stage's own code (tuner/run/confirm.py), and the runs are stored in the
-study, where every surface's winner rule reads them. The baseline's new runs replace its old ones (they were
-measured beside these trials); trials confirmed earlier keep their runs.
+A re-weighting (``best --weights``) or an extra constraint can make a trial lead that the
+confirmation stage at the end of ``tune`` never re-measured; the answer then stays the confirmed one
+and the leader is named beside it (tuner/query/winner.py). This command confirms it: the trials and
+the baseline are redeployed ``repeats`` times each, interleaved, by the confirmation stage's own
+code (tuner/run/confirm.py), and the runs are stored in the study, where every surface's winner rule
+reads them. The baseline's new runs replace its old ones (they were measured beside these trials);
+trials confirmed earlier keep their runs.
 """
 
 from __future__ import annotations
@@ -55,26 +57,33 @@ def parse_trials(text: str | None) -> tuple[int, ...] | None:
     return numbers
 
 
-def choose(ranking: Ranking, asked: Sequence[int] | None, name: str) -> tuple[list[int], int | None]:
-    """The trials to confirm (``asked``, else the unconfirmed leader, else the highest-scoring candidate other than
-    the baseline) and the baseline; a trial that cannot be confirmed is an error before the target is touched."""
+def choose(ranking: Ranking, asked: Sequence[int] | None, name: str) -> tuple[list[int], int
+                                                                              | None]:
+    """The trials to confirm (``asked``, else the unconfirmed leader, else the highest-scoring
+    candidate other than the baseline) and the baseline; a trial that cannot be confirmed is an
+    error before the target is touched."""
     by_number = {t.number: t for t in ranking.trials}
-    baseline = next((t.number for t in ranking.trials if t.record.baseline and t.record.is_benchmarked), None)
+    baseline = next((t.number for t in ranking.trials if t.record.baseline
+                     and t.record.is_benchmarked), None)
     if asked is None:
-        pick = ranking.unconfirmed_leader or next((t for t in ranking.ranked if t.number != baseline), None)
+        pick = ranking.unconfirmed_leader or next((t for t in ranking.ranked if t.number
+                                                   != baseline), None)
         if pick is None:
-            raise StudyNotFound(f"study {name!r} has no candidate to confirm under these weights and constraints")
+            raise StudyNotFound(
+                f"study {name!r} has no candidate to confirm under these weights and constraints")
         asked = [pick.number]
     for number in asked:
         view = by_number.get(number)
         if view is None:
             raise StudyNotFound(f"--trials: study {name!r} has no trial {number}")
         if view.config is None or not view.record.is_benchmarked:
-            raise StudyNotFound(f"--trials: trial {number} was never measured on the server ({view.status}): "
-                                "there is nothing to confirm")
+            raise StudyNotFound(
+                f"--trials: trial {number} was never measured on the server ({view.status}): "
+                "there is nothing to confirm")
     chosen = [n for n in dict.fromkeys(asked) if n != baseline]
     if not chosen:
-        raise StudyNotFound(f"--trials: trial {baseline} is the baseline; name a trial to confirm against it")
+        raise StudyNotFound(
+            f"--trials: trial {baseline} is the baseline; name a trial to confirm against it")
     return chosen, baseline
 
 
@@ -111,7 +120,8 @@ def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tup
                 runner = TrialRunner(spec, space, measurer)
                 say(f"confirm: trial(s) {', '.join(map(str, chosen))} against the baseline "
                     f"(trial {baseline}), {repeats} fresh restart(s) each, interleaved")
-                on_run: Callable[[int, int], None] = lambda number, run: say(  # noqa: E731 - one line
+                # A lambda, not a def: one line.
+                on_run: Callable[[int, int], None] = lambda number, run: say(  # noqa: E731
                     f"  fresh run {run + 1}/{repeats}: trial {number}")
                 try:
                     stage._measure(study, spec, runner, measurer, order, baseline, repeats, on_run)
@@ -122,7 +132,8 @@ def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tup
                 with deferred():
                     from tuner.app.tune import _finish
 
-                    _finish(spec, target, answer.record if answer else None, table, console, quiet=True)
+                    _finish(spec, target, answer.record if answer else None, table, console,
+                            quiet=True)
                     finished = True
         except BaseException:
             if not finished:
@@ -138,14 +149,16 @@ def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tup
 
 
 def _keep_earlier(study: optuna.Study, previous: Any, order: list[int]) -> None:
-    """Put back the runs of trials confirmed earlier and not re-measured now (the stage stores only its own)."""
+    """Put back the runs of trials confirmed earlier and not re-measured now (the stage stores only
+    its own)."""
     if not isinstance(previous, Mapping):
         return
     current = study.user_attrs.get(StudyKey.CONFIRMATION)
     if not isinstance(current, Mapping) or current == previous:
         return
     kept = {k: v for k, v in (previous.get("trials") or {}).items() if int(k) not in order}
-    study.set_user_attr(StudyKey.CONFIRMATION, {**current, "trials": {**kept, **(current.get("trials") or {})}})
+    study.set_user_attr(StudyKey.CONFIRMATION,
+                        {**current, "trials": {**kept, **(current.get("trials") or {})}})
 
 
 def _answer_lines(ranking: Ranking, spec: StudySpec) -> list[str]:

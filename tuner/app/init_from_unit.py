@@ -1,9 +1,11 @@
-"""``spectune init --from-unit HOST UNIT``: a study file from the command a running systemd unit runs.
+"""``spectune init --from-unit HOST UNIT``: a study file from the command a running systemd unit
+runs.
 
-The unit's command is read over SSH (``systemctl show -p ExecStart UNIT``, tuner/targets/unit_command.py) and
-split into the server command (``[target] command``), ``--host``/``--port`` (``listen_host``/``server_port``),
-the flags the study tunes that the unit sets (their values become ``[baseline]``: what the server runs today)
-and every other option (``[server.flags]``, so the drop-in drops nothing).
+The unit's command is read over SSH (``systemctl show -p ExecStart UNIT``,
+tuner/targets/unit_command.py) and split into the server command (``[target] command``),
+``--host``/``--port`` (``listen_host``/``server_port``), the flags the study tunes that the unit
+sets (their values become ``[baseline]``: what the server runs today) and every other option
+(``[server.flags]``, so the drop-in drops nothing).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class UnitStart:
 
 
 def read_unit(settings: SSHSettings, unit: str) -> list[str]:
-    """The unit's command, read over SSH (one-line errors: unreachable host, unknown unit, no ExecStart)."""
+    """The unit's command, read over SSH (one-line errors: unreachable host, unknown unit, no
+    ExecStart)."""
     conn = Connection(settings)
     try:
         result = conn.run(["systemctl", "show", "-p", "ExecStart", unit], check=False)
@@ -40,8 +43,8 @@ def read_unit(settings: SSHSettings, unit: str) -> list[str]:
         conn.close()
     argv = exec_start_argv(result.stdout) if result.ok else None
     if argv is None:
-        raise UsageError(f"--from-unit: {unit} on {settings.host} has no ExecStart= "
-                         f"({(result.stderr or result.stdout).strip()[:200] or 'systemctl show gave none'})")
+        shown = (result.stderr or result.stdout).strip()[:200] or "systemctl show gave none"
+        raise UsageError(f"--from-unit: {unit} on {settings.host} has no ExecStart= ({shown})")
     return argv
 
 
@@ -64,9 +67,11 @@ def unit_start(argv: Sequence[str], host: str, unit: str, ssh: dict[str, Any]) -
         if key == "host" and values:
             listen = values[0]
             continue
-        flags[key] = True if not values else _typed(values[0]) if len(values) == 1 else [_typed(v) for v in values]
+        flags[key] = True if not values else _typed(values[0]) if len(values) == 1 else [
+            _typed(v) for v in values]
     if not command:
-        raise UsageError(f"--from-unit: cannot tell the server command in {unit}'s ExecStart: {' '.join(words)}")
+        raise UsageError(
+            f"--from-unit: cannot tell the server command in {unit}'s ExecStart: {' '.join(words)}")
     return UnitStart(host, unit, ssh, command, flags, port, listen)
 
 

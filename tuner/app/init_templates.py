@@ -1,12 +1,14 @@
 """``spectune init --template``: a study over the whole speculative choice for one kind of model
 (docs/study.md, "The kind of speculation: branches").
 
-* ``eagle3`` — a model with an EAGLE-3 draft head: a tuned static tree, SGLang's adaptive steps, or off;
-* ``mtp`` — a model with its own multi-token-prediction head (Qwen3.5, DeepSeek-class, GLM-4.5+): NEXTN with
-  a tuned static tree, NEXTN with adaptive steps, or off — no draft model;
+* ``eagle3`` — a model with an EAGLE-3 draft head: a tuned static tree, SGLang's adaptive steps, or
+  off;
+* ``mtp`` — a model with its own multi-token-prediction head (Qwen3.5, DeepSeek-class, GLM-4.5+):
+  NEXTN with a tuned static tree, NEXTN with adaptive steps, or off — no draft model;
 * ``ngram`` — no draft model at all: n-gram speculation (its BFS breadth and draft tokens) or off.
 
-Each is the ``speculative-algorithm`` branches, the flags of each branch and a baseline on the first branch.
+Each is the ``speculative-algorithm`` branches, the flags of each branch and a baseline on the first
+branch.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ MEMORY: dict[str, dict[str, Any]] = {
     "cuda-graph-max-bs-decode": {"choices": [32, 64, 128]},
 }
 MEMORY_BASELINE = {"mem-fraction-static": 0.86, "cuda-graph-max-bs-decode": 64}
-TREE_BASELINE = {"speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4}
+TREE_BASELINE = {"speculative-num-steps": 3, "speculative-eagle-topk": 1,
+                 "speculative-num-draft-tokens": 4}
 
 
 @dataclass(frozen=True)
@@ -45,15 +48,16 @@ TEMPLATES: dict[str, Template] = {
         ("EAGLE3", "EAGLE3-adaptive", "off"), {**TREE, **MEMORY},
         {"speculative-algorithm": "EAGLE3", **TREE_BASELINE, **MEMORY_BASELINE}, draft_model=True),
     "mtp": Template(
-        "the model's own MTP head (NEXTN, no draft model): a tuned static tree vs SGLang's adaptive steps vs no "
-        "speculation", ("NEXTN", "NEXTN-adaptive", "off"), {**TREE, **MEMORY},
+        "the model's own MTP head (NEXTN, no draft model): a tuned static tree vs SGLang's "
+        "adaptive steps vs no speculation", ("NEXTN", "NEXTN-adaptive", "off"), {**TREE, **MEMORY},
         {"speculative-algorithm": "NEXTN", **TREE_BASELINE, **MEMORY_BASELINE}, draft_model=False,
         simulated_model="Qwen/Qwen3.5-35B-A3B"),
     "ngram": Template(
         "no draft model: n-gram speculation (its BFS breadth and draft tokens) vs no speculation",
         ("NGRAM", "off"), {"speculative-num-draft-tokens": {"min": 4, "max": 16, "step": 4},
                            "speculative-ngram-max-bfs-breadth": {"choices": [1, 4, 10]}, **MEMORY},
-        # A chain (breadth 1) is valid on every GPU: a wider n-gram tree with paged attention needs flashinfer.
+        # A chain (breadth 1) is valid on every GPU: a wider n-gram tree with paged attention needs
+        # flashinfer.
         {"speculative-algorithm": "NGRAM", "speculative-num-draft-tokens": 8,
          "speculative-ngram-max-bfs-breadth": 1, **MEMORY_BASELINE}, draft_model=False),
 }

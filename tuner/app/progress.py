@@ -1,9 +1,10 @@
-"""The live view of a running study: trial n/N, the current stage and phase, best so far, elapsed and ETA,
-plus one summary line per finished trial (which stays in the terminal's scrollback).
+"""The live view of a running study: trial n/N, the current stage and phase, best so far, elapsed
+and ETA, plus one summary line per finished trial (which stays in the terminal's scrollback).
 
-Everything shown is plain text, never Rich markup: flag lists such as ``[num-steps=4 eagle-topk=1]`` and server
-messages contain brackets that markup would swallow. On a resumed study the best and the ETA start from the
-stored trials, so the first minutes after a restart do not show a stale best or an ETA of seconds.
+Everything shown is plain text, never Rich markup: flag lists such as ``[num-steps=4 eagle-topk=1]``
+and server messages contain brackets that markup would swallow. On a resumed study the best and the
+ETA start from the stored trials, so the first minutes after a restart do not show a stale best or
+an ETA of seconds.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ from tuner.store.record import Outcome, RejectedBy, TrialRecord, skipped_text
 
 
 class LiveView:
-    """``already``, ``best`` and ``durations`` describe the stored trials of earlier runs (a resume): the count,
-    the stored best score and how long each measured trial took. ``extra``: confirmation restarts to come
-    after the trials (each costs about one trial), part of the ETA."""
+    """``already``, ``best`` and ``durations`` describe the stored trials of earlier runs (a
+    resume): the count, the stored best score and how long each measured trial took. ``extra``:
+    confirmation restarts to come after the trials (each costs about one trial), part of the ETA."""
 
     def __init__(self, console: Console, total: int, already: int = 0, *, extra: int = 0,
                  best: float | None = None, durations: Iterable[float] = ()) -> None:
@@ -62,13 +63,14 @@ class LiveView:
             console=console,
             transient=True,
         )
-        self.task: TaskID = self.progress.add_task("trials", total=total, completed=already, detail="", eta="")
+        self.task: TaskID = self.progress.add_task("trials", total=total, completed=already,
+                                                   detail="", eta="")
         self.stage = ""
         self._refresh()
 
     def __enter__(self) -> LiveView:
-        # Optuna's own warnings ("Trial 1 failed with value None.") would print into the middle of the progress
-        # line; every such ending is already reported by the trial's summary line.
+        # Optuna's own warnings ("Trial 1 failed with value None.") would print into the middle of
+        # the progress line; every such ending is already reported by the trial's summary line.
         self._optuna_level = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         self.progress.start()
@@ -79,7 +81,8 @@ class LiveView:
         optuna.logging.set_verbosity(self._optuna_level)
 
     def on_deploy(self, number: int, values: Mapping[str, object]) -> None:
-        """The trial's flags, shown from its deploy on (not only on its summary line once it ends)."""
+        """The trial's flags, shown from its deploy on (not only on its summary line once it
+        ends)."""
         self._trial_started.setdefault(number, time.monotonic())
         self.current = number
         self.flags = flags_text(values)
@@ -108,7 +111,8 @@ class LiveView:
         return None if started is None else time.monotonic() - started
 
     def on_done(self, record: TrialRecord) -> None:
-        # The runner calls this before Optuna stores the trial's state; the record has the state it ends with.
+        # The runner calls this before Optuna stores the trial's state; the record has the state it
+        # ends with.
         started = self._trial_started.pop(record.number, None)
         if record.number == self.current:
             self.current, self.flags = None, ""
@@ -130,8 +134,9 @@ class LiveView:
         self._refresh()
 
     def eta_s(self) -> float | None:
-        """Remaining measured trials and confirmation restarts × the median measured trial's duration (this
-        run's and earlier runs'): the median, because one slow start-up timeout should not double the estimate."""
+        """Remaining measured trials and confirmation restarts × the median measured trial's
+        duration (this run's and earlier runs'): the median, because one slow start-up timeout
+        should not double the estimate."""
         if not self.durations:
             return None
         return statistics.median(self.durations) * (max(self.total - self.done, 0) + self.extra)
@@ -145,7 +150,8 @@ class LiveView:
 
 
 class TrialClock(ProgressColumn):
-    """``trial 0:42``: the time since the current trial began (the elapsed column beside it is the study's)."""
+    """``trial 0:42``: the time since the current trial began (the elapsed column beside it is the
+    study's)."""
 
     def __init__(self, view: LiveView) -> None:
         super().__init__()
@@ -161,11 +167,13 @@ class TrialClock(ProgressColumn):
 
 def flags_text(values: Mapping[str, object]) -> str:
     """``num-steps=3 eagle-topk=1 …``: flag values as the live view shows them."""
-    return " ".join(f"{k.removeprefix('--speculative-').removeprefix('--')}={v}" for k, v in values.items())
+    return " ".join(f"{k.removeprefix('--speculative-').removeprefix('--')}={v}" for k,
+                    v in values.items())
 
 
 def summary_line(record: TrialRecord) -> str:
-    """``#7 measured score 1.083  C=1 241.2 tok/s  C=64 1893 tok/s  accept 3.41  steps=3 topk=1 …``"""
+    """``#7 measured score 1.083  C=1 241.2 tok/s  C=64 1893 tok/s  accept 3.41  steps=3 topk=1
+    …``"""
     number = record.number
     outcome = record.outcome
     values = flags_text(record.params_decoded)
@@ -173,13 +181,16 @@ def summary_line(record: TrialRecord) -> str:
         by = (record.rejected_by or RejectedBy.RULES).label
         return f"#{number} {by} before deploying: {record.reason}  [{values}]"
     if outcome is Outcome.TAKEN:
-        return f"#{number} taken: trial #{record.taken_by} is measuring this configuration  [{values}]"
+        return (f"#{number} taken: trial #{record.taken_by} is measuring this configuration  "
+                f"[{values}]")
     if outcome is Outcome.DEPLOY_FAILED:
         return f"#{number} failed to start ({record.failure_class})  [{values}]"
     if outcome is Outcome.RUN_FAILED:
-        return f"#{number} {record.failure_class} ({record.failure_cause}): {record.failure}  [{values}]"
+        return (f"#{number} {record.failure_class} ({record.failure_cause}): {record.failure}  "
+                f"[{values}]")
     if outcome is Outcome.PHASE_FAILED:
-        return f"#{number} not measured ({record.failure_class}: {record.failure}); queued again  [{values}]"
+        return (f"#{number} not measured ({record.failure_class}: {record.failure}); queued again  "
+                f"[{values}]")
     parts = [f"#{number} {outcome or '?'}"]
     if outcome is Outcome.DUPLICATE:
         parts[0] += f" of #{record.duplicate_of} (not redeployed)"
@@ -201,5 +212,6 @@ def summary_line(record: TrialRecord) -> str:
 
 
 def interval_text(interval: Interval | None, digits: int = 1) -> str:
-    """`` [1.02, 1.14]``: a figure's 95 % interval as the live line shows it ("" when there is none)."""
+    """`` [1.02, 1.14]``: a figure's 95 % interval as the live line shows it ("" when there is
+    none)."""
     return f" {interval.text(digits)}" if interval is not None else ""

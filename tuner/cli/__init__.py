@@ -1,19 +1,21 @@
 """The ``spectune`` command line: one small module per command, errors become messages here only.
 
-Each command module parses its options and calls one function elsewhere in the package; heavy imports
-happen inside the command so ``spectune --help`` stays instant.
+Each command module parses its options and calls one function elsewhere in the package; heavy
+imports happen inside the command so ``spectune --help`` stays instant.
 
-Whatever goes wrong ends in one ``error:`` line and an exit code, never a traceback: a ``SpectuneError`` with
-its own code, a signal with 130 / 143 (from the first line of start-up on), click's usage errors with 2, an
-operating-system error (a full disk, a file that cannot be read) and, last, anything else (a bug) with 1.
+Whatever goes wrong ends in one ``error:`` line and an exit code, never a traceback: a
+``SpectuneError`` with its own code, a signal with 130 / 143 (from the first line of start-up on),
+click's usage errors with 2, an operating-system error (a full disk, a file that cannot be read)
+and, last, anything else (a bug) with 1.
 """
 
 from __future__ import annotations
 
 from tuner.core.interrupts import exit_while_starting
 
-# First of all: a Ctrl-C or SIGTERM while the rest imports (about a second: every command's module) ends the
-# program with one line and 130 / 143 — not a KeyboardInterrupt traceback, not a death by the signal.
+# First of all: a Ctrl-C or SIGTERM while the rest imports (about a second: every command's module)
+# ends the program with one line and 130 / 143 — not a KeyboardInterrupt traceback, not a death by
+# the signal.
 exit_while_starting(program="spectune", module="tuner.cli")
 
 import errno  # noqa: E402
@@ -40,32 +42,40 @@ class SpectuneGroup(click.Group):
         previous_hook = threading.excepthook
         threading.excepthook = _thread_failed
         try:
-            # A signal anywhere in a command (its imports included) raises ``Interrupted``; after one, the
-            # handlers stay and only count, so a second one cannot change the exit (tuner/core/interrupts.py).
+            # A signal anywhere in a command (its imports included) raises ``Interrupted``; after
+            # one, the handlers stay and only count, so a second one cannot change the exit
+            # (tuner/core/interrupts.py).
             with interruptible(then_exit=True):
                 fault_point("command")
                 return super().invoke(ctx)
         except (SpectuneError, Interrupted) as exc:
             if isinstance(exc, Interrupted):
-                fault_point("exiting")  # the way out after an interrupt: a second signal must not change it
+                # the way out after an interrupt: a second signal must not change it
+                fault_point("exiting")
             _fail(str(exc).splitlines() or [type(exc).__name__], exc.exit_code)
-        except KeyboardInterrupt:  # a Ctrl-C where no handler of ours was installed: not click's "Aborted!"
+        # a Ctrl-C where no handler of ours was installed: not click's "Aborted!"
+        except KeyboardInterrupt:
             _fail(["interrupted by SIGINT"], 130)
         except (click.exceptions.Exit, click.exceptions.NoArgsIsHelpError):
             raise  # --help, --version: not errors
         except click.Abort:  # a prompt's input ended
             _fail(["aborted"], 1)
-        except click.ClickException as exc:  # a usage error of a command: one line, like every other error
-            where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else ctx.command_path
+        # a usage error of a command: one line, like every other error
+        except click.ClickException as exc:
+            where = (exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx
+                     else ctx.command_path)
             _fail([f"{where}: {exc.format_message()}"], exc.exit_code)
-        except OSError as exc:  # the operating system refused (a full disk, a file that cannot be read)
+        # the operating system refused (a full disk, a file that cannot be read)
+        except OSError as exc:
             if exc.errno == errno.EPIPE:
-                raise  # the reader of our output left (`| head`): click ends quietly, as every tool does
+                # the reader of our output left (`| head`): click ends quietly, as every tool does
+                raise
             _debug()
             _fail([_os_error(exc)], 1)
         except Exception as exc:  # a bug: still one line, the traceback on request
             _debug()
-            _fail([f"unexpected {type(exc).__name__}: {exc} (a bug in spectune; {DEBUG_VARIABLE}=1 shows where)"],
+            _fail([f"unexpected {type(exc).__name__}: {exc} (a bug in spectune; {DEBUG_VARIABLE}=1 "
+                   "shows where)"],
                   1)
         finally:
             threading.excepthook = previous_hook
@@ -88,12 +98,13 @@ def _fail(lines: list[str], code: int) -> None:
 
 
 def _thread_failed(args: threading.ExceptHookArgs) -> None:
-    """A background thread (a progress display, a heartbeat) that died: one line, not the interpreter's traceback;
-    the command itself goes on, or ends in its own one line."""
+    """A background thread (a progress display, a heartbeat) that died: one line, not the
+    interpreter's traceback; the command itself goes on, or ends in its own one line."""
     if args.exc_type is SystemExit:
         return
     name = args.thread.name if args.thread is not None else "a thread"
-    click.echo(f"warning: background thread {name} failed: {args.exc_type.__name__}: {args.exc_value}", err=True)
+    click.echo(f"warning: background thread {name} failed: {args.exc_type.__name__}: "
+               f"{args.exc_value}", err=True)
     if os.environ.get(DEBUG_VARIABLE):
         traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback)
 
@@ -132,8 +143,8 @@ def _register() -> None:
         worker,
     )
 
-    for module in (init, validate, schema, tune, worker, confirm, deploy, simulate, bench, best, trials, trial,
-                   report, dashboard):
+    for module in (init, validate, schema, tune, worker, confirm, deploy, simulate, bench, best,
+                   trials, trial, report, dashboard):
         main.add_command(module.command)
 
 

@@ -1,4 +1,5 @@
-"""``spectune deploy STUDY --trial N | --best | --original`` — apply a stored configuration on purpose."""
+"""``spectune deploy STUDY --trial N | --best | --original`` — apply a stored configuration on
+purpose."""
 
 from __future__ import annotations
 
@@ -14,16 +15,18 @@ if TYPE_CHECKING:
 
 @click.command("deploy")
 @click.argument("study", type=click.Path(dir_okay=False, path_type=str))
-@click.option("--trial", "trial", type=int, default=None, help="Deploy the configuration of trial N.")
-@click.option("--best", is_flag=True, help="Deploy the best feasible configuration measured so far.")
+@click.option("--trial", "trial", type=int, default=None,
+              help="Deploy the configuration of trial N.")
+@click.option("--best", is_flag=True,
+              help="Deploy the best feasible configuration measured so far.")
 @click.option("--original", is_flag=True,
               help="Return to the original configuration (systemd: remove spectune's drop-in).")
 def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     """Apply a configuration of a study to its target and wait until the server is ready.
 
-    systemd-ssh targets keep serving after this command exits; local and simulated servers are children of
-    this command and run until Ctrl-C (exit 130) or SIGTERM (exit 143). A study or trial that cannot answer
-    exits 2 before the target is touched.
+    systemd-ssh targets keep serving after this command exits; local and simulated servers are
+    children of this command and run until Ctrl-C (exit 130) or SIGTERM (exit 143). A study or trial
+    that cannot answer exits 2 before the target is touched.
     """
     if sum((trial is not None, best, original)) != 1:
         raise click.UsageError("give exactly one of --trial N, --best, --original")
@@ -33,11 +36,12 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     from tuner.study.target import make_target
 
     spec = load_study_file(study)
-    # The stored configuration first: a study that cannot answer (never run, no such trial) must fail before
-    # anything touches the target.
+    # The stored configuration first: a study that cannot answer (never run, no such trial) must
+    # fail before anything touches the target.
     if original:
         # The baseline as trial 0 ran it: the study file's values after SGLang's rules (e.g. the
-        # --max-running-requests a C=64 phase needs under speculation), not the raw [baseline] table.
+        # --max-running-requests a C=64 phase needs under speculation), not the raw [baseline]
+        # table.
         what, config = "the original configuration", original_config(spec)
     else:
         stored = open_stored_study(spec)
@@ -52,9 +56,10 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
     from tuner.core.errors import Interrupted
     from tuner.core.interrupts import deferred, interruptible
 
-    # Signals are ours from here: one during the deploy stops what was started, one while serving is the normal
-    # way to stop; both exit 128 + the signal (the shell's convention, and tune's), so a script can tell
-    # "stopped" from "finished". A second one during either restore is remembered, not obeyed.
+    # Signals are ours from here: one during the deploy stops what was started, one while serving is
+    # the normal way to stop; both exit 128 + the signal (the shell's convention, and tune's), so a
+    # script can tell "stopped" from "finished". A second one during either restore is remembered,
+    # not obeyed.
     with interruptible(then_exit=True):
         target = make_target(spec)
         with target:
@@ -66,7 +71,8 @@ def command(study: str, trial: int | None, best: bool, original: bool) -> None:
                 raise
 
 
-def _deploy(spec: StudySpec, target: Target, what: str, config: ServerConfig, original: bool) -> None:
+def _deploy(spec: StudySpec, target: Target, what: str, config: ServerConfig,
+            original: bool) -> None:
     leftover = target.detect_leftover()
     if leftover:
         click.echo(f"found {leftover}; it is replaced now")
@@ -76,7 +82,8 @@ def _deploy(spec: StudySpec, target: Target, what: str, config: ServerConfig, or
         return
     click.echo(f"deploying {what} to the {spec.target.kind} target …")
     deployment = target.deploy(config)
-    click.echo(f"ready at {deployment.base_url} after {deployment.deploy_s + deployment.ready_s:.1f} s")
+    click.echo(
+        f"ready at {deployment.base_url} after {deployment.deploy_s + deployment.ready_s:.1f} s")
     click.echo(deployment.launch.shell(multiline=True))
     if not spec.target.settings.outlives_spectune:
         _serve_until_interrupted(target)
@@ -90,7 +97,8 @@ def _serve_until_interrupted(target: Target) -> None:
     from tuner.core.faults import fault_point
     from tuner.core.interrupts import deferred
 
-    # The handlers are already in place (interruptible() above): whoever reads "serving" may signal at once.
+    # The handlers are already in place (interruptible() above): whoever reads "serving" may signal
+    # at once.
     click.echo("serving; Ctrl-C stops the server")
     try:
         threading.Event().wait()

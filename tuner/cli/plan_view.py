@@ -9,7 +9,8 @@ from tuner.core.durations import format_duration
 
 
 def print_plan(plan: StudyPlan) -> None:
-    """Plain lines (no Rich markup: drop-ins and commands hold brackets), never wrapped mid-phrase."""
+    """Plain lines (no Rich markup: drop-ins and commands hold brackets), never wrapped
+    mid-phrase."""
     say = click.echo
     d = plan.deploy
     say(f"\nPlan — the first trial deploys this {d.title}:")
@@ -26,15 +27,17 @@ def print_plan(plan: StudyPlan) -> None:
     for p in plan.phases:
         say(f"  {p.label:<15} {format_duration(p.seconds):>8}  ({p.basis})")
     if plan.measured_trial_s is not None:
-        say(f"  measured        {format_duration(plan.measured_trial_s):>8}  (median of the study's "
+        say(f"  measured        {format_duration(plan.measured_trial_s):>8}  (median of the "
+            "study's "
                       f"{plan.measured_count} measured trials; used below)")
     say(f"  one trial       {format_duration(plan.trial_s):>8}")
     study = f"Study: {plan.n_trials} trials ≈ {format_duration(plan.trials_s)}"
     if plan.hosts > 1:
         study += f" ({plan.hosts} hosts side by side)"
     if plan.confirm_runs:
-        study += (f", then confirmation ({plan.confirm_runs} fresh deploys, `tune --confirm/--repeats`) "
-                  f"≈ {format_duration(plan.confirm_s)}")
+        study += (
+            f", then confirmation ({plan.confirm_runs} fresh deploys, `tune --confirm/--repeats`) "
+            f"≈ {format_duration(plan.confirm_s)}")
     say(study)
     fitting = plan.fitting_trials()
     if plan.timeout_s is None:
@@ -44,4 +47,5 @@ def print_plan(plan: StudyPlan) -> None:
                       f"(confirmation runs after it)")
     else:
         say(f"Timeout {format_duration(plan.timeout_s)}: stops new trials after about {fitting} of "
-                      f"{plan.n_trials} (raise [study] timeout or lower n_trials; confirmation runs after it)")
+                      f"{plan.n_trials} (raise [study] timeout or lower n_trials; confirmation "
+                      "runs after it)")

@@ -10,7 +10,8 @@ def command() -> None:
     """Print the JSON Schema of a study file.
 
     TOML editors (Taplo, Even Better TOML) use it to check and complete study files: put
-    `#:schema ./docs/study-file.schema.json` at the top of a study file. docs/study-file.md lists every key.
+    `#:schema ./docs/study-file.schema.json` at the top of a study file. docs/study-file.md lists
+    every key.
     """
     from tuner.study.reference import schema_text
 

@@ -10,8 +10,9 @@ import click
 @click.argument("study", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def command(number: int, study: str, as_json: bool) -> None:
-    """Show trial NUMBER of a study: flags requested and deployed, launch command, timings, every phase's
-    metrics, constraints, and for a failure its class, message, server log path and log tail.
+    """Show trial NUMBER of a study: flags requested and deployed, launch command, timings, every
+    phase's metrics, constraints, and for a failure its class, message, server log path and log
+    tail.
 
     Exit 2 when the study or the trial does not exist.
     """

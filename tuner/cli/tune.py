@@ -16,11 +16,14 @@ if TYPE_CHECKING:
 
 @click.command("tune")
 @click.argument("study", type=click.Path(dir_okay=False, path_type=str))
-@click.option("--n-trials", type=click.IntRange(min=1), help="Measured trials to reach (default: the study file's).")
-@click.option("--timeout", "timeout", help="Stop starting trials after this long, e.g. 8h (default: the study file's).")
+@click.option("--n-trials", type=click.IntRange(min=1),
+              help="Measured trials to reach (default: the study file's).")
+@click.option("--timeout", "timeout",
+              help="Stop starting trials after this long, e.g. 8h (default: the study file's).")
 @click.option("--confirm", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True,
-              help="Before naming a winner, re-measure the top K and the baseline on fresh restarts, interleaved "
-                   "(0: off). The winner is the best lower 95 % bound, if above the baseline's upper bound.")
+              help="Before naming a winner, re-measure the top K and the baseline on fresh "
+                   "restarts, interleaved (0: off). The winner is the best lower 95 % bound, if "
+                   "above the baseline's upper bound.")
 @click.option("--repeats", type=click.IntRange(min=1), default=DEFAULT_REPEATS, show_default=True,
               help="Fresh restarts per confirmed configuration.")
 @click.option("--report", "report", type=click.Path(file_okay=False, path_type=str), default=None,
@@ -30,12 +33,12 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
             report: str | None, no_report: bool) -> None:
     """Run a study against its target; running it again resumes it.
 
-    Each trial deploys one configuration, waits until the server is ready, benchmarks it and records the
-    result. At the end the best configuration is printed as a launch command and the target is left as
-    [finish] says; then the per-phase change against the baseline, what was done to the target, and where
-    the database, the server logs and the report (written at the end) are. Exit codes: 0 done, 2 bad study
-    file, 3 target unreachable, 4 storage failing, 5 study in use, 130/143 interrupted (resume by running the
-    same command).
+    Each trial deploys one configuration, waits until the server is ready, benchmarks it and records
+    the result. At the end the best configuration is printed as a launch command and the target is
+    left as [finish] says; then the per-phase change against the baseline, what was done to the
+    target, and where the database, the server logs and the report (written at the end) are. Exit
+    codes: 0 done, 2 bad study file, 3 target unreachable, 4 storage failing, 5 study in use,
+    130/143 interrupted (resume by running the same command).
     """
     from tuner.app.tune import run_study
     from tuner.core.console import make_console
@@ -49,11 +52,12 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
         timeout_s = parse_duration(timeout) if timeout is not None else None
     except ValueError as exc:
         raise UsageError(f"--timeout: {exc}") from None
-    # From here to the last line an interrupt ends in exit 130/143 and one line (before the study opens, too;
-    # while the summary and the report are written, too: the study is whole then, and resuming prints it again).
+    # From here to the last line an interrupt ends in exit 130/143 and one line (before the study
+    # opens, too; while the summary and the report are written, too: the study is whole then, and
+    # resuming prints it again).
     with interruptible(then_exit=True):
-        outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s, console=make_console(stderr=True),
-                            confirm=confirm, repeats=repeats)
+        outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s,
+                            console=make_console(stderr=True), confirm=confirm, repeats=repeats)
         _report(spec, outcome, report, no_report)
 
 
@@ -68,13 +72,17 @@ def _report(spec: StudySpec, outcome: TuneOutcome, report: str | None, no_report
 
     say(f"study {outcome.study_name}: {outcome.counts_text()} (stopped: {outcome.stopped_by})")
     if outcome.stopped_by == "baseline-failed":
-        say("the baseline — what the server runs today, measured first — failed to start, so the study stopped "
-            f"instead of restarting other configurations: `spectune trial 0 {spec.path}` shows why and its log. "
-            "Fix the target or [baseline]; running the same command resumes (scoring against the first trial "
-            "measured then), a new [study] name measures the baseline first again")
+        say("the baseline — what the server runs today, measured first — failed to start, so the "
+            "study stopped instead of restarting other configurations: `spectune trial 0 "
+            f"{spec.path}` shows why "
+            "and its log. Fix the target or [baseline]; running the same command resumes (scoring "
+            "against the first trial measured then), a new [study] name measures the baseline "
+            "first again")
     written = None if no_report or outcome.measured == 0 else _write_report(spec, report)
-    for line in summary_lines(spec, outcome.baseline, outcome.best, Locations(spec.study.storage, outcome.logs,
-                                                                              written), outcome.verdict):
+    for line in summary_lines(spec, outcome.baseline, outcome.best,
+                              Locations(spec.study.storage, outcome.logs,
+                                        written),
+                              outcome.verdict):
         say(line)
     if outcome.best is None:
         say("no feasible configuration yet")

@@ -1,4 +1,5 @@
-"""Durations as people write them in study files and on the command line: ``90``, ``"45s"``, ``"1h30m"``."""
+"""Durations as people write them in study files and on the command line: ``90``, ``"45s"``,
+``"1h30m"``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def parse_duration(value: str | int | float) -> float:
         return float(text)
     parts = _PART.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"cannot read duration {value!r} (examples: 90, \"45s\", \"30m\", \"8h\", \"1h30m\")")
+        raise ValueError(
+            f"cannot read duration {value!r} (examples: 90, \"45s\", \"30m\", \"8h\", \"1h30m\")")
     return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 

@@ -1,7 +1,7 @@
 """The one root error type and its families.
 
-The CLI turns any ``SpectuneError`` into a message and an exit code; anything else is a bug and keeps its
-traceback. Each subclass says which exit code it maps to so the CLI needs no if-chain.
+The CLI turns any ``SpectuneError`` into a message and an exit code; anything else is a bug and
+keeps its traceback. Each subclass says which exit code it maps to so the CLI needs no if-chain.
 """
 
 from __future__ import annotations
@@ -14,19 +14,22 @@ class SpectuneError(Exception):
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT/SIGTERM while tuning: the current trial is recorded and re-run on resume; exit 128 + signal.
+    """SIGINT/SIGTERM while tuning: the current trial is recorded and re-run on resume; exit 128 +
+    signal.
 
-    A ``KeyboardInterrupt``, not a ``SpectuneError``, on purpose: the signal handler raises it wherever the main
-    thread happens to be, often inside the benchmark's event loop, and asyncio (like any ``except Exception``
-    around a request) would swallow an ordinary exception there and carry on measuring."""
+    A ``KeyboardInterrupt``, not a ``SpectuneError``, on purpose: the signal handler raises it
+    wherever the main thread happens to be, often inside the benchmark's event loop, and asyncio
+    (like any ``except Exception`` around a request) would swallow an ordinary exception there and
+    carry on measuring."""
 
     def __init__(self, signum: int) -> None:
         import signal
 
         self.signum = signum
         self.exit_code = 128 + signum
-        super().__init__(f"interrupted by {signal.Signals(signum).name}; the current trial will be re-run on "
-                         "resume")
+        super().__init__(
+            f"interrupted by {signal.Signals(signum).name}; the current trial will be re-run on "
+            "resume")
 
 
 class StudyFileError(SpectuneError):
@@ -46,8 +49,8 @@ class UsageError(SpectuneError):
 
 
 def chain_of(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what it was raised from or while handling (``__cause__``, else ``__context__``), in order;
-    a cycle ends it."""
+    """``exc`` and what it was raised from or while handling (``__cause__``, else ``__context__``),
+    in order; a cycle ends it."""
     chain: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and all(current is not seen for seen in chain):

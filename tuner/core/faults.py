@@ -1,13 +1,14 @@
 """Named fault points for the fault-injection suite (tests/faults/): ``fault_point("after_ask")``.
 
-``SPECTUNE_FAULT`` lists faults as ``POINT[@N]:ACTION`` separated by commas, e.g. ``after_ask@2:kill``: at the
-N-th time (default the first) this process passes ``POINT``, do ACTION — ``kill`` (SIGKILL itself: a power
-loss at exactly that line), ``term`` / ``int`` (a SIGTERM / Ctrl-C arriving there), ``raise`` (a crash) or
-``wait``: stop there until a signal comes from outside (at most ``WAIT_S``), so a test can send a real SIGINT or
-SIGTERM at exactly that stage without timing anything. A ``wait`` announces itself by appending the point's name
-to the file ``SPECTUNE_FAULT_REACHED`` names; removing that file lets it go on without a signal (a test that
-breaks the storage while the tuner stands still there). The variables are read once at import; unset, ``fault_point`` is
-one dict lookup on an empty dict.
+``SPECTUNE_FAULT`` lists faults as ``POINT[@N]:ACTION`` separated by commas, e.g.
+``after_ask@2:kill``: at the N-th time (default the first) this process passes ``POINT``, do ACTION
+— ``kill`` (SIGKILL itself: a power loss at exactly that line), ``term`` / ``int`` (a SIGTERM /
+Ctrl-C arriving there), ``raise`` (a crash) or ``wait``: stop there until a signal comes from
+outside (at most ``WAIT_S``), so a test can send a real SIGINT or SIGTERM at exactly that stage
+without timing anything. A ``wait`` announces itself by appending the point's name to the file
+``SPECTUNE_FAULT_REACHED`` names; removing that file lets it go on without a signal (a test that
+breaks the storage while the tuner stands still there). The variables are read once at import;
+unset, ``fault_point`` is one dict lookup on an empty dict.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import time
 from tuner.core import interrupts
 
 _ACTIONS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}
-#: The longest a ``wait`` waits: a test that never sends its signal fails on the tuner's own ending, not a hang.
+#: The longest a ``wait`` waits: a test that never sends its signal fails on the tuner's own ending,
+#: not a hang.
 WAIT_S = 120.0
 
 
@@ -41,15 +43,16 @@ _passed: dict[str, int] = {}
 
 
 def reload() -> None:
-    """Read ``SPECTUNE_FAULT`` again and start counting afresh: for a process forked after the import (the
-    fault suite's fork server, tests/faults/forkserver.py)."""
+    """Read ``SPECTUNE_FAULT`` again and start counting afresh: for a process forked after the
+    import (the fault suite's fork server, tests/faults/forkserver.py)."""
     _faults.clear()
     _faults.update(_parse(os.environ.get("SPECTUNE_FAULT", "")))
     _passed.clear()
 
 
 def fault_point(name: str) -> None:
-    """Do the fault ``SPECTUNE_FAULT`` names for ``name`` when this is its turn; nothing otherwise."""
+    """Do the fault ``SPECTUNE_FAULT`` names for ``name`` when this is its turn; nothing
+    otherwise."""
     if not _faults or name not in _faults:
         return
     _passed[name] = _passed.get(name, 0) + 1
@@ -65,8 +68,9 @@ def fault_point(name: str) -> None:
 
 
 def _wait(name: str) -> None:
-    """Until a signal arrives: the tuner's handler raises here (the signal lands at this point) or, inside a
-    ``deferred()`` cleanup, only counts it (the cleanup then goes on, as it would for a real second signal)."""
+    """Until a signal arrives: the tuner's handler raises here (the signal lands at this point) or,
+    inside a ``deferred()`` cleanup, only counts it (the cleanup then goes on, as it would for a
+    real second signal)."""
     seen = interrupts.received()
     reached = os.environ.get("SPECTUNE_FAULT_REACHED")
     if reached:

@@ -1,8 +1,9 @@
-"""Value types shared by every study-file model: durations, ports, host lists, paths beside the study file.
+"""Value types shared by every study-file model: durations, ports, host lists, paths beside the
+study file.
 
-Each type validates TOML values strictly (TOML is typed: ``"5"`` is never an integer) and says what it wants in
-one line, so every problem stays ``FILE: KEY: PROBLEM``. Paths are resolved against the study file's folder,
-which the loader passes as validation context (``{"base_dir": Path}``).
+Each type validates TOML values strictly (TOML is typed: ``"5"`` is never an integer) and says what
+it wants in one line, so every problem stays ``FILE: KEY: PROBLEM``. Paths are resolved against the
+study file's folder, which the loader passes as validation context (``{"base_dir": Path}``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class FileModel(BaseModel):
 def did_you_mean(word: str, options: Iterable[str]) -> str:
     options = list(options)
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else f" (expected one of: {', '.join(options)})"
+    return (f" (did you mean {close[0]!r}?)" if close
+            else f" (expected one of: {', '.join(options)})")
 
 
 def base_dir(info: ValidationInfo) -> Path:
@@ -43,14 +45,15 @@ def resolve_path(value: str, info: ValidationInfo) -> Path:
     return (base_dir(info) / Path(value).expanduser()).resolve()
 
 
-#: The longest duration a study file may give: past a year no wait or study means anything, and an event loop's
-#: timer cannot take an arbitrary float (1e300 seconds overflows it).
+#: The longest duration a study file may give: past a year no wait or study means anything, and an
+#: event loop's timer cannot take an arbitrary float (1e300 seconds overflows it).
 MAX_DURATION_S = 366 * 86_400
 
 
 def duration_value(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"must be a duration such as \"30m\" or a number of seconds, not {value!r}")
+        raise ValueError(
+            f"must be a duration such as \"30m\" or a number of seconds, not {value!r}")
     seconds = parse_duration(value)
     if not math.isfinite(seconds):
         raise ValueError(f"must be a finite duration, not {value!r}")
@@ -107,15 +110,17 @@ _DURATION_TEXT = {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?\s*(ms|h|m|s)?\
 Duration = Annotated[float, PlainValidator(duration_value),
                      WithJsonSchema({"anyOf": [{"type": "number", "minimum": 0}, _DURATION_TEXT]})]
 PositiveDuration = Annotated[float, PlainValidator(duration_value), Field(gt=0),
-                             WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, _DURATION_TEXT]})]
+                             WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
+                                                       _DURATION_TEXT]})]
 #: An integer or a float (never a boolean), finite.
 Number = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number"})]
 Port = Annotated[int, Field(ge=1, le=65535)]
 HostList = Annotated[tuple[str, ...], PlainValidator(_host_list), WithJsonSchema({
-    "type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"^[^\s/\\]+$"}, "minItems": 1,
-    "uniqueItems": True,
+    "type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"^[^\s/\\]+$"},
+    "minItems": 1, "uniqueItems": True,
 })]
-HostName = Annotated[str, PlainValidator(_host_name), WithJsonSchema({"type": "string", "pattern": r"^[^\s/\\]+$"})]
+HostName = Annotated[str, PlainValidator(_host_name),
+                     WithJsonSchema({"type": "string", "pattern": r"^[^\s/\\]+$"})]
 Command = Annotated[tuple[str, ...], PlainValidator(_command), WithJsonSchema({
     "type": "array", "items": {"type": "string"}, "minItems": 1,
 })]

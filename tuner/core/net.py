@@ -11,25 +11,27 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-#: The probe only needs the status; a body beyond this is not read (nor kept), whatever Content-Length says.
+#: The probe only needs the status; a body beyond this is not read (nor kept), whatever
+#: Content-Length says.
 _MAX_BODY_BYTES = 64 * 1024
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (the OS picks it; another process may take it before us)."""
+    """A TCP port nothing listens on right now (the OS picks it; another process may take it before
+    us)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
 def probe(base_url: str, path: str, timeout_s: float) -> int | None:
-    """The HTTP status of ``GET base_url+path``, or None when nothing answered in time (refused, reset, or not
-    a complete answer within ``timeout_s``).
+    """The HTTP status of ``GET base_url+path``, or None when nothing answered in time (refused,
+    reset, or not a complete answer within ``timeout_s``).
 
     ``timeout_s`` bounds the whole operation — connect, TLS handshake, request, headers and (up to
-    ``_MAX_BODY_BYTES`` of) body — not each socket read: a server that trickles one byte a second would
-    otherwise hold a per-read timeout forever. A watchdog shuts the connection down at the deadline, which
-    wakes whichever blocking read http.client is in.
+    ``_MAX_BODY_BYTES`` of) body — not each socket read: a server that trickles one byte a second
+    would otherwise hold a per-read timeout forever. A watchdog shuts the connection down at the
+    deadline, which wakes whichever blocking read http.client is in.
     """
     deadline = time.monotonic() + timeout_s
     parts = urlsplit(base_url)
@@ -39,8 +41,9 @@ def probe(base_url: str, path: str, timeout_s: float) -> int | None:
         sock = socket.create_connection((host, port), timeout=timeout_s)
     except OSError:
         return None
-    # shutdown(2) acts on the connection, not the descriptor: shutting down a duplicate from the watchdog
-    # thread unblocks a read on the original (even once ssl has taken it over) without racing its close.
+    # shutdown(2) acts on the connection, not the descriptor: shutting down a duplicate from the
+    # watchdog thread unblocks a read on the original (even once ssl has taken it over) without
+    # racing its close.
     try:
         twin = socket.socket(sock.family, sock.type, sock.proto, fileno=os.dup(sock.fileno()))
     except OSError:
@@ -66,7 +69,8 @@ def probe(base_url: str, path: str, timeout_s: float) -> int | None:
             if not piece:
                 break
             received += len(piece)
-        if time.monotonic() > deadline:  # the watchdog cut the body short: not a complete answer in time
+        # the watchdog cut the body short: not a complete answer in time
+        if time.monotonic() > deadline:
             return None
         return response.status
     except (OSError, http.client.HTTPException, ValueError):

@@ -1,2 +1,2 @@
-"""Evaluating a search on a performance landscape without servers: the public landscape API, the reference searches
-(random, one-flag sweep) and the cost model."""
+"""Evaluating a search on a performance landscape without servers: the public landscape API, the
+reference searches (random, one-flag sweep) and the cost model."""

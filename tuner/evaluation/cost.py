@@ -2,24 +2,25 @@
 
 A measured trial holds its GPUs from the deploy until the benchmark's last phase ends:
 
-* **start-up** = the trial's stored ``deploy_s + ready_s`` (a failed start: the time until it failed, which a
-  ``DeployFailed`` may carry as its own ``timings``). A trial without a modelled or measured readiness
-  (``ready_s`` missing or 0, as a performance model that says nothing about start-up stores) is given
-  ``default_startup(config, failed)`` instead; ``wait_s`` replaces every start-up by a fixed wait (a person who
-  restarts, then sleeps a fixed time before benchmarking);
-* **benchmark** = per phase of ``benchmark`` that ran, (warmup + requests) × ``max_tokens`` at the speed the
-  trial measured there: C=1 runs its requests one after another at the per-request speed, a phase of C > 1 at
-  its aggregate throughput; capped by the phase's ``duration`` and ``deadline`` as a real phase is. A phase the
-  trial skipped (it could not beat the best) costs nothing; a failed start runs no benchmark. A phase of
-  another benchmark than the one measured (``CostModel.benchmark`` need not be the study's: the seed
-  campaign's had five concurrency levels) is costed at ``min(C × C=1 speed, the highest measured aggregate)``
-  — a saturating throughput curve that is never slower than the real one, so that benchmark's time is a
-  lower bound;
-* **GPUs** = tensor × pipeline × data parallel size of the configuration (data parallel inside the tensor
-  group with ``--enable-dp-attention``).
+* **start-up** = the trial's stored ``deploy_s + ready_s`` (a failed start: the time until it
+  failed, which a ``DeployFailed`` may carry as its own ``timings``). A trial without a modelled or
+  measured readiness (``ready_s`` missing or 0, as a performance model that says nothing about
+  start-up stores) is given ``default_startup(config, failed)`` instead; ``wait_s`` replaces every
+  start-up by a fixed wait (a person who restarts, then sleeps a fixed time before benchmarking);
+* **benchmark** = per phase of ``benchmark`` that ran, (warmup + requests) × ``max_tokens`` at the
+  speed the trial measured there: C=1 runs its requests one after another at the per-request speed,
+  a phase of C > 1 at its aggregate throughput; capped by the phase's ``duration`` and ``deadline``
+  as a real phase is. A phase the trial skipped (it could not beat the best) costs nothing; a failed
+  start runs no benchmark. A phase of another benchmark than the one measured
+  (``CostModel.benchmark`` need not be the study's: the seed campaign's had five concurrency levels)
+  is costed at ``min(C × C=1 speed, the highest measured aggregate)`` — a saturating throughput
+  curve that is never slower than the real one, so that benchmark's time is a lower bound;
+* **GPUs** = tensor × pipeline × data parallel size of the configuration (data parallel inside the
+  tensor group with ``--enable-dp-attention``).
 
-Duplicates and rejected proposals deploy nothing and cost nothing: only ``measured`` records are passed in.
-Output tokens are taken at ``max_tokens``: requests that stop at EOS make a real benchmark shorter.
+Duplicates and rejected proposals deploy nothing and cost nothing: only ``measured`` records are
+passed in. Output tokens are taken at ``max_tokens``: requests that stop at EOS make a real
+benchmark shorter.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from tuner.study.spec import StudySpec
 #: (configuration, whether its start failed) → seconds of start-up, for a trial that stored none.
 StartupModel = Callable[[ServerConfig, bool], float]
 
-_SIZE_FLAGS = {"tp": ("--tp-size", "--tensor-parallel-size"), "pp": ("--pp-size", "--pipeline-parallel-size"),
+_SIZE_FLAGS = {"tp": ("--tp-size", "--tensor-parallel-size"),
+               "pp": ("--pp-size", "--pipeline-parallel-size"),
                "dp": ("--dp-size", "--data-parallel-size")}
 
 
@@ -73,11 +75,13 @@ class CostModel:
         failed = record.outcome is Outcome.DEPLOY_FAILED
         config = record.config if record.config is not None else ServerConfig.build({})
         return TrialCost(record.number, self._startup_s(record, config, failed),
-                         0.0 if failed else benchmark_s(self.benchmark, record.metrics, record.skipped_phases),
+                         0.0 if failed
+                         else benchmark_s(self.benchmark, record.metrics, record.skipped_phases),
                          gpus_of(config))
 
     def cumulative_gpu_hours(self, records: Iterable[TrialRecord]) -> list[float]:
-        """GPU-hours spent up to and including each record, in the order given (the order measured)."""
+        """GPU-hours spent up to and including each record, in the order given (the order
+        measured)."""
         return list(accumulate(self.trial(r).gpu_hours for r in records))
 
     def _startup_s(self, record: TrialRecord, config: ServerConfig, failed: bool) -> float:
@@ -90,7 +94,8 @@ class CostModel:
 
 
 def gpus_of(config: ServerConfig) -> int:
-    """GPUs one server of ``config`` holds: tp × pp × dp (dp shares the tp group with ``--enable-dp-attention``)."""
+    """GPUs one server of ``config`` holds: tp × pp × dp (dp shares the tp group with
+    ``--enable-dp-attention``)."""
     size = {name: _int_flag(config, spellings) for name, spellings in _SIZE_FLAGS.items()}
     dp = 1 if config.get("--enable-dp-attention") else size["dp"]
     return size["tp"] * size["pp"] * dp
@@ -98,8 +103,8 @@ def gpus_of(config: ServerConfig) -> int:
 
 def benchmark_s(benchmark: BenchmarkSpec, metrics: Mapping[int, Mapping[str, Any]],
                 skipped: Sequence[int] = ()) -> float:
-    """Seconds ``benchmark`` runs on a server that measured ``metrics`` (per concurrency); phases in ``skipped``
-    and phases without any speed to go by cost nothing."""
+    """Seconds ``benchmark`` runs on a server that measured ``metrics`` (per concurrency); phases in
+    ``skipped`` and phases without any speed to go by cost nothing."""
     total = 0.0
     for phase in benchmark.phases:
         if phase.concurrency in skipped:
@@ -111,10 +116,11 @@ def benchmark_s(benchmark: BenchmarkSpec, metrics: Mapping[int, Mapping[str, Any
 
 
 def study_startup(spec: StudySpec) -> StartupModel:
-    """The default start-up: the simulator's start-up model (tuner/simulator/startup.py) of the study's
-    ``[target] profile`` (the default profile for a target that names none), for the configuration's command
-    line. A configuration the model starts but the trial's own landscape failed costs the model's full time to
-    ready (a failure late in start-up, as the usual CUDA-graph capture out-of-memory is)."""
+    """The default start-up: the simulator's start-up model (tuner/simulator/startup.py) of the
+    study's ``[target] profile`` (the default profile for a target that names none), for the
+    configuration's command line. A configuration the model starts but the trial's own landscape
+    failed costs the model's full time to ready (a failure late in start-up, as the usual CUDA-graph
+    capture out-of-memory is)."""
     chosen = getattr(spec.target.settings, "profile", None)
     profile = load_profile(chosen) if chosen else load_profile()
     table = spec.option_table
@@ -126,7 +132,8 @@ def study_startup(spec: StudySpec) -> StartupModel:
 
 
 def _rate(concurrency: int, metrics: Mapping[int, Mapping[str, Any]]) -> float | None:
-    """Tokens per second the whole phase produces: measured where the phase was, else the saturating estimate."""
+    """Tokens per second the whole phase produces: measured where the phase was, else the saturating
+    estimate."""
     measured = metrics.get(concurrency)
     key = "per_request_tok_s_mean" if concurrency == 1 else "aggregate_tok_s"
     if measured and _positive(measured.get(key)):
@@ -140,14 +147,14 @@ def _rate(concurrency: int, metrics: Mapping[int, Mapping[str, Any]]) -> float |
     return min(unbounded, aggregates[-1]) if aggregates else unbounded
 
 
-#: What bounds a phase's time (``phase_seconds``): its request count, its duration, its duration after the
-#: warmup requests (a duration-only phase), or its deadline.
+#: What bounds a phase's time (``phase_seconds``): its request count, its duration, its duration
+#: after the warmup requests (a duration-only phase), or its deadline.
 PhaseBound = Literal["requests", "duration", "duration+warmup", "deadline"]
 
 
 def phase_seconds(phase: PhaseSpec, max_tokens: int, rate: float) -> tuple[float, PhaseBound]:
-    """How long ``phase`` runs when the server produces ``rate`` tokens per second in it (every request at
-    ``max_tokens``), and what bounds that time."""
+    """How long ``phase`` runs when the server produces ``rate`` tokens per second in it (every
+    request at ``max_tokens``), and what bounds that time."""
     seconds: float
     bound: PhaseBound
     if phase.requests is not None:
@@ -155,7 +162,8 @@ def phase_seconds(phase: PhaseSpec, max_tokens: int, rate: float) -> tuple[float
         if phase.duration_s is not None and phase.duration_s < seconds:
             seconds, bound = phase.duration_s, "duration"
     else:
-        assert phase.duration_s is not None  # a phase has requests or a duration (PhaseSection.to_spec)
+        # a phase has requests or a duration (PhaseSection.to_spec)
+        assert phase.duration_s is not None
         seconds, bound = phase.duration_s + phase.warmup * max_tokens / rate, "duration+warmup"
     if seconds > phase.deadline_s:
         seconds, bound = phase.deadline_s, "deadline"

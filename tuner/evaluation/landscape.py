@@ -1,18 +1,19 @@
-"""Evaluating the search on a performance landscape: the study's real loop against a model instead of a server.
+"""Evaluating the search on a performance landscape: the study's real loop against a model instead
+of a server.
 
 Stable API (docs/benchmarks.md, "Evaluating the search on your own landscape"): ``evaluate_search``,
-``SearchResult``, ``Landscape``, ``MeasuredLandscape``, and the re-exported ``Measurer``, ``DeployFailed``,
-``RunFailed``, ``FailureCause``, ``make_objective`` and ``ServerConfig`` (random search, the one-flag sweep and
-the found-so-far curve: tuner/evaluation/reference_search.py; loading and caching:
-tuner/evaluation/landscape_plugin.py).
+``SearchResult``, ``Landscape``, ``MeasuredLandscape``, and the re-exported ``Measurer``,
+``DeployFailed``, ``RunFailed``, ``FailureCause``, ``make_objective`` and ``ServerConfig`` (random
+search, the one-flag sweep and the found-so-far curve: tuner/evaluation/reference_search.py; loading
+and caching: tuner/evaluation/landscape_plugin.py).
 Their names, parameters and fields only grow, they are not renamed or removed.
 
 ``evaluate_search`` runs exactly what ``spectune tune`` runs (tuner/run/loop.py ``run_trials`` with
-tuner/run/trial.py ``TrialRunner``: baseline first, duplicates free, a repeat followed by an unmeasured
-neighbour, failed starts and violated constraints stored as constraints, the C=64 skip), on in-memory storage,
-with any ``Measurer`` in place of target + benchmark. The built-in landscape is the simulator's noiseless
-ground truth (``simulator_landscape``), with optional seeded noise; bench/sample_efficiency.py and the tests'
-stored studies run through it.
+tuner/run/trial.py ``TrialRunner``: baseline first, duplicates free, a repeat followed by an
+unmeasured neighbour, failed starts and violated constraints stored as constraints, the C=64 skip),
+on in-memory storage, with any ``Measurer`` in place of target + benchmark. The built-in landscape
+is the simulator's noiseless ground truth (``simulator_landscape``), with optional seeded noise;
+bench/sample_efficiency.py and the tests' stored studies run through it.
 """
 
 from __future__ import annotations
@@ -50,32 +51,36 @@ from tuner.study.space import SearchSpace
 from tuner.study.spec import ObjectiveSpec, SamplerName, StudySpec
 from tuner.targets.base import DeployFailed, FailureCause, RunFailed
 
-__all__ = ["DeployFailed", "FailureCause", "Landscape", "MeasuredLandscape", "Measurer", "OracleMeasurer",
-           "RunFailed", "SearchResult", "ServerConfig", "evaluate_search", "make_objective", "simulator_landscape",
-           "true_phase_metrics", "true_scores"]
+__all__ = ["DeployFailed", "FailureCause", "Landscape", "MeasuredLandscape", "Measurer",
+           "OracleMeasurer",
+           "RunFailed", "SearchResult", "ServerConfig", "evaluate_search", "make_objective",
+           "simulator_landscape", "true_phase_metrics", "true_scores"]
 
 _FAILURE_CLASS = {"flags": "invalid-flags", "config": "invalid-flags", "oom": "out-of-memory",
                   "runtime": "crashed"}
 
 
 class Landscape(Protocol):
-    """A performance model of one deployment: measurers for the search, and the truth to judge its pick by.
+    """A performance model of one deployment: measurers for the search, and the truth to judge its
+    pick by.
 
-    Optional attributes (tuner/evaluation/landscape_plugin.py ``study_of``): ``study`` (a ``StudySpec`` or a study
-    file path relative to the landscape's own file: objective, baseline, benchmark and space), ``objective``
-    (``ObjectiveSpec``) and ``baseline`` (flag → value) replacing the study's, ``version`` (keys its cached truth)."""
+    Optional attributes (tuner/evaluation/landscape_plugin.py ``study_of``): ``study`` (a
+    ``StudySpec`` or a study file path relative to the landscape's own file: objective, baseline,
+    benchmark and space), ``objective`` (``ObjectiveSpec``) and ``baseline`` (flag → value)
+    replacing the study's, ``version`` (keys its cached truth)."""
 
     def measurer(self, seed: int) -> Measurer:
         """A fresh measurer for one search (``seed``: of its measurement noise, if it has any)."""
 
     def true_score(self, config: ServerConfig) -> float | None:
-        """The noiseless score of ``config`` (any positive scale), or None where it cannot be the answer
-        (fails to start, violates a constraint)."""
+        """The noiseless score of ``config`` (any positive scale), or None where it cannot be the
+        answer (fails to start, violates a constraint)."""
 
 
 @dataclass(frozen=True)
 class SearchResult:
-    """What one search did: every trial, why it stopped, and what it picked (what a user would deploy)."""
+    """What one search did: every trial, why it stopped, and what it picked (what a user would
+    deploy)."""
 
     spec: StudySpec  # the study as searched: its sampler and seed are those of this search
     study: optuna.Study
@@ -96,41 +101,48 @@ class SearchResult:
         return self.best.config if self.best is not None else None
 
     def best_after(self, measured: int) -> TrialRecord | None:
-        """The pick as it stood after the first ``measured`` measured trials (a sample-efficiency curve)."""
+        """The pick as it stood after the first ``measured`` measured trials (a sample-efficiency
+        curve)."""
         return best_of(measured_records(self.study)[:measured])
 
 
-def evaluate_search(study: StudySpec | str | Path | None, landscape: Landscape | Measurer, *, n_trials: int,
-                    seed: int = 0, sampler: SamplerName | None = None,
-                    storage: optuna.storages.BaseStorage | None = None, designed_start: bool = True) -> SearchResult:
-    """Run the study's real loop against ``landscape`` until ``n_trials`` trials were measured (or the space is
-    exhausted) and return what it did.
+def evaluate_search(study: StudySpec | str | Path | None, landscape: Landscape | Measurer, *,
+                    n_trials: int, seed: int = 0, sampler: SamplerName | None = None,
+                    storage: optuna.storages.BaseStorage | None = None,
+                    designed_start: bool = True) -> SearchResult:
+    """Run the study's real loop against ``landscape`` until ``n_trials`` trials were measured (or
+    the space is exhausted) and return what it did.
 
-    ``study``: a study file or its loaded spec (its target is not used); None: the landscape's own (its
-    ``study`` attribute); a landscape's ``objective`` and ``baseline`` replace the study's. ``landscape``: a
-    ``Landscape`` (a fresh measurer is taken with ``seed``) or a bare ``Measurer`` (used as it is).
-    ``sampler``: auto, gp, tpe or random (default: the study file's); ``seed`` seeds the sampler.
-    ``storage``: in memory unless given; a stored study of the same name is continued.
-    ``designed_start=False``: the baseline only, then the sampler (how plain random search is measured,
-    tuner/search/baseline.py)."""
+    ``study``: a study file or its loaded spec (its target is not used); None: the landscape's own
+    (its ``study`` attribute); a landscape's ``objective`` and ``baseline`` replace the study's.
+    ``landscape``: a ``Landscape`` (a fresh measurer is taken with ``seed``) or a bare ``Measurer``
+    (used as it is). ``sampler``: auto, gp, tpe or random (default: the study file's); ``seed``
+    seeds the sampler. ``storage``: in memory unless given; a stored study of the same name is
+    continued. ``designed_start=False``: the baseline only, then the sampler (how plain random
+    search is measured, tuner/search/baseline.py)."""
     spec = study_of(landscape, study)
-    spec = replace(spec, study=replace(spec.study, sampler=sampler or spec.study.sampler, seed=seed))
+    spec = replace(spec,
+                   study=replace(spec.study, sampler=sampler or spec.study.sampler, seed=seed))
     space = SearchSpace(spec, spec.option_table)
     objectives = Objectives.of(spec)
     storage = storage if storage is not None else optuna.storages.InMemoryStorage()
-    optuna_study = optuna.create_study(study_name=spec.study.name, storage=storage, load_if_exists=True,
-                                       sampler=study_sampler(spec, space, seed), directions=objectives.directions)
+    optuna_study = optuna.create_study(study_name=spec.study.name, storage=storage,
+                                       load_if_exists=True,
+                                       sampler=study_sampler(spec, space, seed),
+                                       directions=objectives.directions)
     with warnings.catch_warnings():  # experimental in name only; `tune` sets the same names
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna_study.set_metric_names(objectives.metric_names)
     adopt(optuna_study, spec)
-    # A landscape models the space's configurations: no reference trial outside it (tuner/search/references.py).
+    # A landscape models the space's configurations: no reference trial outside it
+    # (tuner/search/references.py).
     enqueue_baseline(optuna_study, space, spec, designed=designed_start, outside=False)
-    measurer = landscape.measurer(seed) if _is_landscape(landscape) else landscape  # type: ignore[union-attr]
+    measurer = (landscape.measurer(seed)  # type: ignore[union-attr]
+                if _is_landscape(landscape) else landscape)
     runner = TrialRunner(spec, space, measurer)  # type: ignore[arg-type]
     url = getattr(storage, "url", "in-memory storage")  # only for messages
-    # A landscape's baseline is a point of a model, not what an operator runs: one that fails to start says
-    # nothing about the search, which goes on and is scored against the truth.
+    # A landscape's baseline is a point of a model, not what an operator runs: one that fails to
+    # start says nothing about the search, which goes on and is scored against the truth.
     limits = Limits(n_trials, None, time.monotonic(), stop_on_failed_baseline=False)
     stopped_by = run_trials(optuna_study, runner, limits, url)
     best = None if objectives.pareto else best_of(measured_records(optuna_study))
@@ -138,14 +150,15 @@ def evaluate_search(study: StudySpec | str | Path | None, landscape: Landscape |
 
 
 class MeasuredLandscape:
-    """A ``Landscape`` from a measurer factory: the truth is what a noiseless measurer answers, scored the way a
-    study scores (1.0 = the baseline; the study's constraints apply).
+    """A ``Landscape`` from a measurer factory: the truth is what a noiseless measurer answers,
+    scored the way a study scores (1.0 = the baseline; the study's constraints apply).
 
-    ``spec``: the study (a ``StudySpec``, or a study file path — relative to the file that builds this landscape);
-    ``objective`` / ``baseline``: replace the study's (the landscape's own objective and starting point);
-    ``version``: keys its cached truth instead of its sources. ``make_measurer(seed)`` gives the search's
-    measurers; ``truth`` (default: ``make_measurer(0)``) must be deterministic. Truth needs every distinct valid
-    configuration of the space measured once, on first use."""
+    ``spec``: the study (a ``StudySpec``, or a study file path — relative to the file that builds
+    this landscape); ``objective`` / ``baseline``: replace the study's (the landscape's own
+    objective and starting point); ``version``: keys its cached truth instead of its sources.
+    ``make_measurer(seed)`` gives the search's measurers; ``truth`` (default: ``make_measurer(0)``)
+    must be deterministic. Truth needs every distinct valid configuration of the space measured
+    once, on first use."""
 
     def __init__(self, spec: StudySpec | str | Path, make_measurer: Callable[[int], Measurer], *,
                  truth: Measurer | None = None, objective: ObjectiveSpec | None = None,
@@ -153,7 +166,8 @@ class MeasuredLandscape:
         self.objective = objective
         self.baseline = dict(baseline) if baseline is not None else None
         if not isinstance(spec, StudySpec) and not Path(spec).is_absolute():
-            # Relative to the file that called us: the landscape's own module (a study file beside it).
+            # Relative to the file that called us: the landscape's own module (a study file beside
+            # it).
             caller = sys._getframe(1).f_globals.get("__file__")
             self.home = Path(caller).resolve().parent if caller else Path.cwd()
         self.study: StudySpec | str | Path = spec
@@ -168,38 +182,43 @@ class MeasuredLandscape:
 
     @property
     def truth_measurer(self) -> Measurer | None:
-        """The deterministic measurer the truth comes from, as given (None: ``make_measurer(0)``)."""
+        """The deterministic measurer the truth comes from, as given (None:
+        ``make_measurer(0)``)."""
         return self._truth
 
     def true_score(self, config: ServerConfig) -> float | None:
         return self.true_scores().get(config.key())
 
     def true_scores(self, *, progress: bool = False) -> dict[str, float]:
-        """Config key → true score of every configuration that can be the answer (``progress``: a progress bar
-        on stderr while it is computed)."""
+        """Config key → true score of every configuration that can be the answer (``progress``: a
+        progress bar on stderr while it is computed)."""
         if self._scores is None:
             space = SearchSpace(self.spec, self.spec.option_table)
-            self._scores = true_scores(space, self._truth or self.make_measurer(0), progress=progress)
+            self._scores = true_scores(space, self._truth or self.make_measurer(0),
+                                       progress=progress)
         return self._scores
 
 
-def simulator_landscape(spec: StudySpec, *, noise: float = 0.02, profile: str | Profile | None = None
+def simulator_landscape(spec: StudySpec, *, noise: float = 0.02, profile: str | Profile
+                        | None = None
                         ) -> MeasuredLandscape:
-    """The built-in landscape: the simulator profile's ground truth (default: the study's ``[target] profile``),
-    measured with seeded relative Gaussian ``noise`` on the throughputs."""
+    """The built-in landscape: the simulator profile's ground truth (default: the study's ``[target]
+    profile``), measured with seeded relative Gaussian ``noise`` on the throughputs."""
     # Only a simulated target names a profile; any other study is evaluated on the default one.
     chosen = profile if profile is not None else getattr(spec.target.settings, "profile", None)
-    loaded = chosen if isinstance(chosen, Profile) else load_profile(chosen) if chosen else load_profile()
+    loaded = chosen if isinstance(chosen,
+                                  Profile) else load_profile(chosen) if chosen else load_profile()
     table = spec.option_table
     return MeasuredLandscape(
         spec, lambda seed: OracleMeasurer(loaded, table, spec.benchmark, noise=noise, seed=seed),
         truth=OracleMeasurer(loaded, table, spec.benchmark, timed=False))
 
 
-def true_scores(space: SearchSpace, measurer: Measurer, *, progress: bool = False) -> dict[str, float]:
-    """True score of every distinct valid configuration of ``space`` that starts and meets the study's
-    constraints, normalised by the baseline's truth exactly as a study normalises by its measured baseline.
-    ``progress``: a progress bar on stderr over the space's raw points (rich)."""
+def true_scores(space: SearchSpace, measurer: Measurer, *, progress: bool = False) -> dict[str,
+                                                                                           float]:
+    """True score of every distinct valid configuration of ``space`` that starts and meets the
+    study's constraints, normalised by the baseline's truth exactly as a study normalises by its
+    measured baseline. ``progress``: a progress bar on stderr over the space's raw points (rich)."""
     spec = space.spec
     baseline = space.decode(space.encode(spec.baseline)).config if spec.baseline else None
     metrics_by_key: dict[str, dict[int, dict[str, Any]]] = {}
@@ -221,7 +240,8 @@ def true_scores(space: SearchSpace, measurer: Measurer, *, progress: bool = Fals
                         for index, phase in enumerate(spec.benchmark.phases)]
         except RunFailed:
             measured = [PhaseMeasurement(0, {}, PhaseFailure("run-failed", "run-failed"))]
-        # A configuration that crashes, hangs or answers wrongly cannot be the answer whatever its speed.
+        # A configuration that crashes, hangs or answers wrongly cannot be the answer whatever its
+        # speed.
         metrics_by_key[config.key()] = ({} if any(m.failure for m in measured)
                                         else {m.concurrency: dict(m.figures) for m in measured})
     reference_metrics = metrics_by_key.get(baseline.key()) if baseline is not None else None
@@ -230,20 +250,23 @@ def true_scores(space: SearchSpace, measurer: Measurer, *, progress: bool = Fals
     scores = {}
     for key, metrics in metrics_by_key.items():
         score = scorer.score(metrics) if metrics else None
-        if score is not None and is_feasible(constraint_values(spec.objective.constraints, metrics)):
+        if score is not None and is_feasible(constraint_values(spec.objective.constraints,
+                                                               metrics)):
             scores[key] = score
     return scores
 
 
-def true_phase_metrics(profile: Profile, argv: list[str], benchmark: BenchmarkSpec) -> dict[int, dict[str, Any]]:
-    """Expected per-phase metrics; raises ``InvalidServerArgs`` for a configuration that cannot run."""
+def true_phase_metrics(profile: Profile, argv: list[str],
+                       benchmark: BenchmarkSpec) -> dict[int, dict[str, Any]]:
+    """Expected per-phase metrics; raises ``InvalidServerArgs`` for a configuration that cannot
+    run."""
     out: dict[int, dict[str, Any]] = {}
     for phase in benchmark.phases:
         m = expected_metrics(profile, argv, benchmark.workload, phase.concurrency)
         out[phase.concurrency] = {
             "per_request_tok_s_mean": m.per_request_tok_s, "aggregate_tok_s": m.aggregate_tok_s,
-            "accept_length": m.accept_length, "ttft_p99_ms": m.ttft_s * 1000, "ttft_mean_ms": m.ttft_s * 1000,
-            "e2e_mean_ms": m.e2e_s * 1000, "error_rate": 0.0,
+            "accept_length": m.accept_length, "ttft_p99_ms": m.ttft_s * 1000,
+            "ttft_mean_ms": m.ttft_s * 1000, "e2e_mean_ms": m.e2e_s * 1000, "error_rate": 0.0,
         }
     return out
 
@@ -251,10 +274,10 @@ def true_phase_metrics(profile: Profile, argv: list[str], benchmark: BenchmarkSp
 class OracleMeasurer:
     """A ``Measurer`` that answers from the simulator's ground truth, with seeded relative noise.
 
-    Its deploys report the simulator's startup model (tuner/simulator/startup.py) as their timings: ``ready_s``
-    = modelled seconds until ready, or until the start fails (also on the ``DeployFailed`` it raises);
-    ``deploy_s`` = 0, the model has no unit file to write. ``timed=False`` skips that model (the truth needs no
-    timings)."""
+    Its deploys report the simulator's startup model (tuner/simulator/startup.py) as their timings:
+    ``ready_s`` = modelled seconds until ready, or until the start fails (also on the
+    ``DeployFailed`` it raises); ``deploy_s`` = 0, the model has no unit file to write.
+    ``timed=False`` skips that model (the truth needs no timings)."""
 
     def __init__(self, profile: Profile, table: OptionTable, benchmark: BenchmarkSpec, *,
                  noise: float = 0.0, seed: int = 0, timed: bool = True) -> None:
@@ -278,7 +301,8 @@ class OracleMeasurer:
         try:
             self._metrics = true_phase_metrics(self.profile, argv, self.benchmark)
         except InvalidServerArgs as exc:
-            raise DeployFailed(_FAILURE_CLASS.get(exc.kind, "other"), str(exc),  # type: ignore[arg-type]
+            raise DeployFailed(_FAILURE_CLASS.get(exc.kind, "other"),  # type: ignore[arg-type]
+                               str(exc),
                                timings=timings) from None
         self._faults, self._served = faults.ActiveFaults(), 0
         if self.profile.faults:
@@ -304,20 +328,25 @@ class OracleMeasurer:
 
 
     def _fault(self, phase_index: int, concurrency: int, requests: int) -> dict[str, Any] | None:
-        """The profile's failure modes (tuner/simulator/faults.py) as a ``Measurer`` reports them: a phase whose
-        ``failure`` is a run failure (tuner/run/trial.py stores the trial as run-failed)."""
+        """The profile's failure modes (tuner/simulator/faults.py) as a ``Measurer`` reports them: a
+        phase whose ``failure`` is a run failure (tuner/run/trial.py stores the trial as
+        run-failed)."""
         f, batch = self._faults, min(concurrency, self._max_running or concurrency)
         where = {"phase": f"c{concurrency}", "concurrency": concurrency}
         if f.diverge_after_tokens is not None and phase_index == 0:
-            return {"failure": "wrong-output", "failure_cause": "wrong-output", "run_failure": where,
-                    "failure_message": f"outputs leave the reference after {f.diverge_after_tokens} tokens"}
+            return {"failure": "wrong-output", "failure_cause": "wrong-output",
+                    "run_failure": where, "failure_message": "outputs leave the reference after "
+                                       f"{f.diverge_after_tokens} tokens"}
         if self._oom_batch is not None and batch >= self._oom_batch:
-            return {"failure": "crashed-under-load", "failure_cause": "decode-oom", "run_failure": where,
-                    "failure_message": f"torch.OutOfMemoryError: CUDA out of memory at a decode batch of {batch} "
-                                       f"(≥ {self._oom_batch})"}
+            return {"failure": "crashed-under-load", "failure_cause": "decode-oom",
+                    "run_failure": where,
+                    "failure_message": "torch.OutOfMemoryError: CUDA out of memory at a decode "
+                                       f"batch of {batch} (≥ {self._oom_batch})"}
         if f.errors_above_running is not None and batch > f.errors_above_running:
-            return {"failure": "crashed-under-load", "failure_cause": "server-errors", "run_failure": where,
-                    "failure_message": f"500s with more than {f.errors_above_running} requests in flight"}
+            return {"failure": "crashed-under-load", "failure_cause": "server-errors",
+                    "run_failure": where,
+                    "failure_message": f"500s with more than {f.errors_above_running} requests in "
+                                       "flight"}
         self._served += requests
         if f.hang_after_requests is not None and self._served > f.hang_after_requests:
             return {"failure": "hung", "failure_cause": "hang", "run_failure": where,

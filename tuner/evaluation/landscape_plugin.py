@@ -1,18 +1,20 @@
-"""Plugging a landscape in: loading ``MODULE:FACTORY``, the study a landscape carries, and its truth cached on disk.
+"""Plugging a landscape in: loading ``MODULE:FACTORY``, the study a landscape carries, and its truth
+cached on disk.
 
-Public (docs/benchmarks.md, "Evaluating the search on your own landscape"): ``load_landscape``, ``study_of``,
-``make_objective``, ``landscape_fingerprint`` and ``cached_true_scores``.
+Public (docs/benchmarks.md, "Evaluating the search on your own landscape"): ``load_landscape``,
+``study_of``, ``make_objective``, ``landscape_fingerprint`` and ``cached_true_scores``.
 
-* A landscape may carry its study: a ``study`` attribute (a ``StudySpec``, or a study file's path — relative to
-  the file that defines the landscape), an ``objective`` (``ObjectiveSpec``: weights and constraints) and a
-  ``baseline`` (flag → value) that replace the study's own. ``study_of`` resolves them; ``evaluate_search`` and
-  the bench use it, so a search, its truth and its scoring agree.
-* A file loaded by path is registered in ``sys.modules`` before it runs: ``@dataclass`` (and pickling) look
-  their module up there, which ``from __future__ import annotations`` makes them do.
-* The truth of a landscape measures every distinct configuration of its space once — minutes for a slow model —
-  so ``cached_true_scores`` keeps it on disk, keyed by the study's content and ``landscape_fingerprint``: the
-  landscape's declared ``version`` if it has one, else the source of every module it is made of and imports
-  (outside the standard library and installed packages; spectune's own code by its version).
+* A landscape may carry its study: a ``study`` attribute (a ``StudySpec``, or a study file's path —
+  relative to the file that defines the landscape), an ``objective`` (``ObjectiveSpec``: weights and
+  constraints) and a ``baseline`` (flag → value) that replace the study's own. ``study_of`` resolves
+  them; ``evaluate_search`` and the bench use it, so a search, its truth and its scoring agree.
+* A file loaded by path is registered in ``sys.modules`` before it runs: ``@dataclass`` (and
+  pickling) look their module up there, which ``from __future__ import annotations`` makes them do.
+* The truth of a landscape measures every distinct configuration of its space once — minutes for a
+  slow model — so ``cached_true_scores`` keeps it on disk, keyed by the study's content and
+  ``landscape_fingerprint``: the landscape's declared ``version`` if it has one, else the source of
+  every module it is made of and imports (outside the standard library and installed packages;
+  spectune's own code by its version).
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ class LandscapeError(SpectuneError):
 
 
 def load_landscape(text: str, *, base: Path | None = None) -> tuple[Callable[..., Any], ModuleType]:
-    """``MODULE:FACTORY`` → (the factory, its module). MODULE is importable (``pkg.mod``) or a file path
-    (``path/to/mod.py``, relative to ``base``, default the working directory)."""
+    """``MODULE:FACTORY`` → (the factory, its module). MODULE is importable (``pkg.mod``) or a file
+    path (``path/to/mod.py``, relative to ``base``, default the working directory)."""
     module_name, sep, factory_name = text.rpartition(":")
     if not sep or not module_name or not factory_name:
         raise LandscapeError(f"--landscape: expected MODULE:FACTORY, not {text!r}")
@@ -62,7 +64,8 @@ def load_landscape(text: str, *, base: Path | None = None) -> tuple[Callable[...
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:
-            raise LandscapeError(f"--landscape: cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+            raise LandscapeError(f"--landscape: cannot import {module_name}: {type(exc).__name__}: "
+                                 f"{exc}") from None
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise LandscapeError(f"--landscape: {module_name} has no callable {factory_name!r}")
@@ -81,7 +84,8 @@ def _exec_file(path: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         module_spec.loader.exec_module(module)
-    except Exception as exc:  # the user's file: what is wrong in it, in one line (its line number included)
+    # the user's file: what is wrong in it, in one line (its line number included)
+    except Exception as exc:
         del sys.modules[name]
         raise LandscapeError(f"--landscape: {path}: {type(exc).__name__}: {exc}") from None
     except BaseException:
@@ -91,8 +95,8 @@ def _exec_file(path: Path) -> ModuleType:
 
 
 def home_of(landscape: object) -> Path:
-    """The directory a landscape's relative study path is read from: its own ``home`` if it sets one, else the
-    directory of the file that defines its class, else the working directory."""
+    """The directory a landscape's relative study path is read from: its own ``home`` if it sets
+    one, else the directory of the file that defines its class, else the working directory."""
     home = getattr(landscape, "home", None)
     if home is not None:
         return Path(home)
@@ -102,19 +106,21 @@ def home_of(landscape: object) -> Path:
 
 
 def study_of(landscape: object, study: StudySpec | str | Path | None = None) -> StudySpec:
-    """The study a search on ``landscape`` runs: ``study`` if given (a path relative to the working directory),
-    else the landscape's own ``study``; then the landscape's ``objective`` and ``baseline``, where it declares
-    them, replace the study's."""
+    """The study a search on ``landscape`` runs: ``study`` if given (a path relative to the working
+    directory), else the landscape's own ``study``; then the landscape's ``objective`` and
+    ``baseline``, where it declares them, replace the study's."""
     chosen = study if study is not None else getattr(landscape, "study", None)
     if chosen is None:
-        raise LandscapeError(f"{type(landscape).__name__}: no study given and the landscape names none "
-                             f"(set its `study` attribute, or pass a study file)")
+        raise LandscapeError(
+            f"{type(landscape).__name__}: no study given and the landscape names none "
+            f"(set its `study` attribute, or pass a study file)")
     if isinstance(chosen, str | Path):
         path = Path(chosen) if study is not None else home_of(landscape) / chosen
         chosen = load_study_file(path)
     if not isinstance(chosen, StudySpec):
-        raise LandscapeError(f"{type(landscape).__name__}.study: a StudySpec or a study file path, not "
-                             f"{type(chosen).__name__}")
+        raise LandscapeError(
+            f"{type(landscape).__name__}.study: a StudySpec or a study file path, not "
+            f"{type(chosen).__name__}")
     return with_landscape_overrides(chosen, landscape)
 
 
@@ -129,25 +135,30 @@ def with_landscape_overrides(spec: StudySpec, landscape: object) -> StudySpec:
     baseline = getattr(landscape, "baseline", None)
     if baseline is not None:
         if not isinstance(baseline, Mapping):
-            raise LandscapeError(f"{type(landscape).__name__}.baseline: flag → value, not {type(baseline).__name__}")
+            raise LandscapeError(
+                f"{type(landscape).__name__}.baseline: flag → value, not {type(baseline).__name__}")
         searched = {p.flag for p in spec.search}
         unknown = sorted(set(baseline) - searched - set(spec.server_flags))
         if unknown:
-            raise LandscapeError(f"{type(landscape).__name__}.baseline: {', '.join(unknown)} is not a flag of "
-                                 f"the study {spec.path}")
+            raise LandscapeError(
+                f"{type(landscape).__name__}.baseline: {', '.join(unknown)} is not a flag of "
+                f"the study {spec.path}")
         spec = replace(spec, baseline=dict(baseline))
     return spec
 
 
 def make_objective(weights: Mapping[int, float], constraints: Sequence[str] = (), *,
                    concurrencies: Sequence[int] | None = None) -> ObjectiveSpec:
-    """A landscape's own objective: phase weights by concurrency ({1: 0.7, 64: 0.3}) and constraints written as
-    in a study file's ``[objective] constraints`` ("error_rate <= 0.01", "c64.ttft_p99_ms <= 8000");
-    ``concurrencies``: the benchmark's phases a constraint may name (default: the weighted ones)."""
-    bad = [f"c{c}={w!r}" for c, w in weights.items() if not (isinstance(w, int | float) and math.isfinite(w)
-                                                              and w >= 0)]
+    """A landscape's own objective: phase weights by concurrency ({1: 0.7, 64: 0.3}) and constraints
+    written as in a study file's ``[objective] constraints`` ("error_rate <= 0.01", "c64.ttft_p99_ms
+    <= 8000"); ``concurrencies``: the benchmark's phases a constraint may name (default: the
+    weighted ones)."""
+    bad = [f"c{c}={w!r}" for c, w in weights.items()
+           if not (isinstance(w, int | float) and math.isfinite(w)
+                    and w >= 0)]
     if bad or not any(w > 0 for w in weights.values()):
-        raise LandscapeError(f"objective weights: finite, ≥ 0 and one > 0, not {', '.join(bad) or dict(weights)}")
+        raise LandscapeError(
+            f"objective weights: finite, ≥ 0 and one > 0, not {', '.join(bad) or dict(weights)}")
     phases = list(concurrencies) if concurrencies is not None else [int(c) for c in weights]
     try:
         parsed = tuple(parse_constraint(text, phases) for text in constraints)
@@ -157,9 +168,10 @@ def make_objective(weights: Mapping[int, float], constraints: Sequence[str] = ()
 
 
 def landscape_fingerprint(landscape: object, *extra: ModuleType) -> str:
-    """What the landscape's truth depends on besides its study: ``version:<declared>`` where the landscape
-    declares a ``version``, else a digest of the sources of every module it is made of and (transitively)
-    imports, outside the standard library and installed packages, with spectune's own code by its version."""
+    """What the landscape's truth depends on besides its study: ``version:<declared>`` where the
+    landscape declares a ``version``, else a digest of the sources of every module it is made of and
+    (transitively) imports, outside the standard library and installed packages, with spectune's own
+    code by its version."""
     declared = getattr(landscape, "version", None)
     if declared is not None:
         return f"version:{declared}"
@@ -173,9 +185,11 @@ def landscape_fingerprint(landscape: object, *extra: ModuleType) -> str:
 
 
 def _source_files(roots: Iterable[str]) -> set[Path]:
-    """Source files of ``roots`` and of every module they reach through their globals (imports, and the modules
-    of the functions and classes they import), leaving out the standard library and installed packages."""
-    installed = {Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    """Source files of ``roots`` and of every module they reach through their globals (imports, and
+    the modules of the functions and classes they import), leaving out the standard library and
+    installed packages."""
+    installed = {Path(sysconfig.get_paths()[k]).resolve()
+                 for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     seen: set[str] = set()
     files: set[Path] = set()
     todo = [r for r in roots if r]
@@ -194,12 +208,14 @@ def _source_files(roots: Iterable[str]) -> set[Path]:
         files.add(path)
         todo += _imported_names(path, module.__package__ or "")
         for value in vars(module).values():
-            todo.append(value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", "") or "")
+            todo.append(value.__name__ if isinstance(value, ModuleType)
+                        else getattr(value, "__module__", "") or "")
     return files
 
 
 def _imported_names(path: Path, package: str) -> list[str]:
-    """The modules ``path`` imports by name (``from helper import CONSTANT`` leaves no trace in its globals)."""
+    """The modules ``path`` imports by name (``from helper import CONSTANT`` leaves no trace in its
+    globals)."""
     try:
         tree = ast.parse(path.read_bytes())
     except (SyntaxError, ValueError):
@@ -217,12 +233,14 @@ def _imported_names(path: Path, package: str) -> list[str]:
     return names
 
 
-def cached_true_scores(compute: Callable[[], Mapping[str, float]], spec: StudySpec, fingerprint: str,
-                       cache_dir: Path) -> dict[str, float]:
-    """``compute()`` (config key → true score), kept in ``cache_dir`` per (study content, ``fingerprint``)."""
+def cached_true_scores(compute: Callable[[], Mapping[str, float]], spec: StudySpec,
+                       fingerprint: str, cache_dir: Path) -> dict[str, float]:
+    """``compute()`` (config key → true score), kept in ``cache_dir`` per (study content,
+    ``fingerprint``)."""
     study_bytes = spec.path.read_bytes() if spec.path.is_file() else b""
     overrides = repr((spec.objective, sorted(spec.baseline.items())))
-    key = hashlib.sha256(b"\0".join([study_bytes, overrides.encode(), fingerprint.encode()])).hexdigest()[:16]
+    key = hashlib.sha256(b"\0".join([study_bytes, overrides.encode(),
+                                     fingerprint.encode()])).hexdigest()[:16]
     cache = cache_dir / f"{key}.json"
     if cache.is_file():
         try:

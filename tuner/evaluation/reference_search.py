@@ -1,10 +1,11 @@
 """The searches a tuner is measured against, and the curve that compares them.
 
-Public (docs/benchmarks.md): ``random_search`` — the baseline, then random points, without the designed start (a
-user's hand-run random search); ``sweep_search`` — the seed campaign's manual method: one flag at a time from the
-baseline, the others held at the incumbent; ``found_so_far`` — the truth of each search's own pick after every
-measured trial, as a share of the optimum. All run on a ``Landscape`` through the product's ``TrialRunner``, so
-failed starts, run failures and constraints count exactly as in ``evaluate_search``.
+Public (docs/benchmarks.md): ``random_search`` — the baseline, then random points, without the
+designed start (a user's hand-run random search); ``sweep_search`` — the seed campaign's manual
+method: one flag at a time from the baseline, the others held at the incumbent; ``found_so_far`` —
+the truth of each search's own pick after every measured trial, as a share of the optimum. All run
+on a ``Landscape`` through the product's ``TrialRunner``, so failed starts, run failures and
+constraints count exactly as in ``evaluate_search``.
 """
 
 from __future__ import annotations
@@ -23,17 +24,20 @@ from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 
 
-def random_search(study: StudySpec | str | Path | None, landscape: Landscape | Measurer, *, n_trials: int,
-                  seed: int = 0) -> SearchResult:
-    """The baseline, then uniformly random configurations (no designed start): what a user would run by hand."""
-    return evaluate_search(study, landscape, n_trials=n_trials, seed=seed, sampler="random", designed_start=False)
+def random_search(study: StudySpec | str | Path | None, landscape: Landscape | Measurer, *,
+                  n_trials: int, seed: int = 0) -> SearchResult:
+    """The baseline, then uniformly random configurations (no designed start): what a user would run
+    by hand."""
+    return evaluate_search(study, landscape, n_trials=n_trials, seed=seed, sampler="random",
+                           designed_start=False)
 
 
-def sweep_search(study: StudySpec | str | Path | None, landscape: Landscape | Measurer, *, n_trials: int,
-                 seed: int = 0) -> SearchResult:
-    """One flag at a time, in the space's order: every value of the flag with the others at the incumbent, keep
-    the best, next flag; rounds until ``n_trials`` were measured or a whole round measured nothing new
-    (``stopped_by`` "exhausted"). Every phase is measured (a person sweeping by hand skips none)."""
+def sweep_search(study: StudySpec | str | Path | None, landscape: Landscape | Measurer, *,
+                 n_trials: int, seed: int = 0) -> SearchResult:
+    """One flag at a time, in the space's order: every value of the flag with the others at the
+    incumbent, keep the best, next flag; rounds until ``n_trials`` were measured or a whole round
+    measured nothing new (``stopped_by`` "exhausted"). Every phase is measured (a person sweeping by
+    hand skips none)."""
     spec = study_of(landscape, study)
     space = SearchSpace(spec, spec.option_table)
     made = getattr(landscape, "measurer", None)
@@ -79,17 +83,20 @@ def sweep_search(study: StudySpec | str | Path | None, landscape: Landscape | Me
     return SearchResult(spec, optuna_study, stopped_by, best_of(measured_records(optuna_study)))
 
 
-def found_so_far(result: SearchResult, truth: Landscape | Mapping[str, float], n_trials: int | None = None
+def found_so_far(result: SearchResult, truth: Landscape | Mapping[str, float], n_trials: int
+                 | None = None
                  ) -> list[float]:
-    """True score of the search's own pick after each measured trial ÷ the optimum (0 before anything
-    feasible); ``truth``: a landscape (its ``true_scores()`` where it has one) or config key → true score.
-    Padded with its last value to ``n_trials`` (a search that stopped early keeps its pick)."""
+    """True score of the search's own pick after each measured trial ÷ the optimum (0 before
+    anything feasible); ``truth``: a landscape (its ``true_scores()`` where it has one) or config
+    key → true score. Padded with its last value to ``n_trials`` (a search that stopped early keeps
+    its pick)."""
     table = _truth_table(truth)
     optimum = max(table.values()) if table else 0.0
     ratios: list[float] = []
     for k in range(1, result.measured + 1):
         best = result.best_after(k)
-        score = table.get(best.config.key(), 0.0) if best is not None and best.config is not None else 0.0
+        score = table.get(best.config.key(),
+                          0.0) if best is not None and best.config is not None else 0.0
         ratios.append(score / optimum if optimum > 0 else 0.0)
     length = max(n_trials or 0, len(ratios))
     return ratios + [ratios[-1] if ratios else 0.0] * (length - len(ratios))

@@ -1,7 +1,7 @@
 """The ``best`` and ``trials`` commands as functions: study file in, text out, nothing written.
 
-Each returns the text for stdout plus notes for stderr, so the CLI stays a parser and the answers are testable
-without a terminal.
+Each returns the text for stdout plus notes for stderr, so the CLI stays a parser and the answers
+are testable without a terminal.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from tuner.query.winner import answer_json, leader_text, weights_text
 from tuner.run.confirm import RULE
 from tuner.store.record import Outcome
 
-__all__ = ["Answer", "best", "ranking_for", "require_trials", "trials", "verdict_json", "weights_text"]
+__all__ = ["Answer", "best", "ranking_for", "require_trials", "trials", "verdict_json",
+           "weights_text"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class Answer:
     notes: tuple[str, ...] = ()  # for stderr: what the answer rests on, warnings
 
 
-def ranking_for(stored: StoredStudy, weights: str | None = None, constraints: tuple[str, ...] = ()) -> Ranking:
+def ranking_for(stored: StoredStudy, weights: str | None = None,
+                constraints: tuple[str, ...] = ()) -> Ranking:
     """Parse the options against this study's phases (bad input fails before anything is read)."""
     spec = stored.spec
     concurrencies = sorted(p.concurrency for p in spec.benchmark.phases)
@@ -49,17 +51,19 @@ def require_trials(stored: StoredStudy, ranking: Ranking) -> None:
 
 
 def weights_note(given: str | None, ranking: Ranking) -> str | None:
-    """Say so when ``--weights`` do not sum to 1: they are normalised (``c1=0.7`` alone means ``c1=1``), and a
-    user who meant "0.7 of the score from C=1" should see what was used instead."""
+    """Say so when ``--weights`` do not sum to 1: they are normalised (``c1=0.7`` alone means
+    ``c1=1``), and a user who meant "0.7 of the score from C=1" should see what was used instead."""
     if given is None:
         return None
     total = sum(ranking.weights.values())
     if abs(total - 1.0) < 1e-9:
         return None
-    return f"note: --weights {given.strip()} sum to {total:g}; normalised to {weights_text(ranking)}"
+    return (
+        f"note: --weights {given.strip()} sum to {total:g}; normalised to {weights_text(ranking)}")
 
 
-def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ...], fmt: Format) -> Answer:
+def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ...],
+         fmt: Format) -> Answer:
     stored = open_stored_study(study_file)
     ranking = ranking_for(stored, weights, constraints)
     require_trials(stored, ranking)
@@ -69,9 +73,12 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
         if not measured:
             raise StudyNotFound(f"study {stored.spec.study.name!r} has no measured trial yet "
                                 f"({len(ranking.trials)} trial(s), none benchmarked)")
-        every = [c.text for c in stored.spec.objective.constraints] + [c.text for c in ranking.constraints]
-        raise StudyNotFound(f"no measured trial is feasible under these constraints ({'; '.join(every)}) and "
-                            f"weights {weights_text(ranking)}: {len(measured)} measured, none qualifies")
+        every = [c.text for c in stored.spec.objective.constraints] + [c.text
+                                                                       for c in ranking.constraints]
+        raise StudyNotFound(
+            f"no measured trial is feasible under these constraints ({'; '.join(every)}) and "
+            f"weights {weights_text(ranking)}: {len(measured)} measured, none "
+            "qualifies")
     normalised = weights_note(weights, ranking)
     notes = [*(f"warning: {w}" for w in stored.warnings), *([normalised] if normalised else []),
              *explanation(ranking, winner, len(measured))]
@@ -80,20 +87,24 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
         notes.append(leader)
     if ranking.constraints:
         notes.append("extra constraints: " + "; ".join(c.text for c in ranking.constraints))
-    # The command stays as deployed (what SGLang was given); what SGLang runs differently is said beside it.
+    # The command stays as deployed (what SGLang was given); what SGLang runs differently is said
+    # beside it.
     notes += [f"SGLang runs trial {winner.number} with: {c.text()}"
               for c in changes(winner.config, winner.record.effective)]
     baseline = next((t.record for t in measured if t.record.baseline), None)
     notes += collapse_caveats(baseline, winner.record, ranking.weights)
-    notes += comparison_lines(ranking)  # tuned static vs SGLang's adaptive steps vs off (tuner/query/speculation.py)
+    # tuned static vs SGLang's adaptive steps vs off (tuner/query/speculation.py)
+    notes += comparison_lines(ranking)
     return Answer(export(stored.spec, ranking, winner, fmt, stored.carried), tuple(notes))
 
 
 def explanation(ranking: Ranking, winner: TrialView, measured: int) -> list[str]:
-    """Why ``winner`` is the answer: its score with its interval, the confirmed figures and the winner rule when
-    the study was confirmed, and which configurations it ties with (their intervals overlap)."""
+    """Why ``winner`` is the answer: its score with its interval, the confirmed figures and the
+    winner rule when the study was confirmed, and which configurations it ties with (their intervals
+    overlap)."""
     score = f"{winner.score:.3f}{_interval(winner.interval)}" if winner.score is not None else "–"
-    notes = [f"trial {winner.number} of {measured} measured: score {score} under weights {weights_text(ranking)} "
+    notes = [f"trial {winner.number} of {measured} measured: score {score} under weights "
+             f"{weights_text(ranking)} "
              "(1.0 = the reference run; [..] = 95 % interval)"]
     verdict = ranking.verdict
     if verdict is not None:
@@ -101,7 +112,8 @@ def explanation(ranking: Ranking, winner: TrialView, measured: int) -> list[str]
             if t.number in verdict.intervals:
                 role = " (baseline)" if t.record.baseline else ""
                 notes.append(f"confirmed: trial {t.number}{role} {t.confirmed_score:.3f}"
-                             f"{_interval(t.confirmed_interval)} over {t.confirmed_runs} fresh run(s)")
+                             f"{_interval(t.confirmed_interval)} over {t.confirmed_runs} fresh "
+                             "run(s)")
         if not verdict.significant:
             notes.append("no significant improvement over the baseline")
         notes.append(f"winner rule ({RULE}): {verdict.explain()}")
@@ -110,11 +122,13 @@ def explanation(ranking: Ranking, winner: TrialView, measured: int) -> list[str]
         ties = [t for t in ranking.ranked if t.number != winner.number and t.interval is not None
                 and t.interval.overlaps(winner.interval)]
         if ties:
-            listed = ", ".join(f"trial {t.number} ({t.score:.3f}{_interval(t.interval)})" for t in ties[:5])
+            listed = ", ".join(f"trial {t.number} ({t.score:.3f}{_interval(t.interval)})"
+                               for t in ties[:5])
             more = f" and {len(ties) - 5} more" if len(ties) > 5 else ""
-            notes.append(f"tie: trial {winner.number} and {listed}{more} have overlapping intervals — the "
-                         "measurements cannot tell them apart (not confirmed: `spectune confirm` re-measures them "
-                         "against the baseline)")
+            notes.append(
+                f"tie: trial {winner.number} and {listed}{more} have overlapping intervals — the "
+                "measurements cannot tell them apart (not confirmed: `spectune confirm` "
+                "re-measures them against the baseline)")
     return notes
 
 
@@ -131,7 +145,8 @@ def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, 
     table = sort_rows(rows(ranking, flags), sort, flags, ranking.concurrencies)
     best_trial = ranking.best
     if as_json:
-        payload = {"study": stored.spec.study.name, "weights": {f"c{c}": w for c, w in ranking.weights.items()},
+        payload = {"study": stored.spec.study.name,
+                   "weights": {f"c{c}": w for c, w in ranking.weights.items()},
                    "references": {f"c{c}": v for c, v in ranking.references.items()},
                    **answer_json(ranking), "verdict": verdict_json(ranking),
                    "trials": [r.to_json() for r in table]}

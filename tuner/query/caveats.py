@@ -1,11 +1,12 @@
 """Caveats a winner carries: a weighted phase that collapsed while the score rose.
 
-A weighted score can rise while one of its phases drops sharply — e.g. +4 % overall from a faster C=1, with
-C=64 −41 % and its TTFT p50 +79 %. The score alone hides that trade, and a reader deploying the winner for its
-+4 % deserves to see it, whether or not the confirmation stage ran. ``collapse_caveats`` names every weighted
-phase whose primary figure fell by ``COLLAPSE_DROP`` or more against the baseline (the confirmed, pooled
-figures when both were confirmed, else the study's), with its 95 % intervals and the phase's TTFT p50 change.
-``tune``, ``best`` and summary.md show the same lines.
+A weighted score can rise while one of its phases drops sharply — e.g. +4 % overall from a faster
+C=1, with C=64 −41 % and its TTFT p50 +79 %. The score alone hides that trade, and a reader
+deploying the winner for its +4 % deserves to see it, whether or not the confirmation stage ran.
+``collapse_caveats`` names every weighted phase whose primary figure fell by ``COLLAPSE_DROP`` or
+more against the baseline (the confirmed, pooled figures when both were confirmed, else the
+study's), with its 95 % intervals and the phase's TTFT p50 change. ``tune``, ``best`` and summary.md
+show the same lines.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any, Final
 from objectives.scoring import phase_interval, phase_value, primary_metric
 from tuner.store.record import TrialRecord
 
-#: A weighted phase whose primary figure fell by this share or more against the baseline is a collapse.
+#: A weighted phase whose primary figure fell by this share or more against the baseline is a
+#: collapse.
 COLLAPSE_DROP: Final = 0.20
 
 
@@ -28,7 +30,8 @@ def _figures(record: TrialRecord) -> tuple[Mapping[int, Mapping[str, Any]], str]
 
 def collapse_caveats(baseline: TrialRecord | None, best: TrialRecord | None,
                      weights: Mapping[int, float]) -> list[str]:
-    """One line per weighted phase of ``best`` that fell ``COLLAPSE_DROP`` or more against ``baseline``."""
+    """One line per weighted phase of ``best`` that fell ``COLLAPSE_DROP`` or more against
+    ``baseline``."""
     if baseline is None or best is None or baseline.number == best.number:
         return []
     before, how_before = _figures(baseline)
@@ -46,15 +49,18 @@ def collapse_caveats(baseline: TrialRecord | None, best: TrialRecord | None,
     for concurrency, ratio in sorted(ratios.items()):
         if ratio - 1.0 > -COLLAPSE_DROP:
             continue
-        metric = "per-request tok/s" if primary_metric(concurrency) == "per_request_tok_s_mean" else "aggregate tok/s"
-        text = (f"caveat: trial {best.number}'s C={concurrency} {metric} is {ratio - 1.0:+.0%} against the "
-                f"baseline (trial {baseline.number}) while its score is {score_change:+.0%}: "
-                f"{_figure(after, concurrency)} vs {_figure(before, concurrency)}")
+        metric = ("per-request tok/s" if primary_metric(concurrency) == "per_request_tok_s_mean"
+                  else "aggregate tok/s")
+        text = (f"caveat: trial {best.number}'s C={concurrency} {metric} is {ratio - 1.0:+.0%} "
+                f"against the baseline (trial {baseline.number}) while its score is "
+                f"{score_change:+.0%}: {_figure(after, concurrency)} vs "
+                f"{_figure(before, concurrency)}")
         ttft_old = (before.get(concurrency) or {}).get("ttft_p50_ms")
         ttft_new = (after.get(concurrency) or {}).get("ttft_p50_ms")
         if ttft_old and ttft_new:
             text += f"; C={concurrency} TTFT p50 {ttft_new / ttft_old - 1.0:+.0%}"
-        how = f"both {how_after}" if how_after == how_before else f"{how_after}; the baseline {how_before}"
+        how = (f"both {how_after}" if how_after == how_before
+               else f"{how_after}; the baseline {how_before}")
         lines.append(text + f" ({how})")
     return lines
 

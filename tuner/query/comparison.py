@@ -1,7 +1,9 @@
-"""The best trial against the baseline, phase by phase: the table ``tune`` ends with and summary.md shows.
+"""The best trial against the baseline, phase by phase: the table ``tune`` ends with and summary.md
+shows.
 
-Every figure goes through ``tuner.query.numbers.with_interval``: once a record carries a 95 % half-width for a
-figure, ``half_width`` returns it and the table shows ``value ± half-width`` without other changes.
+Every figure goes through ``tuner.query.numbers.with_interval``: once a record carries a 95 %
+half-width for a figure, ``half_width`` returns it and the table shows ``value ± half-width``
+without other changes.
 """
 
 from __future__ import annotations
@@ -18,21 +20,24 @@ LATENCIES = (("ttft_p50_ms", "TTFT p50"), ("ttft_p99_ms", "TTFT p99"), ("itl_mea
 
 
 def half_width(metrics: Mapping[str, Any], name: str) -> float | None:
-    """The 95 % half-width of ``metrics[name]`` in its own unit: from the stored ``<name>_ci`` interval (every
-    phase's primary metric has one), else — a study stored before those — the throughput's relative
-    ``ci_half_width``."""
+    """The 95 % half-width of ``metrics[name]`` in its own unit: from the stored ``<name>_ci``
+    interval (every phase's primary metric has one), else — a study stored before those — the
+    throughput's relative ``ci_half_width``."""
     interval = metrics.get(f"{name}_ci")
     if isinstance(interval, list | tuple) and len(interval) == 2:
         return (float(interval[1]) - float(interval[0])) / 2
     relative = metrics.get("ci_half_width")
     value = metrics.get(name)
-    if name == "aggregate_tok_s" and isinstance(relative, int | float) and isinstance(value, int | float):
+    if name == "aggregate_tok_s" and isinstance(relative, int | float) and isinstance(value, int
+                                                                                      | float):
         return float(relative) * float(value)
     return None
 
 
-def comparison_rows(baseline: TrialRecord | None, best: TrialRecord) -> list[tuple[str, str, str, str]]:
-    """(figure, baseline, best, change) per phase: the scored tok/s first, then latencies (lower is better)."""
+def comparison_rows(baseline: TrialRecord | None,
+                    best: TrialRecord) -> list[tuple[str, str, str, str]]:
+    """(figure, baseline, best, change) per phase: the scored tok/s first, then latencies (lower is
+    better)."""
     base_metrics = baseline.metrics if baseline is not None else {}
     rows = []
     for concurrency in sorted(best.metrics):
@@ -40,14 +45,18 @@ def comparison_rows(baseline: TrialRecord | None, best: TrialRecord) -> list[tup
         before = base_metrics.get(concurrency, {})
         name = primary_metric(concurrency)
         kind = "per-request" if name == "per_request_tok_s_mean" else "aggregate"
-        rows.append((f"C={concurrency} {kind} tok/s", with_interval(before.get(name), half_width(before, name)),
-                     with_interval(after.get(name), half_width(after, name)), change(before.get(name),
-                                                                                   after.get(name))))
+        rows.append((f"C={concurrency} {kind} tok/s",
+                     with_interval(before.get(name), half_width(before, name)),
+                     with_interval(after.get(name), half_width(after, name)),
+                     change(before.get(name),
+                          after.get(
+                              name))))
         for metric, label in LATENCIES:
             if after.get(metric) is None:
                 continue
-            rows.append((f"C={concurrency} {label} ms", with_interval(before.get(metric), half_width(before, metric),
-                                                                      digits=0),
+            rows.append((f"C={concurrency} {label} ms",
+                         with_interval(before.get(metric), half_width(before, metric),
+                                       digits=0),
                          with_interval(after.get(metric), half_width(after, metric), digits=0),
                          change(before.get(metric), after.get(metric))))
     return rows
@@ -59,7 +68,8 @@ def comparison_table(baseline: TrialRecord | None, best: TrialRecord) -> list[st
     header = ("", base, f"best (#{best.number})", "change")
     rows = [header, *comparison_rows(baseline, best)]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return ["  " + "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(r))
+    return ["  " + "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i,
+                             cell in enumerate(r))
             .rstrip() for r in rows]
 
 

@@ -1,8 +1,8 @@
 """``spectune trial N STUDY``: everything stored about one trial, as text or JSON.
 
-What the sampler proposed and what was deployed after SGLang's rules, the launch command, timings, each phase's
-metrics, the constraints, and for a failure its class, message, the server log's location and its tail — what
-someone debugging an overnight run needs without opening the database.
+What the sampler proposed and what was deployed after SGLang's rules, the launch command, timings,
+each phase's metrics, the constraints, and for a failure its class, message, the server log's
+location and its tail — what someone debugging an overnight run needs without opening the database.
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ TAIL_LINES = 25
 #: A log line longer than this (SGLang prints its whole server_args on one line) is cut in text.
 LINE_CHARS = 240
 #: Metrics shown per phase in text, in this order (JSON: every stored metric).
-_SHOWN = (("per_request_tok_s_mean", "per-request tok/s", ""), ("aggregate_tok_s", "aggregate tok/s", ""),
+_SHOWN = (("per_request_tok_s_mean", "per-request tok/s", ""),
+          ("aggregate_tok_s", "aggregate tok/s", ""),
           ("accept_length", "accept length", ""), ("ttft_p50_ms", "TTFT p50", "ms"),
-          ("ttft_p99_ms", "TTFT p99", "ms"), ("itl_p50_ms", "ITL p50", "ms"), ("itl_p99_ms", "ITL p99", "ms"),
+          ("ttft_p99_ms", "TTFT p99", "ms"), ("itl_p50_ms", "ITL p50", "ms"),
+          ("itl_p99_ms", "ITL p99", "ms"),
           ("error_rate", "error rate", ""), ("completed", "requests ok", ""))
 
 
@@ -40,7 +42,8 @@ def trial_detail(study_file: str | Path, number: int, as_json: bool = False) -> 
         raise StudyNotFound(f"study {stored.spec.study.name!r} has no trial {number} "
                             f"(trials 0–{ranking.trials[-1].number})")
     best = ranking.best
-    data = as_dict(view, is_best=best is not None and best.number == number, weights=weights_text(ranking))
+    data = as_dict(view, is_best=best is not None and best.number == number,
+                   weights=weights_text(ranking))
     notes = tuple(f"warning: {w}" for w in stored.warnings)
     if as_json:
         return Answer(json.dumps(data, indent=2, default=str) + "\n", notes)
@@ -52,8 +55,8 @@ def as_dict(view: TrialView, *, is_best: bool, weights: str) -> dict[str, Any]:
     config = r.config
     return {
         "number": r.number, "state": r.state.name, "outcome": str(r.outcome) if r.outcome else None,
-        "status": view.status, "best": is_best, "baseline": r.baseline, "score": view.score, "weights": weights,
-        "feasible": view.feasible, "host": r.host,
+        "status": view.status, "best": is_best, "baseline": r.baseline, "score": view.score,
+        "weights": weights, "feasible": view.feasible, "host": r.host,
         "flags_requested": dict(r.params_decoded), "repairs": list(r.repairs),
         "flags_effective": dict(config.flags) if config is not None else None,
         "env": dict(config.env) if config is not None else None,
@@ -64,14 +67,15 @@ def as_dict(view: TrialView, *, is_best: bool, weights: str) -> dict[str, Any]:
         "skipped_phases": list(r.skipped_phases), "constraints": dict(r.constraints),
         "violations": dict(view.violations), "duplicate_of": r.duplicate_of, "reason": r.reason,
         "rejected_by": str(r.rejected_by) if r.rejected_by else None,
-        "failure_class": r.failure_class or view.failure, "failure": r.failure, "log": r.log, "log_tail": r.log_tail,
-        "failure_cause": str(r.failure_cause) if r.failure_cause else None, "run_failure": r.run_failure,
-        "output_check": r.output_check,
+        "failure_class": r.failure_class or view.failure, "failure": r.failure, "log": r.log,
+        "log_tail": r.log_tail, "failure_cause": str(r.failure_cause) if r.failure_cause else None,
+        "run_failure": r.run_failure, "output_check": r.output_check,
     }
 
 
 def render(d: Mapping[str, Any]) -> str:
-    score = f"score {d['score']:.3f} under weights {d['weights']}" if d["score"] is not None else "no score"
+    score = (f"score {d['score']:.3f} under weights {d['weights']}" if d["score"] is not None
+             else "no score")
     marks = "".join((" ★ best" if d["best"] else "", " (baseline)" if d["baseline"] else ""))
     lines = [f"trial {d['number']}{marks}: {d['status']}, {score}"]
     timings = d["timings"]
@@ -87,25 +91,30 @@ def render(d: Mapping[str, Any]) -> str:
         lines.append("SGLang runs it with:")
         lines += [f"  {Change(**c).text()}" for c in d["sglang_changes"]]
     if d["duplicate_of"] is not None:
-        lines.append(f"  not deployed: the same configuration as trial {d['duplicate_of']} (its result reused)")
+        lines.append(f"  not deployed: the same configuration as trial {d['duplicate_of']} (its "
+                     "result reused)")
     if d["launch"]:
         lines += ["launch command:", f"  {d['launch']}"]
     for key, metrics in d["phases"].items():
         concurrency = int(key[1:])
         shown = [f"{label} {_value(metrics.get(name), name, unit)}" for name, label, unit in _SHOWN
                  if metrics.get(name) is not None]
-        kind = "per-request" if primary_metric(concurrency) == "per_request_tok_s_mean" else "aggregate"
+        kind = ("per-request" if primary_metric(concurrency) == "per_request_tok_s_mean"
+                else "aggregate")
         lines.append(f"C={concurrency} (scored on {kind} tok/s): " + ", ".join(shown))
     if d["skipped_phases"]:
-        lines.append("skipped: " + ", ".join(f"C={c}" for c in d["skipped_phases"]) + " (could not beat the best)")
+        lines.append("skipped: " + ", ".join(f"C={c}" for c in d["skipped_phases"])
+                     + " (could not beat the best)")
     if d["violations"]:
-        lines.append("violates: " + ", ".join(f"{k} (by {v:g})" for k, v in sorted(d["violations"].items())))
+        lines.append("violates: "
+                     + ", ".join(f"{k} (by {v:g})" for k, v in sorted(d["violations"].items())))
     if d["reason"]:
         by = RejectedBy(d["rejected_by"]).label if d.get("rejected_by") else "rejected"
         lines.append(f"{by} before deploying: {d['reason']}")
     if d["failure"] or d["failure_class"]:
         cls = d["failure_class"] or "?"
-        message = (d["failure"] or "").removeprefix(f"{cls}: ")  # DeployFailed's text starts with its class
+        # DeployFailed's text starts with its class
+        message = (d["failure"] or "").removeprefix(f"{cls}: ")
         lines.append(f"failure: {cls}" + (f": {message}" if message else ""))
         if d.get("failure_cause"):
             lines.append(f"  cause: {d['failure_cause']}")
@@ -114,31 +123,37 @@ def render(d: Mapping[str, Any]) -> str:
         lines.append(f"server log: {d['log']}")
     if d["log_tail"]:
         tail = d["log_tail"].rstrip().splitlines()[-TAIL_LINES:]
-        lines += [f"log tail (last {len(tail)} lines):", *(f"  | {truncate(t, LINE_CHARS)}" for t in tail)]
+        lines += [f"log tail (last {len(tail)} lines):",
+                  *(f"  | {truncate(t, LINE_CHARS)}" for t in tail)]
     return "\n".join(lines) + "\n"
 
 
 def output_check_lines(check: Mapping[str, Any] | None) -> list[str]:
-    """The output check as ``trial N`` shows it: its result, statistic against threshold, and one example."""
+    """The output check as ``trial N`` shows it: its result, statistic against threshold, and one
+    example."""
     if not check:
         return []
     result = check.get("result")
     if result == "off":
         return [f"output check: off ({check.get('reason')})"]
     if result in ("unchecked", "reference"):
-        why = check.get("why") or (f"the reference; noise floor {check.get('floor', 0):.2f} (its own prompts at "
-                                   f"once vs one at a time), threshold {check.get('threshold', 0):.2f}")
+        why = check.get("why") or (
+            f"the reference; noise floor {check.get('floor', 0):.2f} (its own prompts at "
+            "once vs one at a time), threshold "
+            f"{check.get('threshold', 0):.2f}")
         return [f"output check: {result}: {why}"]
-    lines = [f"output check: {result}: mean common-prefix fraction {check.get('prefix_fraction', 0):.2f} vs trial "
-             f"{check.get('reference_trial')} over {check.get('compared')} prompts at temperature 0 (threshold "
-             f"{check.get('threshold', 0):.2f} = half the noise floor {check.get('floor', 0):.2f}; exact matches "
-             f"{check.get('exact_rate', 0):.0%})"]
+    lines = [f"output check: {result}: mean common-prefix fraction "
+             f"{check.get('prefix_fraction', 0):.2f} vs trial {check.get('reference_trial')} over "
+             f"{check.get('compared')} prompts at temperature 0 (threshold "
+             f"{check.get('threshold', 0):.2f} = half the noise floor {check.get('floor', 0):.2f}; "
+             f"exact matches {check.get('exact_rate', 0):.0%})"]
     example = check.get("example")
     if example and result != "ok":
-        lines += [f"  e.g. prompt …{truncate(str(example.get('prompt', '')), 60)!r}, from character "
-                  f"{example.get('position')} (after …{example.get('agreed', '')!r}):",
-                  f"    reference: {example.get('reference', '')!r}",
-                  f"    this trial: {example.get('output', '')!r}"]
+        lines += [
+            f"  e.g. prompt …{truncate(str(example.get('prompt', '')), 60)!r}, from character "
+            f"{example.get('position')} (after …{example.get('agreed', '')!r}):",
+            f"    reference: {example.get('reference', '')!r}",
+            f"    this trial: {example.get('output', '')!r}"]
     return lines
 
 

@@ -1,11 +1,12 @@
-"""What SGLang runs where it differs from what was proposed: one list of changes, shown by ``trials``, ``trial N``,
-``best`` (every format) and the report.
+"""What SGLang runs where it differs from what was proposed: one list of changes, shown by
+``trials``, ``trial N``, ``best`` (every format) and the report.
 
-A trial stores its deployed flags (``config``: what the launch command says) and the values SGLang resolves them
-to (``effective``: from the target's own SGLang, tuner/targets/resolver.py, or spectune's rules where it cannot be
-asked). A change is a resolved value that differs from the flag the command line gives — ``page-size 64 (SGLang
-forces it for flashmla)`` — or a value SGLang chose for a flag the command leaves out (the auto-chosen draft
-tree, the attention backend). The command a user deploys stays the proposed one: it is what SGLang was given.
+A trial stores its deployed flags (``config``: what the launch command says) and the values SGLang
+resolves them to (``effective``: from the target's own SGLang, tuner/targets/resolver.py, or
+spectune's rules where it cannot be asked). A change is a resolved value that differs from the flag
+the command line gives — ``page-size 64 (SGLang forces it for flashmla)`` — or a value SGLang chose
+for a flag the command leaves out (the auto-chosen draft tree, the attention backend). The command a
+user deploys stays the proposed one: it is what SGLang was given.
 """
 
 from __future__ import annotations
@@ -33,16 +34,19 @@ class Change:
 
     def text(self) -> str:
         """``page-size 64 (SGLang forces it for flashmla)``."""
-        value = ("on" if self.effective else "off") if isinstance(self.effective, bool) else self.effective
+        value = ("on" if self.effective else "off") if isinstance(self.effective,
+                                                                  bool) else self.effective
         return f"{self.flag.removeprefix('--')} {value} ({self.why})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"flag": self.flag, "proposed": self.proposed, "effective": self.effective, "why": self.why}
+        return {"flag": self.flag, "proposed": self.proposed, "effective": self.effective,
+                "why": self.why}
 
 
 def changes(config: ServerConfig | None, effective: Mapping[str, Any] | None) -> tuple[Change, ...]:
-    """Where what SGLang runs (``effective``) differs from ``config``'s command line; empty when either is
-    unknown. Unknown effective values (None: SGLang's to choose, not known here) are never shown as changes."""
+    """Where what SGLang runs (``effective``) differs from ``config``'s command line; empty when
+    either is unknown. Unknown effective values (None: SGLang's to choose, not known here) are never
+    shown as changes."""
     if config is None or not effective:
         return ()
     out = []
@@ -87,8 +91,8 @@ def _why(key: str, given: Any, value: Any, effective: Mapping[str, Any]) -> str:
 
 
 def summary(found: tuple[Change, ...]) -> str:
-    """One line for a table cell: ``page-size 64, attention-backend fa3`` ("" when SGLang runs the command as
-    given)."""
+    """One line for a table cell: ``page-size 64, attention-backend fa3`` ("" when SGLang runs the
+    command as given)."""
     return ", ".join(c.text().split(" (", 1)[0] for c in found)
 
 
@@ -101,8 +105,8 @@ def comment_lines(found: tuple[Change, ...], prefix: str = "# ") -> list[str]:
 
 
 def shared(found: Iterable[tuple[Change, ...] | None]) -> tuple[Change, ...]:
-    """The changes every trial has (``None``: a trial that was never deployed, left out): a table says them
-    once below itself instead of in every row."""
+    """The changes every trial has (``None``: a trial that was never deployed, left out): a table
+    says them once below itself instead of in every row."""
     deployed = [f for f in found if f is not None]
     if not deployed:
         return ()

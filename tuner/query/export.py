@@ -1,11 +1,11 @@
 """The winner of a ranking, ready to use: a launch command to paste, a systemd drop-in, or JSON.
 
-The command is built the way the study's target builds it (``Target.launch``) for local and systemd-ssh
-targets, so what you paste is exactly what spectune deployed; a simulated study prints the SGLang command the
-simulated server stands in for. The drop-in is rendered by the same code that writes spectune's own drop-in
-(``tuner.targets.unit_file``), quoting included. Where SGLang runs other values than the command gives (a forced
-page size, an auto-chosen draft tree), ``best`` says so on stderr, the drop-in in comment lines, the JSON as
-``effective`` and ``sglang_changes``.
+The command is built the way the study's target builds it (``Target.launch``) for local and
+systemd-ssh targets, so what you paste is exactly what spectune deployed; a simulated study prints
+the SGLang command the simulated server stands in for. The drop-in is rendered by the same code that
+writes spectune's own drop-in (``tuner.targets.unit_file``), quoting included. Where SGLang runs
+other values than the command gives (a forced page size, an auto-chosen draft tree), ``best`` says
+so on stderr, the drop-in in comment lines, the JSON as ``effective`` and ``sglang_changes``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ Format = Literal["command", "dropin", "json"]
 SGLANG_LAUNCH = ("python3", "-m", "sglang.launch_server")
 
 
-def launch_for(spec: StudySpec, config: ServerConfig, carried: tuple[str, ...] = ()) -> LaunchCommand:
-    """The command the study's target runs for ``config``; ``carried``: the unit's own options its deploys keep
-    (``[target] unit_flags = "carry"``, stored by the preflight)."""
+def launch_for(spec: StudySpec, config: ServerConfig,
+               carried: tuple[str, ...] = ()) -> LaunchCommand:
+    """The command the study's target runs for ``config``; ``carried``: the unit's own options its
+    deploys keep (``[target] unit_flags = "carry"``, stored by the preflight)."""
     if spec.target.settings.launch_is_exact:
         from tuner.study.target import make_target
 
@@ -38,21 +39,25 @@ def launch_for(spec: StudySpec, config: ServerConfig, carried: tuple[str, ...] =
     return launch_command(SGLANG_LAUNCH, config, spec.option_table)
 
 
-def export(spec: StudySpec, ranking: Ranking, trial: TrialView, fmt: Format, carried: tuple[str, ...] = ()) -> str:
-    """The winner as ``fmt``. The command is the one that was proposed and deployed (what SGLang was given), and
-    nothing else: it is piped and parsed (``best`` says on stderr where SGLang runs other values). A drop-in
-    carries those as comment lines above its text, so the note stays with the file on the host."""
+def export(spec: StudySpec, ranking: Ranking, trial: TrialView, fmt: Format,
+           carried: tuple[str, ...] = ()) -> str:
+    """The winner as ``fmt``. The command is the one that was proposed and deployed (what SGLang was
+    given), and nothing else: it is piped and parsed (``best`` says on stderr where SGLang runs
+    other values). A drop-in carries those as comment lines above its text, so the note stays with
+    the file on the host."""
     assert trial.config is not None
     launch = launch_for(spec, trial.config, carried)
     if fmt == "command":
         return launch.shell(multiline=True)
     if fmt == "dropin":
-        notes = "".join(f"{line}\n" for line in comment_lines(changes(trial.config, trial.record.effective)))
+        notes = "".join(f"{line}\n"
+                        for line in comment_lines(changes(trial.config, trial.record.effective)))
         return notes + render_dropin(launch, spec.study.name)
     return json.dumps(as_json(spec, ranking, trial, launch), indent=2) + "\n"
 
 
-def as_json(spec: StudySpec, ranking: Ranking, trial: TrialView, launch: LaunchCommand) -> dict[str, Any]:
+def as_json(spec: StudySpec, ranking: Ranking, trial: TrialView,
+            launch: LaunchCommand) -> dict[str, Any]:
     assert trial.config is not None
     return {
         "study": spec.study.name,
@@ -63,8 +68,8 @@ def as_json(spec: StudySpec, ranking: Ranking, trial: TrialView, launch: LaunchC
         **{k: v for k, v in answer_json(ranking).items() if k != "best"},
         "weights": {f"c{c}": w for c, w in ranking.weights.items()},
         "references": {f"c{c}": v for c, v in ranking.references.items()},
-        "constraints": [c.text for c in spec.objective.constraints] + [c.text for c in ranking.constraints],
-        "flags": {k: v for k, v in trial.config.flags},
+        "constraints": [c.text for c in spec.objective.constraints]
+        + [c.text for c in ranking.constraints], "flags": {k: v for k, v in trial.config.flags},
         "env": {k: v for k, v in trial.config.env},
         "effective": dict(trial.record.effective) if trial.record.effective else None,
         "sglang_changes": [c.to_json() for c in changes(trial.config, trial.record.effective)],
@@ -90,5 +95,5 @@ def verdict_json(ranking: Ranking) -> dict[str, object] | None:
     if verdict is None:
         return None
     return {"rule": RULE, "winner": verdict.winner, "best_lower_bound": verdict.best,
-            "significant": verdict.significant, "baseline": verdict.baseline, "ties": list(verdict.ties),
-            "explanation": verdict.explain()}
+            "significant": verdict.significant, "baseline": verdict.baseline,
+            "ties": list(verdict.ties), "explanation": verdict.explain()}

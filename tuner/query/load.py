@@ -1,7 +1,9 @@
-"""A stored study with its study file, for the commands that answer from it (nothing is measured, nothing written).
+"""A stored study with its study file, for the commands that answer from it (nothing is measured,
+nothing written).
 
-Opening itself is tuner/store/opening.py's, shared with every other reader; here the study file's changes since
-the study began become warnings, since an answer from trials measured under other settings needs one.
+Opening itself is tuner/store/opening.py's, shared with every other reader; here the study file's
+changes since the study began become warnings, since an answer from trials measured under other
+settings needs one.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ class StoredStudy:
 
     @property
     def carried(self) -> tuple[str, ...]:
-        """The systemd unit's own options the study's deploys keep (``[target] unit_flags = "carry"``)."""
+        """The systemd unit's own options the study's deploys keep (``[target] unit_flags =
+        "carry"``)."""
         stored = self.study.user_attrs.get(StudyKey.UNIT_OPTIONS)
         return tuple(str(w) for w in stored) if isinstance(stored, list) else ()
 
@@ -42,5 +45,6 @@ def open_stored_study(study_file: str | Path | StudySpec) -> StoredStudy:
     notes = []
     changed = changed_sections(study, spec)
     if changed:
-        notes.append(f"{describe_change(spec, changed)}; stored trials were measured under the old settings")
+        notes.append(
+            f"{describe_change(spec, changed)}; stored trials were measured under the old settings")
     return StoredStudy(spec, study, tuple(notes))

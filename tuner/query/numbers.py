@@ -1,14 +1,18 @@
-"""Figures as text, in one place: a value, optionally ± its 95 % half-width, and a change against a baseline.
+"""Figures as text, in one place: a value, optionally ± its 95 % half-width, and a change against a
+baseline.
 
-Confidence intervals are filled in by the confirmation work (per-phase half-widths on the record); until a
-figure carries one, ``with_interval`` prints the value alone, so callers pass whatever half-width they have.
+Confidence intervals are filled in by the confirmation work (per-phase half-widths on the record);
+until a figure carries one, ``with_interval`` prints the value alone, so callers pass whatever
+half-width they have.
 """
 
 from __future__ import annotations
 
 
-def with_interval(value: float | None, half_width: float | None = None, *, digits: int = 1, unit: str = "") -> str:
-    """``266.8 tok/s``, or ``266.8 ± 4.1 tok/s`` when a half-width is known; ``–`` without a value."""
+def with_interval(value: float | None, half_width: float | None = None, *, digits: int = 1,
+                  unit: str = "") -> str:
+    """``266.8 tok/s``, or ``266.8 ± 4.1 tok/s`` when a half-width is known; ``–`` without a
+    value."""
     if value is None:
         return "–"
     text = f"{value:.{digits}f}"
@@ -18,7 +22,8 @@ def with_interval(value: float | None, half_width: float | None = None, *, digit
 
 
 def change(before: float | None, after: float | None) -> str:
-    """``+118 %`` (relative change of ``after`` against ``before``); ``–`` when either is missing or zero."""
+    """``+118 %`` (relative change of ``after`` against ``before``); ``–`` when either is missing or
+    zero."""
     if before is None or after is None or before == 0:
         return "–"
     return f"{(after - before) / before * 100:+.0f} %"

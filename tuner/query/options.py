@@ -21,10 +21,12 @@ def parse_weights(text: str, concurrencies: list[int]) -> dict[int, float]:
             continue
         m = _WEIGHT.match(item)
         if not m:
-            raise UsageError(f"--weights: cannot read {item.strip()!r}; write c1=0.7,c64=0.3 (phases: {phases})")
+            raise UsageError(
+                f"--weights: cannot read {item.strip()!r}; write c1=0.7,c64=0.3 (phases: {phases})")
         concurrency = int(m.group(1))
         if concurrency not in concurrencies:
-            raise UsageError(f"--weights: unknown weight key 'c{concurrency}'; this study's phases are {phases}")
+            raise UsageError(
+                f"--weights: unknown weight key 'c{concurrency}'; this study's phases are {phases}")
         try:
             value = float(m.group(2))
         except ValueError:
@@ -41,7 +43,8 @@ def parse_weights(text: str, concurrencies: list[int]) -> dict[int, float]:
     return weights
 
 
-def parse_constraints(texts: tuple[str, ...] | list[str], concurrencies: list[int]) -> tuple[ConstraintSpec, ...]:
+def parse_constraints(texts: tuple[str, ...] | list[str],
+                      concurrencies: list[int]) -> tuple[ConstraintSpec, ...]:
     out = []
     for text in texts:
         try:

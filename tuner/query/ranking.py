@@ -1,15 +1,19 @@
-"""Every stored trial seen through one set of weights and constraints — the basis of best, trials and report.
+"""Every stored trial seen through one set of weights and constraints — the basis of best, trials
+and report.
 
-Scores are recomputed from each trial's stored raw phase metrics with ``objectives.scoring.Scorer`` (the one
-definition of the score, docs/scoring.md), so ``--weights`` re-ranks a study without re-running anything.
+Scores are recomputed from each trial's stored raw phase metrics with ``objectives.scoring.Scorer``
+(the one definition of the score, docs/scoring.md), so ``--weights`` re-ranks a study without
+re-running anything.
 
-Feasibility under a ranking = the constraints stored on the trial (SGLang's rules, the server starting, the study
-file's constraints) all satisfied, **and** every extra ``--constraint`` satisfied. An extra constraint on a phase
-the trial did not measure (a skipped C=64) is not known to hold, so such a trial is not feasible under it.
+Feasibility under a ranking = the constraints stored on the trial (SGLang's rules, the server
+starting, the study file's constraints) all satisfied, **and** every extra ``--constraint``
+satisfied. An extra constraint on a phase the trial did not measure (a skipped C=64) is not known to
+hold, so such a trial is not feasible under it.
 
-Every score comes with its 95 % interval, rescored the same way. When the study ran its confirmation stage,
-the confirmed figures (the fresh runs pooled) are scored too, and ``best`` is the winner rule's choice over them
-(tuner/run/confirm.py): the best lower bound if it beats the baseline's upper bound, else the baseline.
+Every score comes with its 95 % interval, rescored the same way. When the study ran its confirmation
+stage, the confirmed figures (the fresh runs pooled) are scored too, and ``best`` is the winner
+rule's choice over them (tuner/run/confirm.py): the best lower bound if it beats the baseline's
+upper bound, else the baseline.
 """
 
 from __future__ import annotations
@@ -31,15 +35,18 @@ from tuner.study.spec import ConstraintSpec, StudySpec
 
 @dataclass(frozen=True)
 class TrialView:
-    """One stored trial (its ``record``) under a ranking. ``score`` is None when a weighted phase has no
-    measurement."""
+    """One stored trial (its ``record``) under a ranking. ``score`` is None when a weighted phase
+    has no measurement."""
 
     record: TrialRecord
-    tuned: Mapping[str, FlagValue]  # the study's tuned flags as deployed (absent: not set, e.g. speculation off)
+    # the study's tuned flags as deployed (absent: not set, e.g. speculation off)
+    tuned: Mapping[str, FlagValue]
     score: float | None
-    violations: Mapping[str, float]  # constraint → amount of violation (> 0), stored and extra together
+    # constraint → amount of violation (> 0), stored and extra together
+    violations: Mapping[str, float]
     interval: Interval | None = None  # the score's 95 % interval
-    confirmed_score: float | None = None  # the confirmation stage's runs pooled, scored the same way
+    # the confirmation stage's runs pooled, scored the same way
+    confirmed_score: float | None = None
     confirmed_interval: Interval | None = None
 
     @property
@@ -80,9 +87,9 @@ class TrialView:
 
     @property
     def rankable(self) -> bool:
-        """Benchmarked on the server (not a reused duplicate), feasible under these constraints, and every phase
-        these weights need measured. A phase skipped by the study was weighted in the study file, so under its
-        weights this is the study's own ``is_candidate``."""
+        """Benchmarked on the server (not a reused duplicate), feasible under these constraints, and
+        every phase these weights need measured. A phase skipped by the study was weighted in the
+        study file, so under its weights this is the study's own ``is_candidate``."""
         return self.record.candidate_under(self.score, feasible=self.feasible)
 
     @property
@@ -153,18 +160,19 @@ class Ranking:
 
     @property
     def verdict(self) -> Verdict | None:
-        """The winner rule over the confirmed trials that are rankable here (None: the study has no confirmation
-        under which a candidate qualifies)."""
+        """The winner rule over the confirmed trials that are rankable here (None: the study has no
+        confirmation under which a candidate qualifies)."""
         confirmed = {t.number: t.confirmed_interval for t in self.trials
                      if t.rankable and t.confirmed_interval is not None}
-        baseline = next((t.number for t in self.trials if t.record.baseline and t.number in confirmed), None)
+        baseline = next((t.number for t in self.trials if t.record.baseline
+                         and t.number in confirmed), None)
         return choose_winner({n: i for n, i in confirmed.items() if i is not None}, baseline)
 
     @property
     def best(self) -> TrialView | None:
-        """The answer — the one winner rule every surface shows (best, trials, report, dashboard): the winner
-        rule's choice over the confirmed trials when the study has a confirmation under which a candidate
-        qualifies, else the highest score."""
+        """The answer — the one winner rule every surface shows (best, trials, report, dashboard):
+        the winner rule's choice over the confirmed trials when the study has a confirmation under
+        which a candidate qualifies, else the highest score."""
         verdict = self.verdict
         if verdict is not None:
             return next(t for t in self.trials if t.number == verdict.winner)
@@ -178,11 +186,13 @@ class Ranking:
 
     @property
     def unconfirmed_leader(self) -> TrialView | None:
-        """The leader when it is not the answer and was never confirmed: the answer rests on a confirmation
-        that did not re-measure it (other weights or constraints than the study's make another trial lead).
-        Shown beside the answer everywhere; ``spectune confirm`` re-measures it against the baseline."""
+        """The leader when it is not the answer and was never confirmed: the answer rests on a
+        confirmation that did not re-measure it (other weights or constraints than the study's make
+        another trial lead). Shown beside the answer everywhere; ``spectune confirm`` re-measures it
+        against the baseline."""
         leader, answer = self.leader, self.best
-        if leader is None or answer is None or leader.number == answer.number or leader.confirmed_runs:
+        if (leader is None or answer is None or leader.number == answer.number
+            or leader.confirmed_runs):
             return None
         return leader
 
@@ -193,7 +203,8 @@ class Ranking:
 
 def rank(study: optuna.Study, spec: StudySpec, weights: Mapping[int, float] | None = None,
          constraints: Sequence[ConstraintSpec] = ()) -> Ranking:
-    """Every trial of ``study`` under ``weights`` (default: the study file's) and the extra ``constraints``."""
+    """Every trial of ``study`` under ``weights`` (default: the study file's) and the extra
+    ``constraints``."""
     weights = dict(weights or spec.objective.weights)
     trials = sorted(records(study), key=lambda r: r.number)
     references = references_for(study, trials, weights)
@@ -204,17 +215,20 @@ def rank(study: optuna.Study, spec: StudySpec, weights: Mapping[int, float] | No
     return Ranking(weights, references, tuple(constraints), views, concurrencies)
 
 
-def _view(record: TrialRecord, scorer: Scorer, extra: tuple[ConstraintSpec, ...], tuned_flags: list[str]) -> TrialView:
+def _view(record: TrialRecord, scorer: Scorer, extra: tuple[ConstraintSpec, ...],
+          tuned_flags: list[str]) -> TrialView:
     flags = record.config.flag_dict if record.config is not None else {}
     metrics = record.metrics
     violations = {k: v for k, v in record.constraints.items() if v > 0}
-    has_result = record.outcome in (Outcome.MEASURED, Outcome.DUPLICATE)  # its own or a copied measurement
+    # its own or a copied measurement
+    has_result = record.outcome in (Outcome.MEASURED, Outcome.DUPLICATE)
     if record.complete and extra and has_result:
         violations.update({k: v for k, v in constraint_values(extra, metrics).items() if v > 0})
         for c in extra:
             if c.phase is not None and c.phase not in metrics:
                 violations[c.text] = float("inf")  # not measured: cannot be shown to hold
-    confirmed = record.confirmed.pooled if record.confirmed is not None and record.confirmed.runs else None
+    confirmed = (record.confirmed.pooled if record.confirmed is not None and record.confirmed.runs
+                 else None)
     found = scorer.assess(metrics) if metrics and has_result else Assessment(None, None)
     fresh = scorer.assess(confirmed) if confirmed else Assessment(None, None)
     return TrialView(

@@ -1,11 +1,12 @@
-"""The answer to "should I have just let SGLang choose?": the tuned static winner beside SGLang's adaptive steps
-and beside no speculation, each with its interval (docs/study-file.md, ``[study] compare``).
+"""The answer to "should I have just let SGLang choose?": the tuned static winner beside SGLang's
+adaptive steps and beside no speculation, each with its interval (docs/study-file.md, ``[study]
+compare``).
 
-A trial's kind is read from what it deployed: ``--speculative-adaptive`` is SGLang's adaptive mode, no
-``--speculative-algorithm`` is speculation off, anything else a static configuration (a tuned tree, NGRAM ...).
-The best of each kind is compared with the best static one; the difference's interval combines the two 95 %
-score intervals conservatively (lowest over highest to highest over lowest), so it is never narrower than the
-measurements allow.
+A trial's kind is read from what it deployed: ``--speculative-adaptive`` is SGLang's adaptive mode,
+no ``--speculative-algorithm`` is speculation off, anything else a static configuration (a tuned
+tree, NGRAM ...). The best of each kind is compared with the best static one; the difference's
+interval combines the two 95 % score intervals conservatively (lowest over highest to highest over
+lowest), so it is never narrower than the measurements allow.
 """
 
 from __future__ import annotations
@@ -48,25 +49,31 @@ def _score(view: TrialView) -> str:
 
 
 def comparison_lines(ranking: Ranking) -> list[str]:
-    """Lines for ``best``: the tuned static winner vs SGLang's adaptive steps and vs off (empty when the study
-    measured neither)."""
+    """Lines for ``best``: the tuned static winner vs SGLang's adaptive steps and vs off (empty when
+    the study measured neither)."""
     best: dict[str, TrialView] = {}
     for view in ranking.ranked:  # best first
         best.setdefault(kind_of(view), view)
     others = [k for k in ("adaptive", "off") if k in best]
     if not others:
         return []
-    winner = ranking.best  # the study's answer (the confirmed winner when confirmed) when it is a static one
+    # the study's answer (the confirmed winner when confirmed) when it is a static one
+    winner = ranking.best
     static = winner if winner is not None and kind_of(winner) == "static" else best.get("static")
     if static is None or static.score is None:
-        return [f"{LABELS[k]}: {_score(best[k])}; no static configuration was measured feasible" for k in others]
-    lines = [f"tuned static winner: {_score(static)} (study score; the references are measured once)"]
+        return [f"{LABELS[k]}: {_score(best[k])}; no static configuration was measured feasible"
+                for k in others]
+    lines = [
+        f"tuned static winner: {_score(static)} (study score; the references are measured once)"]
     for k in others:
         other = best[k]
         if other.score is None or other.score <= 0:
             continue
-        lines.append(f"vs {LABELS[k]} ({_score(other)}): the tuned static winner is {_relative(static, other)}")
-    better = [k for k in others if best[k].score is not None and static.score < (best[k].score or 0.0)]
+        lines.append(f"vs {LABELS[k]} ({_score(other)}): the tuned static winner is "
+                     f"{_relative(static, other)}")
+    better = [k for k in others if best[k].score is not None and static.score
+              < (best[k].score or 0.0)]
     if better:
-        lines.append(f"note: {LABELS[better[0]]} scored higher than every tuned static configuration")
+        lines.append(
+            f"note: {LABELS[better[0]]} scored higher than every tuned static configuration")
     return lines

@@ -1,6 +1,8 @@
-"""``spectune trials``: every trial as one row — tuned flags, C=1 and C=64 speed, accept length, score, status.
+"""``spectune trials``: every trial as one row — tuned flags, C=1 and C=64 speed, accept length,
+score, status.
 
-Rows are plain frozen values so the same data feeds the terminal table, ``--json`` and the HTML report.
+Rows are plain frozen values so the same data feeds the terminal table, ``--json`` and the HTML
+report.
 """
 
 from __future__ import annotations
@@ -32,15 +34,18 @@ def phase_label(concurrency: int) -> str:
 class TrialRow:
     number: int
     status: str
-    flags: tuple[tuple[str, FlagValue | None], ...]  # every tuned flag, None where the trial did not set it
+    # every tuned flag, None where the trial did not set it
+    flags: tuple[tuple[str, FlagValue | None], ...]
     speeds: tuple[tuple[int, float | None], ...]  # (concurrency, primary metric)
     accept_length: float | None
     score: float | None
     feasible: bool
     failure: str | None
-    speed_intervals: tuple[tuple[int, Interval | None], ...] = ()  # 95 % interval of each phase's primary metric
+    # 95 % interval of each phase's primary metric
+    speed_intervals: tuple[tuple[int, Interval | None], ...] = ()
     score_interval: Interval | None = None
-    confirmed: Confirmed | None = None  # the confirmation stage's figures, when this trial was confirmed
+    # the confirmation stage's figures, when this trial was confirmed
+    confirmed: Confirmed | None = None
     message: str | None = None  # the stored failure message or rejection reason, in full
     #: Where SGLang runs other values than the command line gives (tuner/query/effective.py).
     changes: tuple[Change, ...] = ()
@@ -50,11 +55,13 @@ class TrialRow:
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "status": self.status, "flags": dict(self.flags),
                 **{f"c{c}_tok_s": v for c, v in self.speeds},
-                **{f"c{c}_tok_s_ci": _pair(i) for c, i in self.speed_intervals}, "accept_length": self.accept_length,
-                "score": self.score, "score_ci": _pair(self.score_interval), "feasible": self.feasible,
+                **{f"c{c}_tok_s_ci": _pair(i) for c, i in self.speed_intervals},
+                "accept_length": self.accept_length,
+                "score": self.score, "score_ci": _pair(self.score_interval),
+                "feasible": self.feasible,
                 "failure": self.failure, "cause": self.cause, "message": self.message,
-                "confirmed": self.confirmed.to_json() if self.confirmed else None, "effective": self.effective,
-                "sglang_changes": [c.to_json() for c in self.changes]}
+                "confirmed": self.confirmed.to_json() if self.confirmed else None,
+                "effective": self.effective, "sglang_changes": [c.to_json() for c in self.changes]}
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,8 @@ class Confirmed:
                 **{f"c{c}_tok_s_ci": _pair(i) for c, _, i in self.speeds}}
 
     def text(self) -> str:
-        return f"{fmt(self.score, 3)}{pm(self.score_interval, 3)} ({self.runs} run{'s' if self.runs != 1 else ''})"
+        return (f"{fmt(self.score, 3)}{pm(self.score_interval, 3)} ({self.runs} "
+                f"run{'s' if self.runs != 1 else ''})")
 
 
 def _pair(interval: Interval | None) -> list[float] | None:
@@ -80,7 +88,8 @@ def _pair(interval: Interval | None) -> list[float] | None:
 
 
 def pm(interval: Interval | None, digits: int = 1) -> str:
-    """`` ±0.061``: half the 95 % interval (every interval spectune computes is symmetric); "" without one."""
+    """`` ±0.061``: half the 95 % interval (every interval spectune computes is symmetric); ""
+    without one."""
     return f" ±{(interval.high - interval.low) / 2:.{digits}f}" if interval is not None else ""
 
 
@@ -95,15 +104,18 @@ def _row(t: TrialView, ranking: Ranking, tuned_flags: Sequence[str]) -> TrialRow
         confirmed = Confirmed(t.confirmed_runs, t.confirmed_score, t.confirmed_interval,
                               tuple((c, phase_value(pooled, c), phase_interval(pooled, c))
                                     for c in ranking.concurrencies))
-    # A trial never deployed (rejected, interrupted before its config was stored) has no deployed flags; its
-    # proposal's values are what it was about, so they fill the columns instead of "–".
+    # A trial never deployed (rejected, interrupted before its config was stored) has no deployed
+    # flags; its proposal's values are what it was about, so they fill the columns instead of "–".
     proposed = t.record.params_decoded if t.config is None else {}
     return TrialRow(number=t.number, status=t.status,
                     flags=tuple((f, t.tuned.get(f, proposed.get(f))) for f in tuned_flags),
-                    speeds=tuple((c, t.value(c)) for c in ranking.concurrencies), accept_length=t.accept_length(),
+                    speeds=tuple((c, t.value(c)) for c in ranking.concurrencies),
+                    accept_length=t.accept_length(),
                     score=t.score, feasible=t.feasible, failure=t.failure,
-                    speed_intervals=tuple((c, phase_interval(t.metrics, c)) for c in ranking.concurrencies),
-                    score_interval=t.interval, confirmed=confirmed, message=t.record.failure or t.record.reason,
+                    speed_intervals=tuple((c, phase_interval(t.metrics, c))
+                                          for c in ranking.concurrencies),
+                    score_interval=t.interval, confirmed=confirmed, message=t.record.failure
+                    or t.record.reason,
                     cause=str(t.record.failure_cause) if t.record.failure_cause else None,
                     changes=changes(t.config, t.record.effective),
                     effective=dict(t.record.effective) if t.record.effective else None)
@@ -116,9 +128,9 @@ def sort_keys(tuned_flags: Sequence[str], concurrencies: Sequence[int]) -> list[
 
 def sort_rows(table: list[TrialRow], key: str, tuned_flags: Sequence[str],
               concurrencies: Sequence[int]) -> list[TrialRow]:
-    """Sort by ``key``: measurements best first, flags and status ascending; rows without a value last. A tuned
-    flag may be named as in the table (``num-steps``) or in full (``speculative-num-steps``, with or without
-    ``--``), as the study file names it."""
+    """Sort by ``key``: measurements best first, flags and status ascending; rows without a value
+    last. A tuned flag may be named as in the table (``num-steps``) or in full
+    (``speculative-num-steps``, with or without ``--``), as the study file names it."""
     valid = sort_keys(tuned_flags, concurrencies)
     full = {f.removeprefix("--"): short_flag(f) for f in tuned_flags}
     key = full.get(key.removeprefix("--"), key)
@@ -127,7 +139,8 @@ def sort_rows(table: list[TrialRow], key: str, tuned_flags: Sequence[str],
     get, descending = _getter(key, tuned_flags)
     present = [r for r in table if get(r) is not None]
     missing = [r for r in table if get(r) is None]
-    present.sort(key=lambda r: (_sortable(get(r)), -r.number if descending else r.number), reverse=descending)
+    present.sort(key=lambda r: (_sortable(get(r)), -r.number if descending else r.number),
+                 reverse=descending)
     return present + missing
 
 
@@ -150,7 +163,8 @@ def _getter(key: str, tuned_flags: Sequence[str]) -> tuple[Callable[[TrialRow], 
 
 def _sortable(value: Any) -> Any:
     # Flag values of one column share a type, except choice lists mixing e.g. "off" and numbers.
-    return (0, value) if isinstance(value, int | float) and not isinstance(value, bool) else (1, str(value))
+    return (0, value) if isinstance(value, int
+                                    | float) and not isinstance(value, bool) else (1, str(value))
 
 
 def fmt(value: Any, digits: int = 1) -> str:
@@ -163,10 +177,10 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None, leader: int | None = None, *,
-           width: int = 200) -> Any:
-    """A rich Table for a terminal ``width`` wide; the best trial's row is marked with ★, a leader that was never
-    confirmed with ☆."""
+def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None, leader: int
+           | None = None, *, width: int = 200) -> Any:
+    """A rich Table for a terminal ``width`` wide; the best trial's row is marked with ★, a leader
+    that was never confirmed with ☆."""
     from rich.table import Table
     from rich.text import Text
 
@@ -174,10 +188,11 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     captions = [f"every trial: SGLang runs {'; '.join(c.text() for c in common)}"] if common else []
     if best is not None:
         captions.append(f"★ the answer (trial {best})"
-                        + (f"; ☆ trial {leader} leads under these weights but was never confirmed" if leader is not None
+                        + (f"; ☆ trial {leader} leads under these weights but was never confirmed"
+                           if leader is not None
                            else ""))
-    # Below 160 columns cells touch the column lines, so the flag headers and every figure fit a 120-column
-    # terminal whole (headers wrap at their hyphens, never lose letters).
+    # Below 160 columns cells touch the column lines, so the flag headers and every figure fit a
+    # 120-column terminal whole (headers wrap at their hyphens, never lose letters).
     out = Table(show_lines=False, header_style="bold", caption="\n".join(captions) or None,
                 padding=(0, 0) if width < COMPACT_BELOW else (0, 1))
     add = _header_adder(out)
@@ -185,8 +200,10 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     add("status")
     flags = [f for f, _ in table[0].flags] if table else []
     for flag in flags:
-        # Wide terminals show a flag's name on one line; narrow ones wrap it at its hyphens, never mid-word.
-        add(short_flag(flag).replace("-", "-\n") if width < COMPACT_BELOW else short_flag(flag), justify="right")
+        # Wide terminals show a flag's name on one line; narrow ones wrap it at its hyphens, never
+        # mid-word.
+        add(short_flag(flag).replace("-", "-\n") if width < COMPACT_BELOW else short_flag(flag),
+            justify="right")
     for c in concurrencies:
         add(phase_label(c), justify="right")
     add("accept", justify="right")
@@ -195,7 +212,8 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     if confirmed:
         add("confirmed ±95%", justify="right")
     changed = any(set(r.changes) - set(common) for r in table)
-    if changed:  # only when SGLang runs some trial differently from its command line (beyond what all share)
+    # only when SGLang runs some trial differently from its command line (beyond what all share)
+    if changed:
         add("SGLang runs")
     add("failure")
     for r in table:
@@ -205,7 +223,8 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
         cells = [f"{mark}{r.number}", r.status, *(_flag_text(v) for _, v in r.flags),
                  *(speed_text(r, c, v) for c, v in r.speeds), fmt(r.accept_length, 2),
                  fmt(r.score, 3) + pm(r.score_interval, 3), *extra, failure_text(r)]
-        out.add_row(*(Text(c) for c in cells))  # plain text: messages and values may contain [brackets]
+        # plain text: messages and values may contain [brackets]
+        out.add_row(*(Text(c) for c in cells))
     return out
 
 
@@ -214,21 +233,23 @@ COMPACT_BELOW = 160
 
 
 def _header_adder(table: Any) -> Callable[..., None]:
-    """``add_column`` whose header never loses letters: a narrow terminal (120 columns) wraps a header between
-    its words and at a flag's hyphens (``num-`` / ``steps``), and no column gets narrower than its longest word —
-    cells wrap instead."""
+    """``add_column`` whose header never loses letters: a narrow terminal (120 columns) wraps a
+    header between its words and at a flag's hyphens (``num-`` / ``steps``), and no column gets
+    narrower than its longest word — cells wrap instead."""
 
     def add(header: str, **options: Any) -> None:
         words = header.replace("\n", " ").split()
         # Cells fold rather than end in "…": a figure cut short is a wrong figure.
-        table.add_column(header, min_width=max(map(len, words), default=1), overflow="fold", **options)
+        table.add_column(header, min_width=max(map(len, words), default=1), overflow="fold",
+                         **options)
 
     return add
 
 
 def speed_text(row: TrialRow, concurrency: int, value: float | None) -> str:
     """``241.2 ±8.3``: a phase's primary metric with its 95 % half-width."""
-    return fmt(value) + (pm(dict(row.speed_intervals).get(concurrency)) if value is not None else "")
+    return fmt(value) + (pm(dict(row.speed_intervals).get(concurrency)) if value is not None
+                         else "")
 
 
 #: Characters of a failure message shown in the table (``spectune trial N`` shows it all).
@@ -236,7 +257,8 @@ MESSAGE_CHARS = 70
 
 
 def failure_text(row: TrialRow) -> str:
-    """``out-of-memory: CUDA out of memory while capturing…`` — the class, then the stored message, cut."""
+    """``out-of-memory: CUDA out of memory while capturing…`` — the class, then the stored message,
+    cut."""
     if row.failure is None:
         return ""
     message = truncate(row.message, MESSAGE_CHARS)

@@ -1,9 +1,11 @@
-"""The answer of a ranking in words and JSON, shared by every surface (best, trials, report, dashboard).
+"""The answer of a ranking in words and JSON, shared by every surface (best, trials, report,
+dashboard).
 
-The rule itself is ``Ranking.best`` (tuner/query/ranking.py): the winner rule over the confirmed trials when the
-study has a confirmation under these weights and constraints, else the highest score. When other weights or
-constraints make a trial lead that the confirmation never re-measured, that leader is named beside the answer —
-never silently swapped in, never left out — with the command that confirms it.
+The rule itself is ``Ranking.best`` (tuner/query/ranking.py): the winner rule over the confirmed
+trials when the study has a confirmation under these weights and constraints, else the highest
+score. When other weights or constraints make a trial lead that the confirmation never re-measured,
+that leader is named beside the answer — never silently swapped in, never left out — with the
+command that confirms it.
 """
 
 from __future__ import annotations
@@ -22,31 +24,37 @@ def weights_text(ranking: Ranking) -> str:
 
 
 def confirm_command(study_file: str | Path, ranking: Ranking, trial: TrialView) -> str:
-    """The ``spectune confirm`` command that re-measures ``trial`` against the baseline under this ranking."""
+    """The ``spectune confirm`` command that re-measures ``trial`` against the baseline under this
+    ranking."""
     words = ["spectune", "confirm", str(study_file), "--weights", weights_text(ranking),
-             *(w for c in ranking.constraints for w in ("--constraint", c.text)), "--trials", str(trial.number)]
+             *(w for c in ranking.constraints for w in ("--constraint", c.text)), "--trials",
+             str(trial.number)]
     return shlex.join(words)
 
 
 def _figure(trial: TrialView) -> str:
     if trial.score is None:
         return "–"
-    return f"{trial.score:.3f}" + (f" {trial.interval.text()}" if trial.interval is not None else "")
+    return f"{trial.score:.3f}" + (f" {trial.interval.text()}" if trial.interval is not None
+                                   else "")
 
 
 def answer_status(ranking: Ranking) -> str:
-    """``confirmed`` (the winner rule over fresh runs chose it) or ``not confirmed`` (the highest study score)."""
+    """``confirmed`` (the winner rule over fresh runs chose it) or ``not confirmed`` (the highest
+    study score)."""
     return "confirmed" if ranking.verdict is not None else "not confirmed"
 
 
 def leader_text(ranking: Ranking, study_file: str | Path) -> str | None:
-    """One line naming the unconfirmed leader beside the answer, or None when the answer is the leader."""
+    """One line naming the unconfirmed leader beside the answer, or None when the answer is the
+    leader."""
     leader, answer = ranking.unconfirmed_leader, ranking.best
     if leader is None or answer is None:
         return None
-    return (f"leader under weights {weights_text(ranking)}: trial {leader.number}, score {_figure(leader)} — "
-            f"never confirmed, so the answer stays trial {answer.number} (confirmed); "
-            f"`{confirm_command(study_file, ranking, leader)}` re-measures it against the baseline")
+    return (f"leader under weights {weights_text(ranking)}: trial {leader.number}, score "
+            f"{_figure(leader)} — never confirmed, so the answer stays trial {answer.number} "
+            f"(confirmed); `{confirm_command(study_file, ranking, leader)}` re-measures it against "
+            "the baseline")
 
 
 def answer_json(ranking: Ranking) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""Writing a study's report: rank once, draw each plot, write one self-contained HTML page, summary.md (the
-answer as SGLang's auto_benchmark users expect it: launch command, drop-in, per-phase table) and trials.csv."""
+"""Writing a study's report: rank once, draw each plot, write one self-contained HTML page,
+summary.md (the answer as SGLang's auto_benchmark users expect it: launch command, drop-in,
+per-phase table) and trials.csv."""
 
 from __future__ import annotations
 
@@ -60,26 +61,31 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
     few = found is not None and found[1] < figures.IMPORTANCE_MIN_TRIALS
     plots = [
         _plot("history", "Optimization history", figures.history(ranking),
-              "Score of each measured trial under weights " + weights_text(ranking) + " (hover a point: trial, "
-              "flags, figures). Grey crosses violate a constraint, red triangles were rejected or failed to start; "
-              "the star is the baseline, the green ring the best, the green line the best so far.",
+              "Score of each measured trial under weights " + weights_text(ranking)
+              + " (hover a point: trial, "
+              "flags, figures). Grey crosses violate a constraint, red triangles were rejected or "
+              "failed to start; the star is the baseline, the green ring the best, the green line "
+              "the best so far.",
               "No measured trial yet."),
         _plot("speeds", f"C={low} vs C={high}", figures.speeds(ranking),
-              f"Every measured trial (grey: infeasible). The Pareto front joins the trials no other beats at both "
-              f"C={low} and C={high}; dashed lines are configurations of equal score under these weights.",
+              "Every measured trial (grey: infeasible). The Pareto front joins the trials no "
+              f"other beats at both C={low} and C={high}; dashed lines are configurations of equal "
+              "score under these weights.",
               "Needs two phases with measurements."),
         _plot("latencies", "Latency", figures.latencies(ranking),
-              "Time to first token (median) and inter-token latency (mean) of each measured trial, per phase.",
+              "Time to first token (median) and inter-token latency (mean) of each measured trial, "
+              "per phase.",
               "No measured trial yet."),
         _plot("importances", "Parameter importances", figures.importances(ranking, flags),
-              "Optuna's importance evaluator (fANOVA) over the feasible measured trials and the decoded flag "
-              "values: how much of the score's variation each tuned flag explains."
-              + (f" With fewer than {figures.IMPORTANCE_MIN_TRIALS} trials these are a rough guide: a flag the "
-                 "sampler rarely varied can look unimportant." if few else ""),
+              "Optuna's importance evaluator (fANOVA) over the feasible measured trials and the "
+              "decoded flag values: how much of the score's variation each tuned flag explains."
+              + (f" With fewer than {figures.IMPORTANCE_MIN_TRIALS} trials these are a rough "
+                 "guide: a flag the sampler rarely varied can look unimportant." if few else ""),
               "Too few feasible measured trials (or no flag varied) to estimate."),
         _plot("failures", "Failures", figures.failures(ranking, flags),
-              "Every trial placed by two of its flags and coloured by why it could not be the answer (duplicates "
-              "of a failed trial are not counted again): where out-of-memory starts, for instance.",
+              "Every trial placed by two of its flags and coloured by why it could not be the "
+              "answer (duplicates of a failed trial are not counted again): where out-of-memory "
+              "starts, for instance.",
               "No trial failed."),
     ]
     table = rows(ranking, flags)
@@ -90,15 +96,18 @@ def write_report(study_file: str | Path, output: str | Path, weights: str | None
         ("trials", f"{len(ranking.trials)} in all, {len(measured)} measured, "
                    f"{sum(1 for t in measured if t.feasible)} feasible"),
         ("weights", weights_text(ranking)),
-        ("references", ", ".join(f"C={c}: {v:.1f} tok/s" for c, v in sorted(ranking.references.items()))
+        ("references",
+         ", ".join(f"C={c}: {v:.1f} tok/s" for c, v in sorted(ranking.references.items()))
          + " (score 1.0)"),
-        ("constraints", "; ".join(c.text for c in (*spec.objective.constraints, *ranking.constraints)) or "none"),
+        ("constraints",
+         "; ".join(c.text for c in (*spec.objective.constraints, *ranking.constraints)) or "none"),
         ("SGLang", _sglang_text(stored)),
         ("best", best_text(ranking, best)),
         *((("leader", leader),) if (leader := leader_text(ranking, spec.path)) else ()),
         # tuned static vs SGLang's adaptive steps vs off (tuner/query/speculation.py)
         *((("vs SGLang", "; ".join(compared)),) if (compared := comparison_lines(ranking)) else ()),
-        ("generated", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),  # noqa: UP017 - explicit
+        ("generated",
+         datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),  # noqa: UP017 - explicit
     )
     files = (out / SUMMARY, out / TRIALS_CSV)
     _write(files[0], summary_markdown(stored, ranking))
@@ -125,8 +134,8 @@ class ReportNotWritten(SpectuneError):
 
 
 def _write(path: Path, text: str) -> None:
-    """``text`` into ``path`` whole or not at all: written beside it, then renamed over it, so a full disk
-    leaves the previous report as it was, not a truncated page."""
+    """``text`` into ``path`` whole or not at all: written beside it, then renamed over it, so a
+    full disk leaves the previous report as it was, not a truncated page."""
     part = path.with_name(f".{path.name}.part")
     try:
         part.write_text(text, encoding="utf-8")
@@ -134,28 +143,33 @@ def _write(path: Path, text: str) -> None:
     except OSError as exc:
         with suppress(OSError):
             part.unlink()
-        raise ReportNotWritten(f"-o: cannot write {path}: {exc.strerror or exc} (a report already there is "
-                               "left as it was)") from None
+        raise ReportNotWritten(
+            f"-o: cannot write {path}: {exc.strerror or exc} (a report already there is "
+            "left as it was)") from None
 
 
 def _sglang_text(stored: StoredStudy) -> str:
-    """Which SGLang judged the configurations: the target's own (its version, found at preflight) or the rules."""
+    """Which SGLang judged the configurations: the target's own (its version, found at preflight) or
+    the rules."""
     installed = stored.study.user_attrs.get(StudyKey.SGLANG_VERSION)
     if installed:
-        return f"{installed}, installed on the target: it judged each configuration before it was deployed"
-    return (f"{stored.spec.option_table.version}'s option table; SGLang was not asked (not importable on the "
-            "target): spectune's rules judged the configurations")
+        return (f"{installed}, installed on the target: it judged each configuration before it was "
+                "deployed")
+    return (f"{stored.spec.option_table.version}'s option table; SGLang was not asked (not "
+            "importable on the target): spectune's rules judged the configurations")
 
 
 def _best_command(stored: StoredStudy, best: TrialView) -> str:
     """The deployed command, with what SGLang runs differently above it as shell comments."""
     assert best.config is not None
     notes = comment_lines(changes(best.config, best.record.effective))
-    return "\n".join([*notes, launch_for(stored.spec, best.config, stored.carried).shell(multiline=True)])
+    return "\n".join([*notes,
+                      launch_for(stored.spec, best.config, stored.carried).shell(multiline=True)])
 
 
 def best_text(ranking: Ranking, best: TrialView | None) -> str:
-    """The winner with its 95 % interval, and the confirmation's figures and verdict when the study has them."""
+    """The winner with its 95 % interval, and the confirmation's figures and verdict when the study
+    has them."""
     if best is None:
         return "none yet"
     text = f"trial {best.number} ({answer_status(ranking)})"
@@ -181,14 +195,16 @@ def _plot(key: str, title: str, figure: Any, caption: str, empty_reason: str) ->
 
 
 def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
-    """The answer in Markdown: which trial, its launch command, a systemd drop-in, the per-phase comparison."""
+    """The answer in Markdown: which trial, its launch command, a systemd drop-in, the per-phase
+    comparison."""
     spec = stored.spec
     best = ranking.best
     lines = [f"# spectune: {spec.study.name}", ""]
     lines += [f"> warning: {w}" for w in stored.warnings]
     if best is None or best.config is None:
         return "\n".join([*lines, "No feasible measured trial yet.", ""])
-    baseline = next((t.record for t in ranking.trials if t.record.baseline and t.outcome is Outcome.MEASURED), None)
+    baseline = next((t.record for t in ranking.trials if t.record.baseline
+                     and t.outcome is Outcome.MEASURED), None)
     launch = launch_for(spec, best.config, stored.carried)
     measured = sum(1 for t in ranking.trials if t.outcome is Outcome.MEASURED)
     # The figure the answer was chosen by: the confirmed score when the confirmation stage judged it (as
@@ -203,14 +219,16 @@ def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
         lines.append(f"Extra constraints: {'; '.join(c.text for c in ranking.constraints)}.")
     lines += _confirmation_lines(ranking, best, spec.path)
     if compared := comparison_lines(ranking):
-        lines += ["", "## Compared with SGLang's own choices", "", *(f"- {line}" for line in compared)]
+        lines += ["", "## Compared with SGLang's own choices", "",
+                  *(f"- {line}" for line in compared)]
     leader = leader_text(ranking, spec.path)
     if leader is not None:
         lines += ["", f"> {leader[0].upper()}{leader[1:]}"]
     lines += ["", "## Launch command", "", "```sh",
-              *comment_lines(changes(best.config, best.record.effective)), launch.shell(multiline=True), "```", "",
-              "## systemd drop-in", "", "```ini", render_dropin(launch, spec.study.name).rstrip(), "```", "",
-              "## Against the baseline", ""]
+              *comment_lines(changes(best.config, best.record.effective)),
+              launch.shell(multiline=True), "```", "",
+              "## systemd drop-in", "", "```ini", render_dropin(launch, spec.study.name).rstrip(),
+              "```", "", "## Against the baseline", ""]
     table = comparison_table(baseline, best.record)
     cells = [[c.strip() for c in _split(line)] for line in table]
     lines.append("| " + " | ".join(cells[0]) + " |")
@@ -226,19 +244,24 @@ def _confirmation_lines(ranking: Ranking, best: TrialView, study_file: Path) -> 
     """The confirmation's verdict under these weights (or that there was none), for summary.md."""
     verdict = ranking.verdict
     if verdict is None:
-        return ["", "Confirmation: none under these weights (the highest study score, measured once); "
-                f"`{confirm_command(study_file, ranking, best)}` re-measures it against the baseline."]
-    lines = ["", "## Confirmation", "", "| trial | confirmed score ±95% | fresh runs |", "|---|---|---|"]
+        return ["",
+                "Confirmation: none under these weights (the highest study score, measured once); "
+                f"`{confirm_command(study_file, ranking, best)}` re-measures it against the "
+                "baseline."]
+    lines = ["", "## Confirmation", "", "| trial | confirmed score ±95% | fresh runs |",
+             "|---|---|---|"]
     for t in ranking.trials:
         if t.number in verdict.intervals:
             role = " (baseline)" if t.record.baseline else ""
-            lines.append(f"| {t.number}{role} | {fmt(t.confirmed_score, 3)}{pm(t.confirmed_interval, 3)} | "
-                         f"{t.confirmed_runs} |")
+            lines.append(
+                f"| {t.number}{role} | {fmt(t.confirmed_score, 3)}{pm(t.confirmed_interval, 3)} | "
+                f"{t.confirmed_runs} |")
     return [*lines, "", f"Verdict: {verdict.explain()}."]
 
 
 def _split(line: str) -> list[str]:
-    """A ``comparison_table`` line back into its four cells (columns are separated by two or more spaces)."""
+    """A ``comparison_table`` line back into its four cells (columns are separated by two or more
+    spaces)."""
     import re
 
     parts = re.split(r"\s{2,}", line.strip())
@@ -246,14 +269,16 @@ def _split(line: str) -> list[str]:
 
 
 def trials_csv(table: list[TrialRow], ranking: Ranking) -> str:
-    """Every trial, one row: flags, per-phase tok/s and latencies, score, status, failure and its message."""
+    """Every trial, one row: flags, per-phase tok/s and latencies, score, status, failure and its
+    message."""
     metrics = ("ttft_p50_ms", "ttft_p99_ms", "itl_mean_ms", "error_rate")
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     flags = [f for f, _ in table[0].flags] if table else []
     writer.writerow(["number", "status", *flags, *(f"c{c}_tok_s" for c in ranking.concurrencies),
                      *(f"c{c}_{m}" for c in ranking.concurrencies for m in metrics),
-                     "accept_length", "score", "feasible", "answer", "failure", "message", "sglang_runs"])
+                     "accept_length", "score", "feasible", "answer", "failure", "message",
+                     "sglang_runs"])
     views = {t.number: t for t in ranking.trials}
     best, leader = ranking.best, ranking.unconfirmed_leader
     roles = {**({leader.number: "leader, not confirmed"} if leader else {}),
@@ -262,9 +287,10 @@ def trials_csv(table: list[TrialRow], ranking: Ranking) -> str:
         phase = views[r.number].metrics
         writer.writerow([r.number, r.status, *("" if v is None else v for _, v in r.flags),
                          *("" if v is None else f"{v:.3f}" for _, v in r.speeds),
-                         *(_cell(phase.get(c, {}).get(m)) for c in ranking.concurrencies for m in metrics),
-                         _cell(r.accept_length), _cell(r.score), r.feasible, roles.get(r.number, ""),
-                         r.failure or "", r.message or "",
+                         *(_cell(phase.get(c, {}).get(m)) for c in ranking.concurrencies
+                           for m in metrics),
+                         _cell(r.accept_length), _cell(r.score), r.feasible,
+                         roles.get(r.number, ""), r.failure or "", r.message or "",
                          "; ".join(c.text() for c in r.changes)])
     return buffer.getvalue()
 

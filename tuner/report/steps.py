@@ -1,8 +1,9 @@
-"""The seed document's table, from a study: best speed per ``--speculative-num-steps`` value and phase.
+"""The seed document's table, from a study: best speed per ``--speculative-num-steps`` value and
+phase.
 
-The seed measured one row per concurrency and one column per steps value (topk=1, draft tokens = steps+1).
-A study varies the other flags too, so each cell is the best feasible measured value with that steps value,
-and names the trial it came from; "off" is a configuration without speculation.
+The seed measured one row per concurrency and one column per steps value (topk=1, draft tokens =
+steps+1). A study varies the other flags too, so each cell is the best feasible measured value with
+that steps value, and names the trial it came from; "off" is a configuration without speculation.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def steps_table(ranking: Ranking, concurrencies: Sequence[int]) -> StepsTable:
             value = t.value(c)
             if value is not None and ((column, c) not in best or value > best[(column, c)].value):
                 best[(column, c)] = Cell(value, t.number)
-    columns = sorted({col for col, _ in best}, key=lambda s: (s == OFF, int(s) if s.isdigit() else 0, s))
+    columns = sorted({col for col, _ in best},
+                     key=lambda s: (s == OFF, int(s) if s.isdigit() else 0, s))
     rows = tuple((c, tuple(best.get((col, c)) for col in columns)) for c in concurrencies)
     return StepsTable(tuple(columns), rows)

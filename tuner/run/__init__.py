@@ -1,2 +1,2 @@
-"""Running trials: one trial end to end (deploy, measure, check, score, store), the loop that starts them, the
-output and run checks, and the confirmation of the winner."""
+"""Running trials: one trial end to end (deploy, measure, check, score, store), the loop that starts
+them, the output and run checks, and the confirmation of the winner."""

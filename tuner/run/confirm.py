@@ -1,17 +1,18 @@
-"""The confirmation stage, on by default: re-measure the top K and the baseline on fresh restarts, then pick
-the winner by a stated rule.
+"""The confirmation stage, on by default: re-measure the top K and the baseline on fresh restarts,
+then pick the winner by a stated rule.
 
-A study's best is the maximum of noisy measurements, so it is biased upwards (the winner's curse), and a host
-that drifts (other work starting, thermal limits) can favour whichever configuration ran at a quiet moment.
-So before a winner is declared, the top K configurations and the baseline are redeployed R times each,
-**interleaved** — A B C base A B C base … — so that drift hits all of them alike; only these fresh runs count
-(the study's own measurement of the top K is the biased one). Each configuration's runs pool into one set of
-confirmed figures with 95 % intervals (objectives.scoring.pooled_phase).
+A study's best is the maximum of noisy measurements, so it is biased upwards (the winner's curse),
+and a host that drifts (other work starting, thermal limits) can favour whichever configuration ran
+at a quiet moment. So before a winner is declared, the top K configurations and the baseline are
+redeployed R times each, **interleaved** — A B C base A B C base … — so that drift hits all of them
+alike; only these fresh runs count (the study's own measurement of the top K is the biased one).
+Each configuration's runs pool into one set of confirmed figures with 95 % intervals
+(objectives.scoring.pooled_phase).
 
-The winner rule (``choose_winner``, docs/scoring.md): the candidate with the best *lower* confidence bound of
-its confirmed score wins, and only if that bound is above the baseline's *upper* bound; otherwise there is no
-significant improvement over the baseline and the baseline is the answer. Candidates whose intervals overlap
-the winner's are named as ties.
+The winner rule (``choose_winner``, docs/scoring.md): the candidate with the best *lower* confidence
+bound of its confirmed score wins, and only if that bound is above the baseline's *upper* bound;
+otherwise there is no significant improvement over the baseline and the baseline is the answer.
+Candidates whose intervals overlap the winner's are named as ties.
 """
 
 from __future__ import annotations
@@ -31,17 +32,19 @@ from tuner.store.record import StudyKey, TrialRecord, measured_records, records
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed
 
-RULE = ("the best lower 95 % bound of the confirmed score wins, if it is above the baseline's upper bound; "
-        "else the baseline stays")
+RULE = ("the best lower 95 % bound of the confirmed score wins, if it is above the baseline's "
+        "upper bound; else the baseline stays")
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What the winner rule concluded over the confirmed intervals."""
 
-    winner: int  # the trial to deploy: the best candidate, or the baseline without a significant improvement
+    # the trial to deploy: the best candidate, or the baseline without a significant improvement
+    winner: int
     best: int  # the candidate with the best lower bound (== winner when significant)
-    significant: bool  # the best lower bound is above the baseline's upper bound (True when there is no baseline)
+    # the best lower bound is above the baseline's upper bound (True when there is no baseline)
+    significant: bool
     baseline: int | None
     ties: tuple[int, ...]  # other candidates whose confirmed interval overlaps the best one's
     intervals: Mapping[int, Interval]
@@ -52,33 +55,40 @@ class Verdict:
         if self.baseline is None:
             text += "; no baseline was confirmed, so it wins"
         elif self.significant:
-            text += f", above the baseline's upper bound ({self.intervals[self.baseline].high:.3f}): it wins"
+            text += (", above the baseline's upper bound "
+                     f"({self.intervals[self.baseline].high:.3f}): it wins")
         else:
-            text = (f"no significant improvement over the baseline: {text}, not above the baseline's upper bound "
-                    f"({self.intervals[self.baseline].high:.3f}); the baseline (trial {self.baseline}) stays")
+            text = (f"no significant improvement over the baseline: {text}, not above the "
+                    f"baseline's upper bound ({self.intervals[self.baseline].high:.3f}); the "
+                    f"baseline (trial {self.baseline}) stays")
         if self.ties:
-            text += "; tie with " + ", ".join(f"trial {t}" for t in self.ties) + " (intervals overlap)"
+            text += "; tie with " + ", ".join(f"trial {t}"
+                                              for t in self.ties) + " (intervals overlap)"
         return text
 
 
 def choose_winner(intervals: Mapping[int, Interval], baseline: int | None) -> Verdict | None:
-    """The winner rule over confirmed score intervals by trial number (the baseline's among them, if any).
+    """The winner rule over confirmed score intervals by trial number (the baseline's among them, if
+    any).
 
-    Ties between equal lower bounds go to the earlier trial. None when no candidate other than the baseline
-    has an interval (then there is nothing to decide)."""
+    Ties between equal lower bounds go to the earlier trial. None when no candidate other than the
+    baseline has an interval (then there is nothing to decide)."""
     candidates = {n: i for n, i in intervals.items() if n != baseline}
     if not candidates:
         return None
     best = max(candidates, key=lambda n: (candidates[n].low, -n))
-    ties = tuple(sorted(n for n, i in candidates.items() if n != best and i.overlaps(candidates[best])))
+    ties = tuple(sorted(n for n, i in candidates.items() if n != best
+                        and i.overlaps(candidates[best])))
     if baseline is None or baseline not in intervals:
         return Verdict(best, best, True, None, ties, dict(intervals))
     significant = candidates[best].low > intervals[baseline].high
-    return Verdict(best if significant else baseline, best, significant, baseline, ties, dict(intervals))
+    return Verdict(best if significant else baseline, best, significant, baseline, ties,
+                   dict(intervals))
 
 
 def plan(study: optuna.Study, top: int) -> tuple[list[int], int | None]:
-    """The top ``top`` candidates other than the baseline, by study score, and the baseline: what to confirm."""
+    """The top ``top`` candidates other than the baseline, by study score, and the baseline: what to
+    confirm."""
     candidates = sorted((r for r in measured_records(study) if r.is_candidate and not r.baseline),
                         key=lambda r: (-(r.score or 0.0), r.number))
     chosen = [r.number for r in candidates[:top]]
@@ -87,11 +97,13 @@ def plan(study: optuna.Study, top: int) -> tuple[list[int], int | None]:
 
 
 def runs_planned(top: int, repeats: int) -> int:
-    """How many fresh restarts the stage costs at most (for the ETA): K + the baseline, R times each."""
+    """How many fresh restarts the stage costs at most (for the ETA): K + the baseline, R times
+    each."""
     return (top + 1) * repeats if top > 0 else 0
 
 
-def confirm_top(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer: Measurer, *, top: int,
+def confirm_top(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer: Measurer, *,
+                top: int,
                 repeats: int, on_run: Callable[[int, int], None] | None = None) -> Verdict | None:
     """Run the stage (or reuse a finished one for the same plan) and return the rule's verdict.
 
@@ -118,19 +130,22 @@ def verdict(study: optuna.Study, runner: TrialRunner) -> Verdict | None:
 
 
 def _done(stored: object, order: list[int], repeats: int) -> bool:
-    """A finished stage for the same configurations and repeats is not measured again (e.g. a resumed study
-    that had already reached its end)."""
-    if not isinstance(stored, Mapping) or stored.get("order") != order or stored.get("repeats") != repeats:
+    """A finished stage for the same configurations and repeats is not measured again (e.g. a
+    resumed study that had already reached its end)."""
+    if not isinstance(stored,
+                      Mapping) or stored.get("order") != order or stored.get("repeats") != repeats:
         return False
     return bool(stored.get("complete"))
 
 
-def _measure(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer: Measurer, order: list[int],
+def _measure(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer: Measurer,
+             order: list[int],
              baseline: int | None, repeats: int, on_run: Callable[[int, int], None] | None) -> None:
     by_number = {r.number: r for r in records(study)}
     scorer = runner.scorer(study)
     entries: dict[str, dict[str, object]] = {str(n): {"runs": [], "failed": 0} for n in order}
-    state = {"baseline": baseline, "order": order, "repeats": repeats, "complete": False, "trials": entries}
+    state = {"baseline": baseline, "order": order, "repeats": repeats, "complete": False,
+             "trials": entries}
     for run in range(repeats):
         for number in order:  # round-robin: each configuration once per round
             if on_run:
@@ -142,18 +157,23 @@ def _measure(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer
                 entry["failed"] = int(entry["failed"]) + 1  # type: ignore[call-overload]
             else:
                 entry["runs"].append(encode_phases(metrics))  # type: ignore[attr-defined]
-            study.set_user_attr(StudyKey.CONFIRMATION, state)  # after every run: an interruption keeps them
+            # after every run: an interruption keeps them
+            study.set_user_attr(StudyKey.CONFIRMATION, state)
     state["complete"] = True
     study.set_user_attr(StudyKey.CONFIRMATION, state)
 
 
-def _fresh_run(record: TrialRecord, spec: StudySpec, measurer: Measurer) -> dict[int, dict[str, object]] | None:
+def _fresh_run(record: TrialRecord, spec: StudySpec,
+               measurer: Measurer) -> dict[int, dict[str, object]] | None:
     assert record.config is not None  # a candidate was deployed
     try:
         measurer.deploy(record.config)
     except DeployFailed:
         return None
     fault_point("confirmation")  # a fresh restart of the stage up, not yet measured
-    measured = [PhaseMeasurement.of(p.concurrency, measurer.measure(i)) for i, p in enumerate(spec.benchmark.phases)]
-    # A phase that failed as a whole (simulator-overloaded) measured the host: a failed run, not a figure.
-    return None if any(m.failure for m in measured) else {m.concurrency: dict(m.figures) for m in measured}
+    measured = [PhaseMeasurement.of(p.concurrency, measurer.measure(i)) for i,
+                p in enumerate(spec.benchmark.phases)]
+    # A phase that failed as a whole (simulator-overloaded) measured the host: a failed run, not a
+    # figure.
+    return None if any(m.failure for m in measured) else {m.concurrency: dict(m.figures)
+                                                          for m in measured}

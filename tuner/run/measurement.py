@@ -1,9 +1,11 @@
-"""What a ``Measurer`` reports, typed: the facts of a start (``DeployFacts``) and one phase (``PhaseMeasurement``).
+"""What a ``Measurer`` reports, typed: the facts of a start (``DeployFacts``) and one phase
+(``PhaseMeasurement``).
 
-The study's measurer (tuner/run/measure.py) builds these from the load generator's ``PhaseResult`` and the
-target's ``Deployment``. A landscape's measurer (docs/benchmarks.md) may answer in the plain form the landscape
-API documents — a mapping of facts, a mapping of metrics with ``failure`` keys — and ``of`` reads that form
-once, at the trial runner's door, so nothing past it handles untyped results.
+The study's measurer (tuner/run/measure.py) builds these from the load generator's ``PhaseResult``
+and the target's ``Deployment``. A landscape's measurer (docs/benchmarks.md) may answer in the plain
+form the landscape API documents — a mapping of facts, a mapping of metrics with ``failure`` keys —
+and ``of`` reads that form once, at the trial runner's door, so nothing past it handles untyped
+results.
 """
 
 from __future__ import annotations
@@ -15,31 +17,34 @@ from typing import Any, Final
 
 from tuner.targets.base import RUN_FAILURE_CLASSES, FailureCause, RunFailed
 
-#: The keys of the plain form that describe a phase's failure rather than measure it: not kept in the phase's
-#: stored figures (``failure`` and ``failure_message`` are: readers of stored phases look for them).
+#: The keys of the plain form that describe a phase's failure rather than measure it: not kept in
+#: the phase's stored figures (``failure`` and ``failure_message`` are: readers of stored phases
+#: look for them).
 FAILURE_EVIDENCE: Final = ("run_failure", "log_tail", "failure_cause")
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
-#: One phase's figures in their stored form: metric name → value (numbers, intervals as [low, high], the
-#: per-request parts pairing uses), what scoring, constraints and reports read.
+#: One phase's figures in their stored form: metric name → value (numbers, intervals as [low, high],
+#: the per-request parts pairing uses), what scoring, constraints and reports read.
 PhaseFigures = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
 class DeployFacts:
-    """A started server: how it was launched, where it answers and logs, what its SGLang resolved, how long the
-    start took (seconds; None where the measurer did not time it)."""
+    """A started server: how it was launched, where it answers and logs, what its SGLang resolved,
+    how long the start took (seconds; None where the measurer did not time it)."""
 
     launch: str | None = None
     base_url: str | None = None
     log: str | None = None
-    #: The values the target's own SGLang runs (tuner/targets/resolver.py); None: spectune's rules decided.
+    #: The values the target's own SGLang runs (tuner/targets/resolver.py); None: spectune's rules
+    #: decided.
     effective: Mapping[str, Any] | None = None
     timings: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
 
     @classmethod
     def of(cls, facts: DeployFacts | Mapping[str, Any] | None) -> DeployFacts:
-        """``facts`` as a landscape's measurer may give them: ``{"launch": …, "base_url": …, "log": …,
-        "effective": {…}, "timings": {"deploy_s": …, "ready_s": …}}`` (every key optional), or typed already."""
+        """``facts`` as a landscape's measurer may give them: ``{"launch": …, "base_url": …, "log":
+        …, "effective": {…}, "timings": {"deploy_s": …, "ready_s": …}}`` (every key optional), or
+        typed already."""
         if isinstance(facts, DeployFacts):
             return facts
         facts = facts or {}
@@ -51,9 +56,9 @@ class DeployFacts:
 
 @dataclass(frozen=True)
 class PhaseFailure:
-    """Why a phase is not a measurement. ``is_run_failure``: the configuration failed while measured (crashed,
-    hung, answered wrongly) — its trial ends run-failed; otherwise the phase failed as a whole (the host, e.g.
-    ``simulator-overloaded``) and is measured again."""
+    """Why a phase is not a measurement. ``is_run_failure``: the configuration failed while measured
+    (crashed, hung, answered wrongly) — its trial ends run-failed; otherwise the phase failed as a
+    whole (the host, e.g. ``simulator-overloaded``) and is measured again."""
 
     failure_class: str
     message: str
@@ -69,8 +74,8 @@ class PhaseFailure:
 
 @dataclass(frozen=True)
 class PhaseMeasurement:
-    """One benchmark phase on the deployed server: its figures in the stored form (metric name → value, what
-    scoring, constraints and reports read) and, when it failed, why."""
+    """One benchmark phase on the deployed server: its figures in the stored form (metric name →
+    value, what scoring, constraints and reports read) and, when it failed, why."""
 
     concurrency: int
     figures: PhaseFigures
@@ -78,30 +83,35 @@ class PhaseMeasurement:
 
     @classmethod
     def of(cls, concurrency: int, result: PhaseMeasurement | Mapping[str, Any]) -> PhaseMeasurement:
-        """A phase in the plain form (figures plus ``failure``, ``failure_message``, ``failure_cause``,
-        ``run_failure``, ``log_tail``), or typed already."""
+        """A phase in the plain form (figures plus ``failure``, ``failure_message``,
+        ``failure_cause``, ``run_failure``, ``log_tail``), or typed already."""
         if isinstance(result, PhaseMeasurement):
             return result
         failure = None
         if result.get("failure"):
             failure_class = str(result["failure"])
             stored_cause = result.get("failure_cause")
-            known = isinstance(stored_cause, str) and stored_cause in FailureCause.__members__.values()
+            known = isinstance(stored_cause,
+                               str) and stored_cause in FailureCause.__members__.values()
             cause = FailureCause(str(stored_cause)) if known else None
             failure = PhaseFailure(
-                failure_class=failure_class, message=str(result.get("failure_message") or failure_class),
-                cause=cause,
-                evidence=dict(result.get("run_failure") or {"phase": f"c{concurrency}", "concurrency": concurrency}),
+                failure_class=failure_class,
+                message=str(result.get("failure_message") or failure_class), cause=cause,
+                evidence=dict(result.get("run_failure")
+                              or {"phase": f"c{concurrency}", "concurrency": concurrency}),
                 log_tail=str(result.get("log_tail") or ""))
         figures = {k: v for k, v in result.items() if k not in FAILURE_EVIDENCE}
         return cls(concurrency, figures, failure)
 
     @classmethod
     def of_run_failed(cls, concurrency: int, exc: RunFailed) -> PhaseMeasurement:
-        """A measurer's typed run failure (a landscape's crash under load): no figures but the failure's own."""
+        """A measurer's typed run failure (a landscape's crash under load): no figures but the
+        failure's own."""
         failure = PhaseFailure(exc.failure_class, exc.message, exc.cause,
-                               {"phase": f"c{concurrency}", "concurrency": concurrency}, exc.log_tail)
-        return cls(concurrency, {"failure": exc.failure_class, "failure_message": exc.message}, failure)
+                               {"phase": f"c{concurrency}", "concurrency": concurrency},
+                               exc.log_tail)
+        return cls(concurrency, {"failure": exc.failure_class, "failure_message": exc.message},
+                   failure)
 
 
 def _text(value: object) -> str | None:

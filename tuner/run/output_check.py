@@ -1,9 +1,11 @@
-"""Running the output check inside a trial (tuner/run/outputs.py says what it measures and how it judges).
+"""Running the output check inside a trial (tuner/run/outputs.py says what it measures and how it
+judges).
 
-A measurer that can generate the probe (``Probing``: the study's ``TargetMeasurer``) is asked once per deployed
-configuration, before its phases: a configuration that answers wrongly is not worth benchmarking. The reference
-configuration (the baseline) is asked twice — its prompts at once, then one at a time — for the noise floor.
-A measurer that cannot (a landscape's) is not checked; a landscape reports wrong output as a phase failure.
+A measurer that can generate the probe (``Probing``: the study's ``TargetMeasurer``) is asked once
+per deployed configuration, before its phases: a configuration that answers wrongly is not worth
+benchmarking. The reference configuration (the baseline) is asked twice — its prompts at once, then
+one at a time — for the noise floor. A measurer that cannot (a landscape's) is not checked; a
+landscape reports wrong output as a phase failure.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from tuner.study.spec import OutputCheckSpec
 
 @runtime_checkable
 class Probing(Protocol):
-    def outputs(self, count: int, max_tokens: int, *, concurrent: bool = True) -> tuple[ProbeOutput, ...]:
-        """The deployed server's greedy answers to the workload's probe prompts (objectives/probe.py)."""
+    def outputs(self, count: int, max_tokens: int, *, concurrent: bool = True) -> tuple[ProbeOutput,
+                                                                                        ...]:
+        """The deployed server's greedy answers to the workload's probe prompts
+        (objectives/probe.py)."""
 
 
 @dataclass(frozen=True)
@@ -45,13 +49,14 @@ def check_outputs(study: optuna.Study, trial: optuna.Trial, spec: OutputCheckSpe
     if not isinstance(measurer, Probing):
         return None
     started = time.monotonic()
-    greedy = {"temperature": 0.0, "workload_temperature": workload_temperature, "prompts": spec.prompts,
-              "max_tokens": spec.max_tokens}
+    greedy = {"temperature": 0.0, "workload_temperature": workload_temperature,
+              "prompts": spec.prompts, "max_tokens": spec.max_tokens}
     reference = Reference.from_json(study.user_attrs.get(StudyKey.OUTPUT_REFERENCE))
     if reference is None:
         if not trial.user_attrs.get(Key.BASELINE) and _baseline_pending(study, trial.number):
             return CheckResult({**greedy, "result": "unchecked",
-                                "why": "the baseline's reference outputs were not measured yet"}, 0.0)
+                                "why": "the baseline's reference outputs were not measured yet"},
+                               0.0)
         batched = measurer.outputs(spec.prompts, spec.max_tokens, concurrent=True)
         interrupts.check()
         one_by_one = measurer.outputs(spec.prompts, spec.max_tokens, concurrent=False)
@@ -59,10 +64,12 @@ def check_outputs(study: optuna.Study, trial: optuna.Trial, spec: OutputCheckSpe
         made = make_reference(trial.number, batched, one_by_one)
         if made is None:
             return CheckResult({**greedy, "result": "unchecked",
-                                "why": "the reference configuration answered too few probe prompts"},
+                                "why": "the reference configuration answered too few probe "
+                                       "prompts"},
                                time.monotonic() - started)
         study.set_user_attr(StudyKey.OUTPUT_REFERENCE, made.to_json())
-        return CheckResult({**greedy, "result": "reference", "statistic": "mean common-prefix fraction",
+        return CheckResult({**greedy, "result": "reference",
+                            "statistic": "mean common-prefix fraction",
                             "floor": made.floor, "floor_exact_rate": made.floor_exact_rate,
                             "threshold": made.threshold}, time.monotonic() - started)
     outputs = measurer.outputs(spec.prompts, spec.max_tokens, concurrent=True)
@@ -73,6 +80,8 @@ def check_outputs(study: optuna.Study, trial: optuna.Trial, spec: OutputCheckSpe
 
 
 def _baseline_pending(study: optuna.Study, number: int) -> bool:
-    """The baseline is queued or being measured by another worker: its outputs will be the reference."""
+    """The baseline is queued or being measured by another worker: its outputs will be the
+    reference."""
     return any(t.user_attrs.get(Key.BASELINE) and t.number != number
-               for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)))
+               for t in study.get_trials(deepcopy=False,
+                                         states=(TrialState.WAITING, TrialState.RUNNING)))

@@ -1,12 +1,13 @@
 """One trial, end to end: propose → check/repair → (reuse | deploy → ready → phases) → score.
 
-The runner is the Optuna objective. It never raises for anything a configuration can cause: a rejected point,
-a server that fails to start and a benchmark full of errors all end as COMPLETE trials with constraints, so the
-sampler learns to avoid them (reference/optuna-5.0-notes.md §4). Only the target being unreachable
-(``TargetUnavailable``) or an interruption propagates.
+The runner is the Optuna objective. It never raises for anything a configuration can cause: a
+rejected point, a server that fails to start and a benchmark full of errors all end as COMPLETE
+trials with constraints, so the sampler learns to avoid them (reference/optuna-5.0-notes.md §4).
+Only the target being unreachable (``TargetUnavailable``) or an interruption propagates.
 
 How a configuration is measured is behind ``Measurer``: the study uses a real target and the aiohttp
-benchmark; bench/sample_efficiency.py uses the simulator's noiseless ground truth with the same logic.
+benchmark; bench/sample_efficiency.py uses the simulator's noiseless ground truth with the same
+logic.
 """
 
 from __future__ import annotations
@@ -33,7 +34,15 @@ from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseFigures, Phase
 from tuner.run.output_check import check_outputs
 from tuner.search.samplers import SkippedPhases, skipped_phases
 from tuner.sglang.launch import ServerConfig
-from tuner.store.record import Key, Outcome, RejectedBy, StudyKey, TrialRecord, measured_records, write
+from tuner.store.record import (
+    Key,
+    Outcome,
+    RejectedBy,
+    StudyKey,
+    TrialRecord,
+    measured_records,
+    write,
+)
 from tuner.store.score import score_benchmarked, study_scorer
 from tuner.study.space import SearchSpace, effective_key
 from tuner.study.spec import StudySpec
@@ -48,11 +57,12 @@ LOG_TAIL_CHARS = 4000
 
 
 class Measurer(Protocol):
-    """Deploys a configuration and measures one benchmark phase at a time. A measurer may also ``resolve`` a
-    configuration without deploying it (``Resolving``): the target's own SGLang then decides its identity.
+    """Deploys a configuration and measures one benchmark phase at a time. A measurer may also
+    ``resolve`` a configuration without deploying it (``Resolving``): the target's own SGLang then
+    decides its identity.
 
-    The study's measurer answers typed (tuner/run/measure.py); a landscape's may answer in the plain form the
-    landscape API documents (tuner/run/measurement.py reads it once, here)."""
+    The study's measurer answers typed (tuner/run/measure.py); a landscape's may answer in the plain
+    form the landscape API documents (tuner/run/measurement.py reads it once, here)."""
 
     def deploy(self, config: ServerConfig) -> DeployFacts | Mapping[str, Any]:
         """Start ``config`` and return the facts of the start. Raises ``DeployFailed``."""
@@ -64,23 +74,24 @@ class Measurer(Protocol):
 @runtime_checkable
 class Resolving(Protocol):
     def resolve(self, config: ServerConfig) -> Mapping[str, Any] | None:
-        """The effective values the target's SGLang runs for ``config`` (None: it cannot be asked); raises
-        ``DeployFailed`` when it refuses the command line."""
+        """The effective values the target's SGLang runs for ``config`` (None: it cannot be asked);
+        raises ``DeployFailed`` when it refuses the command line."""
 
 
 #: What a duplicate copies from the record of the trial whose result it reuses.
-REUSED: Final = ("metrics", "failure_class", "failure", "skipped_phases", "skip", "launch", "failure_cause",
-                 "run_failure", "output_check")
+REUSED: Final = ("metrics", "failure_class", "failure", "skipped_phases", "skip", "launch",
+                 "failure_cause", "run_failure", "output_check")
 
 
-#: Attempts at a phase that failed as a whole (``failure`` in its metrics: objectives/overload.py) on one
-#: deployment before the trial gives up: a busy host is often busy for seconds, not minutes.
+#: Attempts at a phase that failed as a whole (``failure`` in its metrics: objectives/overload.py)
+#: on one deployment before the trial gives up: a busy host is often busy for seconds, not minutes.
 PHASE_ATTEMPTS = 2
 
 
 class PhaseFailed(Exception):
-    """A phase failed on every attempt (e.g. ``simulator-overloaded``). The trial ends FAIL — the sampler learns
-    nothing from a figure that measured the host — with its attempts stored, and the loop queues it again."""
+    """A phase failed on every attempt (e.g. ``simulator-overloaded``). The trial ends FAIL — the
+    sampler learns nothing from a figure that measured the host — with its attempts stored, and the
+    loop queues it again."""
 
     def __init__(self, failure_class: str, message: str) -> None:
         super().__init__(f"{failure_class}: {message}")
@@ -88,8 +99,9 @@ class PhaseFailed(Exception):
 
 
 class ConfigTaken(Exception):
-    """Another worker is measuring this configuration right now. The trial ends FAIL (samplers ignore FAIL; the
-    other worker's RUNNING trial already tells them the point is pending) and counts as free."""
+    """Another worker is measuring this configuration right now. The trial ends FAIL (samplers
+    ignore FAIL; the other worker's RUNNING trial already tells them the point is pending) and
+    counts as free."""
 
 
 @dataclass
@@ -99,30 +111,35 @@ class TrialEvents:
     on_stage: Callable[[int, str], None] | None = None
     #: Called with the record the trial ends with, just before Optuna stores its state.
     on_done: Callable[[TrialRecord], None] | None = None
-    #: Called once the trial's configuration is visible to other workers (its config key is stored) or it was
-    #: rejected — the point after which a worker may let the next one ask (tuner/run/loop.py).
+    #: Called once the trial's configuration is visible to other workers (its config key is stored)
+    #: or it was rejected — the point after which a worker may let the next one ask
+    #: (tuner/run/loop.py).
     on_proposed: Callable[[], None] | None = None
-    #: Called with the trial's number and the flag values it is about to deploy (the live view shows them then,
-    #: not only once the trial ends).
+    #: Called with the trial's number and the flag values it is about to deploy (the live view shows
+    #: them then, not only once the trial ends).
     on_deploy: Callable[[int, Mapping[str, Any]], None] | None = None
 
 
 class TrialRunner:
-    """The Optuna objective. The trial's record is a typed draft (``TrialRecord``) from the first step on: each path
-    fills it in with ``dataclasses.replace`` and ``_save`` stores what changed (tuner/store/record.py ``write``)."""
+    """The Optuna objective. The trial's record is a typed draft (``TrialRecord``) from the first
+    step on: each path fills it in with ``dataclasses.replace`` and ``_save`` stores what changed
+    (tuner/store/record.py ``write``)."""
 
     def __init__(self, spec: StudySpec, space: SearchSpace, measurer: Measurer,
-                 events: TrialEvents | None = None, *, skip_phases: bool = True, host: str | None = None) -> None:
+                 events: TrialEvents | None = None, *, skip_phases: bool = True, host: str
+                 | None = None) -> None:
         self.spec = spec
         self.space = space
         self.measurer = measurer
         self.events = events or TrialEvents()
         self.skip_phases = skip_phases and spec.objective.mode == "weighted"
         self.pareto = spec.objective.mode == "pareto"
-        self.constraint_keys = (VALID_KEY, STARTED_KEY, *(c.text for c in spec.objective.constraints))
+        self.constraint_keys = (VALID_KEY, STARTED_KEY,
+                                *(c.text for c in spec.objective.constraints))
         #: The number of the trial being run (or last run): what an interruption re-queues.
         self.current: int | None = None
-        #: Which host this runner deploys to, stored on each trial (several workers: who measured what).
+        #: Which host this runner deploys to, stored on each trial (several workers: who measured
+        #: what).
         self.host = host
         self._stored: TrialRecord | None = None  # what the current trial's storage holds
 
@@ -130,33 +147,41 @@ class TrialRunner:
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
         self.current = trial.number
         # What the queue put on the trial (the baseline mark) is part of its record from the start.
-        self._stored = TrialRecord.from_attrs(trial.number, TrialState.RUNNING, trial.user_attrs, {})
+        self._stored = TrialRecord.from_attrs(trial.number, TrialState.RUNNING, trial.user_attrs,
+                                              {})
         draft = replace(self._stored, host=self.host)
         self._save(trial, draft)
         proposal = self.space.suggest(trial)
-        draft = replace(draft, params_decoded=dict(proposal.values), repairs=tuple(proposal.repairs))
+        draft = replace(draft, params_decoded=dict(proposal.values),
+                        repairs=tuple(proposal.repairs))
         if proposal.config is None:
             self._proposed()
-            return self._finish(trial, replace(draft, outcome=Outcome.REJECTED, reason=proposal.reason,
-                                               rejected_by=RejectedBy.RULES), {VALID_KEY: 1.0})
+            return self._finish(trial,
+                                replace(draft, outcome=Outcome.REJECTED, reason=proposal.reason,
+                                        rejected_by=RejectedBy.RULES), {VALID_KEY: 1.0})
         config = proposal.config
         draft = replace(draft, config=config)
-        # What SGLang will run, and the key of those values: another spelling of one server is a duplicate. The
-        # target's own SGLang, where it can be asked, has the last word (a refusal is a rejection: no restart).
+        # What SGLang will run, and the key of those values: another spelling of one server is a
+        # duplicate. The target's own SGLang, where it can be asked, has the last word (a refusal is
+        # a rejection: no restart).
         try:
-            resolved = self.measurer.resolve(config) if isinstance(self.measurer, Resolving) else None
+            resolved = self.measurer.resolve(config) if isinstance(self.measurer,
+                                                                   Resolving) else None
         except DeployFailed as exc:
             self._proposed()
             judge = RejectedBy.SGLANG if isinstance(exc, SGLangRefused) else RejectedBy.RULES
             return self._finish(trial, replace(draft, outcome=Outcome.REJECTED, rejected_by=judge,
-                                               reason=str(exc).removeprefix("invalid-flags: ")), {VALID_KEY: 1.0})
-        draft = replace(draft, effective=dict(resolved) if resolved is not None else proposal.effective,
+                                               reason=str(exc).removeprefix("invalid-flags: ")),
+                                {VALID_KEY: 1.0})
+        draft = replace(draft, effective=dict(resolved) if resolved is not None
+                        else proposal.effective,
                         config_key=(effective_key(config, dict(resolved)) if resolved is not None
                                     else proposal.key or config.key()))
         assert draft.config_key is not None
-        # Store the key *before* looking for others with it: of two workers proposing one configuration at the
-        # same moment, at least one then sees the other's key (each write commits before its own read), so the
-        # configuration is never measured twice even without the loop's ask lock.
+        # Store the key *before* looking for others with it: of two workers proposing one
+        # configuration at the same moment, at least one then sees the other's key (each write
+        # commits before its own read), so the configuration is never measured twice even without
+        # the loop's ask lock.
         self._save(trial, replace(self._stored, config_key=draft.config_key))
         previous = self._already_measured(trial.study, draft.config_key, exclude=trial.number)
         self._proposed()
@@ -166,10 +191,11 @@ class TrialRunner:
             return self._reuse(trial, draft, previous)
         return self._measure(trial, draft, config)
 
-    # ----- the paths ----------------------------------------------------------------------------------
-    def _measure(self, trial: optuna.Trial, draft: TrialRecord, config: ServerConfig) -> float | tuple[float, float]:
-        # What is about to be deployed, stored before the deploy: a trial interrupted from here on still shows
-        # the flags it requested and ran with (not "none" and "–").
+    # ----- the paths ------------------------------------------------------------------------------
+    def _measure(self, trial: optuna.Trial, draft: TrialRecord,
+                 config: ServerConfig) -> float | tuple[float, float]:
+        # What is about to be deployed, stored before the deploy: a trial interrupted from here on
+        # still shows the flags it requested and ran with (not "none" and "–").
         self._save(trial, draft)
         if self.events.on_deploy:
             self.events.on_deploy(trial.number, dict(draft.params_decoded))
@@ -180,10 +206,13 @@ class TrialRunner:
         except DeployFailed as exc:
             cause = exc.cause or cause_of(exc.failure_class, f"{exc}\n{exc.log_tail}")
             return self._finish(trial, replace(
-                draft, outcome=Outcome.DEPLOY_FAILED, counts=True, failure_class=exc.failure_class, failure=str(exc),
+                draft, outcome=Outcome.DEPLOY_FAILED, counts=True, failure_class=exc.failure_class,
+                failure=str(exc),
                 failure_cause=cause, log_tail=exc.log_tail[-LOG_TAIL_CHARS:], log=exc.log or None,
-                timings={"deploy_s": time.monotonic() - started, **exc.timings}), {STARTED_KEY: 1.0})
-        # The target's own SGLang resolved it (tuner/targets/resolver.py): its word on the effective values.
+                timings={"deploy_s": time.monotonic() - started, **exc.timings}),
+                                {STARTED_KEY: 1.0})
+        # The target's own SGLang resolved it (tuner/targets/resolver.py): its word on the effective
+        # values.
         draft = replace(draft, launch=facts.launch, base_url=facts.base_url, log=facts.log,
                         effective=facts.effective or draft.effective)
         timings = dict(facts.timings)
@@ -194,20 +223,24 @@ class TrialRunner:
             timings["output_check_s"] = checked.seconds
         if checked is not None and checked.failure is not None:
             return self._finish(trial, replace(
-                draft, outcome=Outcome.RUN_FAILED, counts=True, timings=timings, failure_class="wrong-output",
-                failure_cause=FailureCause("wrong-output"), failure=checked.failure), {STARTED_KEY: 1.0})
+                draft, outcome=Outcome.RUN_FAILED, counts=True, timings=timings,
+                failure_class="wrong-output",
+                failure_cause=FailureCause("wrong-output"), failure=checked.failure),
+                                {STARTED_KEY: 1.0})
         return self._benchmark(trial, draft, timings)
 
     def _benchmark(self, trial: optuna.Trial, draft: TrialRecord, timings: dict[str, float]
                    ) -> float | tuple[float, float]:
-        """The study's phases in order, skipping the rest once they cannot make the trial the best."""
+        """The study's phases in order, skipping the rest once they cannot make the trial the
+        best."""
         started = time.monotonic()
         metrics: dict[int, PhaseFigures] = {}
         phases = self.spec.benchmark.phases
         for index, phase in enumerate(phases):
             bound = self._skip_bound(trial.study, metrics) if index > 0 else None
             if bound is not None:
-                draft = replace(draft, skip=bound, skipped_phases=tuple(p.concurrency for p in phases[index:]))
+                draft = replace(draft, skip=bound,
+                                skipped_phases=tuple(p.concurrency for p in phases[index:]))
                 break
             self._stage(trial, f"C={phase.concurrency}")
             measured = self._measure_phase(trial, index)
@@ -219,11 +252,13 @@ class TrialRunner:
                     return self._run_failed(trial, draft, measured.failure)
                 self._phase_failed(trial, draft, measured)
         timings["benchmark_s"] = time.monotonic() - started
-        return self._finish(trial, replace(draft, outcome=Outcome.MEASURED, counts=True, timings=timings,
-                                           metrics=metrics), {}, scored=True)
+        return self._finish(trial,
+                            replace(draft, outcome=Outcome.MEASURED, counts=True, timings=timings,
+                                    metrics=metrics), {}, scored=True)
 
     def _measure_phase(self, trial: optuna.Trial, index: int) -> PhaseMeasurement:
-        """Phase ``index``, again on the same server when it failed as a whole (up to ``PHASE_ATTEMPTS``)."""
+        """Phase ``index``, again on the same server when it failed as a whole (up to
+        ``PHASE_ATTEMPTS``)."""
         concurrency = self.spec.benchmark.phases[index].concurrency
         measured = PhaseMeasurement(concurrency, {})
         for attempt in range(1, PHASE_ATTEMPTS + 1):
@@ -231,39 +266,49 @@ class TrialRunner:
                 self._stage(trial, f"C={concurrency} again ({measured.failure.failure_class})")
             try:
                 measured = PhaseMeasurement.of(concurrency, self.measurer.measure(index))
-            except RunFailed as exc:  # a measurer's typed run failure (a landscape's crash under load)
+            # a measurer's typed run failure (a landscape's crash under load)
+            except RunFailed as exc:
                 measured = PhaseMeasurement.of_run_failed(concurrency, exc)
-            # A run failure is the configuration's: measuring the dead server again would tell nothing new.
+            # A run failure is the configuration's: measuring the dead server again would tell
+            # nothing new.
             if measured.failure is None or measured.failure.is_run_failure:
                 break
         return measured
 
     def _run_failed(self, trial: optuna.Trial, draft: TrialRecord, failure: PhaseFailure
                     ) -> float | tuple[float, float]:
-        """The server crashed, hung or failed a burst of requests in this phase (tuner/run/runcheck.py), or a
-        landscape said so: stored with its evidence, infeasible for every sampler, never queued again."""
+        """The server crashed, hung or failed a burst of requests in this phase
+        (tuner/run/runcheck.py), or a landscape said so: stored with its evidence, infeasible for
+        every sampler, never queued again."""
         cause = failure.cause or cause_of(failure.failure_class, failure.log_tail)
         return self._finish(trial, replace(
             draft, outcome=Outcome.RUN_FAILED, counts=True, failure_class=failure.failure_class,
             failure_cause=cause, failure=failure.message, run_failure=dict(failure.evidence),
             log_tail=failure.log_tail[-LOG_TAIL_CHARS:] or None), {STARTED_KEY: 1.0})
 
-    def _phase_failed(self, trial: optuna.Trial, draft: TrialRecord, measured: PhaseMeasurement) -> None:
-        defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
+    def _phase_failed(self, trial: optuna.Trial, draft: TrialRecord,
+                      measured: PhaseMeasurement) -> None:
+        # the result is being stored: a signal now waits until Optuna's tell is done
+        defer_from_here()
         assert measured.failure is not None
         failure_class = measured.failure.failure_class
-        message = f"C={measured.concurrency} failed {PHASE_ATTEMPTS} times: {measured.failure.message}"
-        draft = replace(draft, outcome=Outcome.PHASE_FAILED, counts=False, failure_class=failure_class,
-                        failure=message)
+        message = (
+            f"C={measured.concurrency} failed {PHASE_ATTEMPTS} times: {measured.failure.message}")
+        draft = replace(draft, outcome=Outcome.PHASE_FAILED, counts=False,
+                        failure_class=failure_class, failure=message)
         self._save(trial, draft)
         self._done(draft, TrialState.FAIL, {})
         raise PhaseFailed(failure_class, message)
 
-    def _reuse(self, trial: optuna.Trial, draft: TrialRecord, previous: FrozenTrial) -> float | tuple[float, float]:
-        """A configuration already measured is not deployed again: copy its result (free, not counted)."""
-        defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
+    def _reuse(self, trial: optuna.Trial, draft: TrialRecord,
+               previous: FrozenTrial) -> float | tuple[float, float]:
+        """A configuration already measured is not deployed again: copy its result (free, not
+        counted)."""
+        # the result is being stored: a signal now waits until Optuna's tell is done
+        defer_from_here()
         original = TrialRecord.from_stored(previous)
-        draft = replace(draft, outcome=Outcome.DUPLICATE, counts=False, duplicate_of=previous.number,
+        draft = replace(draft, outcome=Outcome.DUPLICATE, counts=False,
+                        duplicate_of=previous.number,
                         **{name: getattr(original, name) for name in REUSED})
         constraints = dict(previous.constraints or {})
         for key, value in constraints.items():
@@ -274,30 +319,36 @@ class TrialRunner:
         return tuple(previous.values) if self.pareto else previous.values[0]
 
     def _taken(self, trial: optuna.Trial, draft: TrialRecord, running: FrozenTrial) -> float:
-        """Another worker is measuring this configuration: give the point up now (free) rather than idle a host
-        until that trial ends."""
-        defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
+        """Another worker is measuring this configuration: give the point up now (free) rather than
+        idle a host until that trial ends."""
+        # the result is being stored: a signal now waits until Optuna's tell is done
+        defer_from_here()
         draft = replace(draft, outcome=Outcome.TAKEN, counts=False, taken_by=running.number)
         self._save(trial, draft)
         self._done(draft, TrialState.FAIL, {})
-        raise ConfigTaken(f"configuration {draft.config_key} is being measured by trial {running.number}")
+        raise ConfigTaken(
+            f"configuration {draft.config_key} is being measured by trial {running.number}")
 
     def _finish(self, trial: optuna.Trial, draft: TrialRecord, forced: Mapping[str, float], *,
                 scored: bool = False) -> float | tuple[float, float]:
-        """Store the trial's end. ``scored``: it was benchmarked — its constraints, score and interval are
-        computed here, once."""
-        defer_from_here()  # the result is being stored: a signal now waits until Optuna's tell is done
+        """Store the trial's end. ``scored``: it was benchmarked — its constraints, score and
+        interval are computed here, once."""
+        # the result is being stored: a signal now waits until Optuna's tell is done
+        defer_from_here()
         constraints = dict.fromkeys(self.constraint_keys, 0.0)
         constraints.update(forced)
-        value: float | tuple[float, float] | None = None  # None: the placeholder (tuner never scored it)
+        # None: the placeholder (tuner never scored it)
+        value: float | tuple[float, float] | None = None
         if scored:
-            judged = score_benchmarked(trial.study, trial.number, draft.metrics, self.spec.objective.weights,
+            judged = score_benchmarked(trial.study, trial.number, draft.metrics,
+                                       self.spec.objective.weights,
                                        self.spec.objective.constraints, draft.skip_bounds)
             constraints.update(judged.constraints)
-            draft = replace(draft, metrics=judged.metrics, score=judged.score, score_ci=judged.assessment.interval)
+            draft = replace(draft, metrics=judged.metrics, score=judged.score,
+                            score_ci=judged.assessment.interval)
             value = self._objective_values(judged.metrics, judged.score)
-            if draft.skip and not self.pareto \
-                    and skipped_phases(trial.study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.AT_MEDIAN:
+            if draft.skip and not self.pareto and skipped_phases(
+                    trial.study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.AT_MEDIAN:
                 value = min(judged.score, self._median_score(trial.study))
             if not is_feasible(constraints) and not self.pareto:
                 value = None
@@ -316,14 +367,15 @@ class TrialRunner:
         c_low, c_high = sorted(c for c, w in self.spec.objective.weights.items() if w > 0)
         return (phase_value(metrics, c_low) or 0.0, phase_value(metrics, c_high) or 0.0)
 
-    # ----- helpers ------------------------------------------------------------------------------------
+    # ----- helpers --------------------------------------------------------------------------------
     def scorer(self, study: optuna.Study) -> Scorer:
-        """The study's scorer (its references are fixed by the first fully measured trial, tuner/store/score.py)."""
+        """The study's scorer (its references are fixed by the first fully measured trial,
+        tuner/store/score.py)."""
         return study_scorer(study, self.spec.objective.weights)
 
     def _placeholder(self, study: optuna.Study) -> float | tuple[float, float]:
-        """The value of an infeasible trial: dominated for Pareto; about the median for a single objective,
-        because GP models the value of infeasible trials too (TPE ignores it)."""
+        """The value of an infeasible trial: dominated for Pareto; about the median for a single
+        objective, because GP models the value of infeasible trials too (TPE ignores it)."""
         if self.pareto:
             return (0.0, 0.0)
         return self._median_score(study)
@@ -335,8 +387,8 @@ class TrialRunner:
 
     def _already_measured(self, study: optuna.Study, key: str, *,
                           exclude: int | None = None) -> FrozenTrial | None:
-        """The trial that measured the configuration keyed ``key`` (COMPLETE, preferred) or is measuring it now
-        (RUNNING: another worker's trial with the same config key), or None."""
+        """The trial that measured the configuration keyed ``key`` (COMPLETE, preferred) or is
+        measuring it now (RUNNING: another worker's trial with the same config key), or None."""
         running = None
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
             if t.number == exclude or t.user_attrs.get(Key.CONFIG_KEY) != key:
@@ -349,10 +401,13 @@ class TrialRunner:
         return running
 
     def _skip_bound(self, study: optuna.Study, metrics: PhaseMetrics) -> dict[str, Any] | None:
-        """Skip the remaining phases when even an optimistic bound on them cannot beat the incumbent.
+        """Skip the remaining phases when even an optimistic bound on them cannot beat the
+        incumbent.
 
-        The bound for an unmeasured phase is the best value any candidate trial reached × SKIP_BOUND_FACTOR."""
-        if not self.skip_phases or skipped_phases(study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.NEVER:
+        The bound for an unmeasured phase is the best value any candidate trial reached ×
+        SKIP_BOUND_FACTOR."""
+        if (not self.skip_phases
+            or skipped_phases(study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.NEVER):
             return None
         complete = [r for r in measured_records(study) if r.is_candidate]
         if len(complete) < SKIP_MIN_TRIALS:
@@ -386,6 +441,7 @@ class TrialRunner:
         write(trial, draft, since=self._stored)
         self._stored = draft
 
-    def _done(self, draft: TrialRecord, state: TrialState, constraints: Mapping[str, float]) -> None:
+    def _done(self, draft: TrialRecord, state: TrialState,
+              constraints: Mapping[str, float]) -> None:
         if self.events.on_done:
             self.events.on_done(replace(draft, state=state, constraints=dict(constraints)))

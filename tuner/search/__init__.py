@@ -1,2 +1,2 @@
-"""What to try next: the samplers (the grey-box sampler and its models, Optuna's), the designed start and
-exploration after a repeat."""
+"""What to try next: the samplers (the grey-box sampler and its models, Optuna's), the designed
+start and exploration after a repeat."""

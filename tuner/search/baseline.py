@@ -1,16 +1,18 @@
-"""The baseline runs first: the server's current configuration, measured once per study, defines a score of 1.0.
-Then a designed start: a few generic draft-tree shapes around it, instead of the sampler's random start-up points.
+"""The baseline runs first: the server's current configuration, measured once per study, defines a
+score of 1.0. Then a designed start: a few generic draft-tree shapes around it, instead of the
+sampler's random start-up points.
 
-Here, below the commands, so that `spectune tune`, the bench's landscapes (tuner/evaluation/landscape.py) and the
-tests all start a study the same way.
+Here, below the commands, so that `spectune tune`, the bench's landscapes
+(tuner/evaluation/landscape.py) and the tests all start a study the same way.
 
-Why a designed start (docs/benchmarks.md, "What was tried", and "The default since issue 14's fourth round"):
-in this product's spaces the score is decided mostly by the draft tree (steps × topk × draft tokens), and random
-start-up points spend their trials on memory and scheduling flags, many of which fail to start. Five shapes span
-the tree's range — a wide tree of middle depth with two draft-token counts, a short chain (top-k 1, which decides
-on a small model or a throughput-heavy mix), a deep wide tree with many draft tokens, and the deepest widest tree
-with CUDA-graph headroom — each with the baseline's other flags, so the sampler's first model sees the tree's
-main directions, and its trust region starts in the right basin.
+Why a designed start (docs/benchmarks.md, "What was tried", and "The default since issue 14's fourth
+round"): in this product's spaces the score is decided mostly by the draft tree (steps × topk ×
+draft tokens), and random start-up points spend their trials on memory and scheduling flags, many of
+which fail to start. Five shapes span the tree's range — a wide tree of middle depth with two
+draft-token counts, a short chain (top-k 1, which decides on a small model or a throughput-heavy
+mix), a deep wide tree with many draft tokens, and the deepest widest tree with CUDA-graph headroom
+— each with the baseline's other flags, so the sampler's first model sees the tree's main
+directions, and its trust region starts in the right basin.
 """
 
 from __future__ import annotations
@@ -29,63 +31,70 @@ from tuner.store.storage import MAX_RETRIES, params_of, retry_attrs
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 
-#: Tree shapes as positions in each tree dimension's range (0 = its first value, 1 = its last): (steps, topk,
-#: draft tokens within what the tree can verify, the CUDA-graph batch size — None: the baseline's). Every other
-#: tuned flag keeps the baseline's value. The first two are one tree with two draft-token counts: every other
-#: shape moves steps and draft tokens together, and without this pair the models cannot tell their effects apart
-#: (the spread_roofline landscape, docs/benchmarks.md). The last shape is the deepest widest tree with a smaller
-#: graph: capture memory grows with graph size × draft tokens, so a big tree that fails at the baseline's graph
-#: size may start at a smaller one (where no graph size is tuned, the static memory fraction is lowered instead:
-#: that is what leaves room for capture).
+#: Tree shapes as positions in each tree dimension's range (0 = its first value, 1 = its last):
+#: (steps, topk, draft tokens within what the tree can verify, the CUDA-graph batch size — None: the
+#: baseline's). Every other tuned flag keeps the baseline's value. The first two are one tree with
+#: two draft-token counts: every other shape moves steps and draft tokens together, and without this
+#: pair the models cannot tell their effects apart (the spread_roofline landscape,
+#: docs/benchmarks.md). The last shape is the deepest widest tree with a smaller graph: capture
+#: memory grows with graph size × draft tokens, so a big tree that fails at the baseline's graph
+#: size may start at a smaller one (where no graph size is tuned, the static memory fraction is
+#: lowered instead: that is what leaves room for capture).
 DESIGNED_SHAPES: tuple[tuple[float, float, float, float | None], ...] = (
     (0.5, 1.0, 0.5, None), (0.5, 1.0, 0.2, None), (0.15, 0.0, 1.0, None), (0.85, 1.0, 0.6, None),
     (1.0, 1.0, 0.5, 0.2))
 #: How many of the shapes a space with branches (tuner/study/branches.py) starts with.
 BRANCHED_SHAPES = 3
 _TREE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
-#: What the headroom position moves: the CUDA-graph batch sizes, or the static memory fraction without them.
+#: What the headroom position moves: the CUDA-graph batch sizes, or the static memory fraction
+#: without them.
 _GRAPH_FLAGS = frozenset({"cuda-graph-max-bs", "cuda-graph-max-bs-decode"})
 _STATIC_FLAGS = frozenset({"mem-fraction-static"})
 
 
-def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *, designed: bool = True,
-                     outside: bool = True) -> None:
+def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *,
+                     designed: bool = True, outside: bool = True) -> None:
     """Queue the baseline, then the designed start, once per study (not once per resume or worker).
 
-    Enqueue first, mark after: a kill between the two leaves the baseline queued and the next start only
-    marks it (the study has a trial then), while the reverse order would leave a study marked as having a
-    baseline that was never queued — and 1.0 would be whatever configuration ran first.
-    Check-then-set: callers on a shared study hold the study's ``baseline`` mutex (tuner/workers/coordination.py)."""
+    Enqueue first, mark after: a kill between the two leaves the baseline queued and the next start
+    only marks it (the study has a trial then), while the reverse order would leave a study marked
+    as having a baseline that was never queued — and 1.0 would be whatever configuration ran first.
+    Check-then-set: callers on a shared study hold the study's ``baseline`` mutex
+    (tuner/workers/coordination.py)."""
     if not spec.baseline or study.user_attrs.get(StudyKey.BASELINE_ENQUEUED):
         return
     if not study.get_trials(deepcopy=False):
         baseline = space.encode(spec.baseline)
         study.enqueue_trial(baseline, user_attrs={Key.BASELINE: True})
         fault_point("after_baseline_enqueue")
-        # (a kill here loses only the designed start: the sampler's own start-up points take its place)
+        # (a kill here loses only the designed start: the sampler's own start-up points take its
+        # place)
         for params in designed_start(space, baseline) if designed else []:
             study.enqueue_trial(params)
-        # branch starts and SGLang's own choices (``outside``: also those outside the space, tuner/search/references.py)
+        # branch starts and SGLang's own choices (``outside``: also those outside the space,
+        # tuner/search/references.py)
         for params, attrs in comparison_points(space, spec, baseline, outside=outside):
             study.enqueue_trial(params, user_attrs=attrs)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
 
 
 class BaselineNotMeasured(SpectuneError):
-    """The baseline was interrupted on every retry and never measured: the study stops rather than let another
-    configuration define 1.0 (exit 6)."""
+    """The baseline was interrupted on every retry and never measured: the study stops rather than
+    let another configuration define 1.0 (exit 6)."""
 
     exit_code = 6
 
 
 def keep_the_baseline(study: optuna.Study, spec: StudySpec) -> None:
-    """Stop the study — queue the baseline once more for the next run, and raise ``BaselineNotMeasured`` — when
-    the baseline ended FAIL on every retry (each interrupted) and none is left queued or measured.
+    """Stop the study — queue the baseline once more for the next run, and raise
+    ``BaselineNotMeasured`` — when the baseline ended FAIL on every retry (each interrupted) and
+    none is left queued or measured.
 
-    Without it the next trial, a designed-start point, would measure first and fix the references: every score
-    would then mean "compared with that point", not "compared with what the server runs today", and nothing
-    would say so. Running the same command again is the answer to the question this asks: the baseline is
-    measured first then. (Leaving out [baseline] scores against the first measured trial instead, said loudly.)
+    Without it the next trial, a designed-start point, would measure first and fix the references:
+    every score would then mean "compared with that point", not "compared with what the server runs
+    today", and nothing would say so. Running the same command again is the answer to the question
+    this asks: the baseline is measured first then. (Leaving out [baseline] scores against the first
+    measured trial instead, said loudly.)
     """
     if not spec.baseline:
         return
@@ -96,29 +105,33 @@ def keep_the_baseline(study: optuna.Study, spec: StudySpec) -> None:
     last = ours[-1]
     study.enqueue_trial(params_of(last), user_attrs=retry_attrs(last))
     raise BaselineNotMeasured(
-        f"the baseline (trial {ours[0].number}) was interrupted {len(ours)} times and never measured; the study "
-        f"stops rather than score against another configuration (after {MAX_RETRIES} retries). It is queued "
-        "again: run the same command to measure it first (or remove [baseline] to score against the first "
-        "measured trial)")
+        f"the baseline (trial {ours[0].number}) was interrupted {len(ours)} times and never "
+        "measured; the study stops rather than score against another configuration (after "
+        f"{MAX_RETRIES} retries). It "
+        "is queued again: run the same command to measure it first (or remove [baseline] to score "
+        "against the first measured trial)")
 
 
 def baseline_runs_first(study: optuna.Study) -> None:
-    """Until the baseline has a measurement, ``study``'s ``ask`` takes a queued baseline before anything else
-    queued.
+    """Until the baseline has a measurement, ``study``'s ``ask`` takes a queued baseline before
+    anything else queued.
 
-    A baseline interrupted mid-measurement is queued again behind the designed start (a kill between writing
-    the references and the baseline's result, issue 12 item 6); taken in queue order, the first design point
-    would fix the references instead and 1.0 would not be the baseline. Only the order changes — which queued
-    trial ``ask`` takes — so nothing is written that a kill could leave half done. Optuna's own order (oldest
-    first) otherwise; its private ``_pop_waiting_trial_id`` is replaced on this instance only
-    (tests/unit/search/test_baseline_first.py holds it to Optuna's behaviour)."""
+    A baseline interrupted mid-measurement is queued again behind the designed start (a kill between
+    writing the references and the baseline's result, issue 12 item 6); taken in queue order, the
+    first design point would fix the references instead and 1.0 would not be the baseline. Only the
+    order changes — which queued trial ``ask`` takes — so nothing is written that a kill could leave
+    half done. Optuna's own order (oldest first) otherwise; its private ``_pop_waiting_trial_id`` is
+    replaced on this instance only (tests/unit/search/test_baseline_first.py holds it to Optuna's
+    behaviour)."""
     storage = storage_of(study)
 
     def pop() -> int | None:
         trials = storage.get_all_trials(study_id_of(study), deepcopy=False)
         waiting = [t for t in trials if t.state == TrialState.WAITING]
-        if not any(t.state == TrialState.COMPLETE and t.user_attrs.get(Key.BASELINE) for t in trials):
-            waiting.sort(key=lambda t: not t.user_attrs.get(Key.BASELINE))  # stable: oldest first otherwise
+        if not any(t.state == TrialState.COMPLETE and t.user_attrs.get(Key.BASELINE)
+                   for t in trials):
+            # stable: oldest first otherwise
+            waiting.sort(key=lambda t: not t.user_attrs.get(Key.BASELINE))
         for trial in waiting:
             try:  # as Optuna: another worker may take or finish it first
                 if storage.set_trial_state_values(trial_id_of(trial), state=TrialState.RUNNING):
@@ -131,9 +144,9 @@ def baseline_runs_first(study: optuna.Study) -> None:
 
 
 def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[str, Any]]:
-    """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes (and to the headroom flags), the
-    baseline's values elsewhere; shapes that decode to the baseline or to each other, or are rejected, are left
-    out. Empty without a tuned tree."""
+    """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes (and to the headroom
+    flags), the baseline's values elsewhere; shapes that decode to the baseline or to each other, or
+    are rejected, are left out. Empty without a tuned tree."""
     dims = space.active(space.branch(baseline)) if space.covers(baseline) else space.dimensions
     tree = {d.name: d for d in dims if d.name.split(".")[0] in _TREE}
     if not tree:
@@ -142,15 +155,18 @@ def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[st
     out = []
     flags = {d.name.split(".")[0] for d in dims}
     headroom = (_GRAPH_FLAGS & flags) or (_STATIC_FLAGS & flags)
-    starts = tree_branch_starts(space, baseline)  # several draft-tree branches: the shapes take turns among them
-    # With branches the start must not sink a quarter of a short study into the baseline's branch, which may be
-    # the dominated one: the first shapes only (one tree, two draft-token counts, and a short chain).
+    # several draft-tree branches: the shapes take turns among them
+    starts = tree_branch_starts(space, baseline)
+    # With branches the start must not sink a quarter of a short study into the baseline's branch,
+    # which may be the dominated one: the first shapes only (one tree, two draft-token counts, and a
+    # short chain).
     shapes = DESIGNED_SHAPES[:BRANCHED_SHAPES] if space.branches else DESIGNED_SHAPES
     for i, shape in enumerate(shapes):
         params = dict(starts[i % len(starts)]) if starts else dict(baseline)
         for d in dims:
             flag = d.name.split(".")[0]
-            position = shape[_TREE.index(flag)] if d.name in tree else shape[3] if flag in headroom else None
+            position = (shape[_TREE.index(flag)] if d.name in tree else shape[3] if flag in headroom
+                        else None)
             if position is not None:
                 values = d.encoded_values()
                 value = values[round(position * (len(values) - 1))]

@@ -1,11 +1,13 @@
-"""Model inputs of a space with branches (tuner/study/branches.py): a flag that does not apply on a candidate's
-branch (the draft tree with speculation off, NGRAM's breadth on EAGLE3) has no value there.
+"""Model inputs of a space with branches (tuner/study/branches.py): a flag that does not apply on a
+candidate's branch (the draft tree with speculation off, NGRAM's breadth on EAGLE3) has no value
+there.
 
-The grey-box sampler's models need a number in every column. A missing value takes the column's lowest value
-present — a constant, so within a branch the column says nothing, and the branch's own one-hot columns (the
-``speculative-algorithm`` choices, which the accept-length model also reads) tell the branches apart. This is
-the usual imputation for conditional spaces (as SMAC does); the trust region then keeps proposals in the
-incumbent's branch until its box is measured out (tuner/search/trust_region.py).
+The grey-box sampler's models need a number in every column. A missing value takes the column's
+lowest value present — a constant, so within a branch the column says nothing, and the branch's own
+one-hot columns (the ``speculative-algorithm`` choices, which the accept-length model also reads)
+tell the branches apart. This is the usual imputation for conditional spaces (as SMAC does); the
+trust region then keeps proposals in the incumbent's branch until its box is measured out
+(tuner/search/trust_region.py).
 
 What decides a configuration's accept length is the kind of speculation (the algorithm), its draft
 tree and a branch's *own* flags — those that apply on some branches only, such as NGRAM's BFS
@@ -28,7 +30,8 @@ from tuner.study.space import SearchSpace
 
 
 def filled(d: Dimension, values: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """``d``'s flag value per candidate, a missing one replaced by the lowest present (numbers) or the first."""
+    """``d``'s flag value per candidate, a missing one replaced by the lowest present (numbers) or
+    the first."""
     raw = [v.get(d.flag) for v in values]
     present = [r for r in raw if r is not None]
     if len(present) == len(raw) or not present:

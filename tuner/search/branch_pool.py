@@ -1,27 +1,31 @@
-"""The grey-box sampler in a space with branches (tuner/study/branches.py): no proposal on a branch that
-cannot win, and a branch that can win but trails gets its own flags tried (``untried_own_flags``).
+"""The grey-box sampler in a space with branches (tuner/study/branches.py): no proposal on a branch
+that cannot win, and a branch that can win but trails gets its own flags tried
+(``untried_own_flags``).
 
-The trust region (tuner/search/trust_region.py) is a box around the best trial; its algorithm input is one-hot,
-so the box spans every branch where the other inputs agree (the best tree, tried on another kind), and expected
-improvement picks among them. That box is where a dominated branch receives trials: on a repetitive workload
-where NGRAM leads by 1.7×, EAGLE3 points next to the leader kept a small improvement estimate and took 41 % of
-the budget (docs/benchmarks.md, "Spaces with branches"). So a branch stops receiving trials once it is clear it
-cannot win, by either of two signs:
-- its optimistic bound (the composed score at the models' mean + 2 σ, times its probability of being feasible,
-  the best over its open candidates) is below the best score measured — the per-branch upper confidence bound
-  of GP-UCB, used to stop, not to choose;
-- it has been measured ``MIN_TRIALS`` times, its best is under ``HOLD`` of the best score measured, and its
-  best times its own spread (best ÷ median of its trials: the room refinement has shown on that branch) still
-  falls short of the best score. The models' bound alone is slow to say so (on that landscape, after a dozen
-  trials, the 2 σ bound of a branch at 0.65 of the optimum still reached 1.3× the best score: the models share
-  one kernel across branches). The spread term guards a branch whose first trials were poor but varied: on the
-  bench landscapes a branch's true best was 1.0–1.5× the best of its first three trials, and a branch whose
-  trials already vary that much is kept. A near-tie (a branch within ``HOLD`` of the best) is never stopped
-  this way: which of the two wins is then a question for more trials, not for a rule.
+The trust region (tuner/search/trust_region.py) is a box around the best trial; its algorithm input
+is one-hot, so the box spans every branch where the other inputs agree (the best tree, tried on
+another kind), and expected improvement picks among them. That box is where a dominated branch
+receives trials: on a repetitive workload where NGRAM leads by 1.7×, EAGLE3 points next to the
+leader kept a small improvement estimate and took 41 % of the budget (docs/benchmarks.md, "Spaces
+with branches"). So a branch stops receiving trials once it is clear it cannot win, by either of two
+signs:
+- its optimistic bound (the composed score at the models' mean + 2 σ, times its probability of being
+  feasible, the best over its open candidates) is below the best score measured — the per-branch
+  upper confidence bound of GP-UCB, used to stop, not to choose;
+- it has been measured ``MIN_TRIALS`` times, its best is under ``HOLD`` of the best score measured,
+  and its best times its own spread (best ÷ median of its trials: the room refinement has shown on
+  that branch) still falls short of the best score. The models' bound alone is slow to say so (on
+  that landscape, after a dozen trials, the 2 σ bound of a branch at 0.65 of the optimum still
+  reached 1.3× the best score: the models share one kernel across branches). The spread term guards
+  a branch whose first trials were poor but varied: on the bench landscapes a branch's true best was
+  1.0–1.5× the best of its first three trials, and a branch whose trials already vary that much is
+  kept. A near-tie (a branch within ``HOLD`` of the best) is never stopped this way: which of the
+  two wins is then a question for more trials, not for a rule.
 
-Tried and not kept (bench/branch_efficiency.py, 3 seeds): a box per branch around each branch's own best trial
-(68 % of the MTP near-tie's trials on NEXTN: the EAGLE-3 head no longer got the leader's tree), that plus the
-leader's box (52 %), and choosing the branch with the highest bound first (the MTP case never reached 0.98).
+Tried and not kept (bench/branch_efficiency.py, 3 seeds): a box per branch around each branch's own
+best trial (68 % of the MTP near-tie's trials on NEXTN: the EAGLE-3 head no longer got the leader's
+tree), that plus the leader's box (52 %), and choosing the branch with the highest bound first (the
+MTP case never reached 0.98).
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ HOLD = 0.85
 
 def still_winnable(labels: np.ndarray, rows: np.ndarray, bound: np.ndarray,
                    ranked: Sequence[tuple[float, int]]) -> np.ndarray:
-    """Which of ``rows`` (candidate rows, their optimistic score ``bound``) lie on a branch (``labels``: each
-    candidate's) that can still win against ``ranked`` (measured (score, row), best first). Where no bound
-    reaches the best score, the rows of every branch its measured trials have not stopped; where those stopped
-    every branch, every row (nothing else is left to propose)."""
+    """Which of ``rows`` (candidate rows, their optimistic score ``bound``) lie on a branch
+    (``labels``: each candidate's) that can still win against ``ranked`` (measured (score, row),
+    best first). Where no bound reaches the best score, the rows of every branch its measured trials
+    have not stopped; where those stopped every branch, every row (nothing else is left to
+    propose)."""
     if not ranked or not len(labels):  # nothing measured yet, or a table without branch labels
         return np.ones(len(rows), dtype=bool)
     best = ranked[0][0]
@@ -49,8 +54,8 @@ def still_winnable(labels: np.ndarray, rows: np.ndarray, bound: np.ndarray,
     open_branches = np.zeros(len(rows), dtype=bool)  # not stopped by their measured trials
     for label in np.unique(labels[rows]):
         measured = [score for score, row in ranked if labels[row] == label]
-        # The branch's own spread (best ÷ median) is the room refinement has shown there: its best times that
-        # must still fall short of the best score.
+        # The branch's own spread (best ÷ median) is the room refinement has shown there: its best
+        # times that must still fall short of the best score.
         clear = (len(measured) >= MIN_TRIALS and measured[0] < HOLD * best
                  and measured[0] ** 2 / float(np.median(measured)) < best)
         mine = labels[rows] == label
@@ -58,8 +63,10 @@ def still_winnable(labels: np.ndarray, rows: np.ndarray, bound: np.ndarray,
             open_branches |= mine
             if bound[mine].max() >= best:
                 keep |= mine
-    # No bound reaches the best (every estimate of improvement is near zero): still not on a stopped branch.
-    return keep if keep.any() else open_branches if open_branches.any() else np.ones(len(rows), dtype=bool)
+    # No bound reaches the best (every estimate of improvement is near zero): still not on a stopped
+    # branch.
+    return keep if keep.any() else open_branches if open_branches.any() else np.ones(len(rows),
+                                                                                     dtype=bool)
 
 
 

@@ -1,12 +1,13 @@
 """What to try after the sampler proposes a configuration that was already measured.
 
-Bayesian samplers converge: once the model is confident, its favourite point is often one already measured
-(several encoded points also decode to one configuration: topk=1 forces the draft tokens). Re-proposing it costs
-nothing (the result is copied, tuner/run/trial.py), but it teaches the sampler nothing either, and a sampler that
-keeps proposing it would end the study as "exhausted" with budget left. So after such a repeat the loop
-queues an unmeasured *neighbour* of it — one step along one tuned flag — which is exactly where the model
-believes the optimum is and where it is least sure of the exact spot. The neighbour runs as an ordinary trial
-(Optuna's ``enqueue_trial``), so the sampler learns from it like from its own proposals.
+Bayesian samplers converge: once the model is confident, its favourite point is often one already
+measured (several encoded points also decode to one configuration: topk=1 forces the draft tokens).
+Re-proposing it costs nothing (the result is copied, tuner/run/trial.py), but it teaches the sampler
+nothing either, and a sampler that keeps proposing it would end the study as "exhausted" with budget
+left. So after such a repeat the loop queues an unmeasured *neighbour* of it — one step along one
+tuned flag — which is exactly where the model believes the optimum is and where it is least sure of
+the exact spot. The neighbour runs as an ordinary trial (Optuna's ``enqueue_trial``), so the sampler
+learns from it like from its own proposals.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from tuner.study.space import SearchSpace
 
 
 def neighbours(space: SearchSpace, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Points one step away along one dimension (the next rung of a ladder, ± one integer step, the other
-    choices of a categorical), in a fixed order."""
+    """Points one step away along one dimension (the next rung of a ladder, ± one integer step, the
+    other choices of a categorical), in a fixed order."""
     out = []
     for d in space.dimensions:
         if d.name not in params:
@@ -42,13 +43,16 @@ def neighbours(space: SearchSpace, params: Mapping[str, Any]) -> list[dict[str, 
 
 def known_keys(study: optuna.Study) -> set[str]:
     """Configurations that are measured, failed to start, in flight or already queued."""
-    return {r.config_key for r in records(study) if r.config_key is not None and r.state != TrialState.FAIL}
+    return {r.config_key for r in records(study) if r.config_key is not None and r.state
+            != TrialState.FAIL}
 
 
-def queue_unexplored_neighbour(study: optuna.Study, space: SearchSpace, repeated: optuna.trial.FrozenTrial,
+def queue_unexplored_neighbour(study: optuna.Study, space: SearchSpace,
+                               repeated: optuna.trial.FrozenTrial,
                                seed: int | None) -> dict[str, Any] | None:
-    """Enqueue a random unmeasured, deployable neighbour of ``repeated``'s point; returns its parameters, or None
-    when every neighbour is known (then the sampler's next proposal is left to itself)."""
+    """Enqueue a random unmeasured, deployable neighbour of ``repeated``'s point; returns its
+    parameters, or None when every neighbour is known (then the sampler's next proposal is left to
+    itself)."""
     known = known_keys(study)
     waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
     queued = [queued_params(t) for t in waiting]

@@ -1,22 +1,24 @@
 """The grey-box sampler: models of what every trial measures, not only of its score.
 
-A trial's score is Σ w_c · speed_c / reference_c, and each phase's speed is the accept length (tokens per
-verification step: set by the draft tree and the workload alone, measured with little noise) times steps per
-second (decreasing smoothly with the tree, the batch and the graph size). Their product is a needle — 2 % of
-the seed space is within 2 % of the optimum — while each factor is smooth. So this sampler fits one small GP
-(tuner/search/gp.py) to the log accept length over the speculative flags and tokens per level
-(tuner/search/tree_shape.py), one per weighted phase to the log speed per accepted token over all tuned flags,
-and one to feasibility (failed starts and violated constraints), and picks the unmeasured configuration with the
-highest expected improvement of the *composed* score × its probability of being feasible — among those near the
-best trial so far (a trust region, tuner/search/trust_region.py), and over the whole space only once that box is
-measured out; never a tree too shallow for its steps. A trial whose C=64 phase was skipped still teaches the
-accept-length and C=1 models; no value has to be invented for it.
+A trial's score is Σ w_c · speed_c / reference_c, and each phase's speed is the accept length
+(tokens per verification step: set by the draft tree and the workload alone, measured with little
+noise) times steps per second (decreasing smoothly with the tree, the batch and the graph size).
+Their product is a needle — 2 % of the seed space is within 2 % of the optimum — while each factor
+is smooth. So this sampler fits one small GP (tuner/search/gp.py) to the log accept length over the
+speculative flags and tokens per level (tuner/search/tree_shape.py), one per weighted phase to the
+log speed per accepted token over all tuned flags, and one to feasibility (failed starts and
+violated constraints), and picks the unmeasured configuration with the highest expected improvement
+of the *composed* score × its probability of being feasible — among those near the best trial so far
+(a trust region, tuner/search/trust_region.py), and over the whole space only once that box is
+measured out; never a tree too shallow for its steps. A trial whose C=64 phase was skipped still
+teaches the accept-length and C=1 models; no value has to be invented for it.
 
-It is an Optuna ``BaseSampler`` (relative sampling over every dimension of the space), so storage, several
-workers and the dashboard work as with Optuna's own samplers. Candidates are the space's distinct valid
-configurations (all of them up to ``ENUMERATE_LIMIT`` raw points, a random sample beyond), decoded once per
-space. Needs NumPy and SciPy only. Before ``min_observations`` trials have ended, and for a multi-objective
-study, it samples at random (the designed start, tuner/search/baseline.py, comes first anyway).
+It is an Optuna ``BaseSampler`` (relative sampling over every dimension of the space), so storage,
+several workers and the dashboard work as with Optuna's own samplers. Candidates are the space's
+distinct valid configurations (all of them up to ``ENUMERATE_LIMIT`` raw points, a random sample
+beyond), decoded once per space. Needs NumPy and SciPy only. Before ``min_observations`` trials have
+ended, and for a multi-objective study, it samples at random (the designed start,
+tuner/search/baseline.py, comes first anyway).
 """
 
 from __future__ import annotations
@@ -46,26 +48,29 @@ from tuner.store.record import Outcome, TrialRecord
 from tuner.store.score import stored_references
 from tuner.study.space import ALGORITHM, DRAFT, STEPS, TOPK, SearchSpace
 
-#: Enumerate every point of a space up to this many raw points (the seed space has ~200,000); sample beyond.
+#: Enumerate every point of a space up to this many raw points (the seed space has ~200,000); sample
+#: beyond.
 ENUMERATE_LIMIT = 250_000
 #: Monte-Carlo samples of the composed score per candidate, and how many candidates get them.
 MC_SAMPLES = 128
 MC_CANDIDATES = 2000
-#: Candidates the models are evaluated on per proposal: a fresh random sample of this many, plus every candidate
-#: close to one of the ``LEADERS`` best trials (within ``NEAR`` of it on every model input).
+#: Candidates the models are evaluated on per proposal: a fresh random sample of this many, plus
+#: every candidate close to one of the ``LEADERS`` best trials (within ``NEAR`` of it on every model
+#: input).
 PREDICT_LIMIT = 20_000
 LEADERS = 3
 NEAR = 0.2
-#: A model is fitted to at most this many observations, the latest (an exact GP is cubic in them): a study of
-#: hundreds of trials keeps proposals under a few seconds.
+#: A model is fitted to at most this many observations, the latest (an exact GP is cubic in them): a
+#: study of hundreds of trials keeps proposals under a few seconds.
 MAX_FIT = 150
 _TREE = (STEPS, TOPK, DRAFT)
-#: Flags whose larger values need more GPU memory beside the static pool (CUDA-graph capture is where most
-#: configurations run out, docs/simulator.md): a configuration at least as large as one that ran out of memory
-#: in each of these, and equal in every other tuned flag, will run out too — unless the failure was the KV pool
-#: being too small, which a larger static fraction cures.
-MEMORY_GROWS = frozenset({"--mem-fraction-static", "--cuda-graph-max-bs", "--cuda-graph-max-bs-decode",
-                          DRAFT, TOPK, STEPS, "--max-running-requests", "--chunked-prefill-size"})
+#: Flags whose larger values need more GPU memory beside the static pool (CUDA-graph capture is
+#: where most configurations run out, docs/simulator.md): a configuration at least as large as one
+#: that ran out of memory in each of these, and equal in every other tuned flag, will run out too —
+#: unless the failure was the KV pool being too small, which a larger static fraction cures.
+MEMORY_GROWS = frozenset(
+    {"--mem-fraction-static", "--cuda-graph-max-bs", "--cuda-graph-max-bs-decode",
+     DRAFT, TOPK, STEPS, "--max-running-requests", "--chunked-prefill-size"})
 #: What that leaves of the probability of being feasible.
 DOMINATED_BY_OOM = 0.05
 #: What a tree shape (steps, topk) that already crashed, hung or answered wrongly keeps of it.
@@ -74,7 +79,8 @@ SAME_SHAPE_AS_RUN_FAILURE = 0.2
 
 @dataclass(frozen=True)
 class Candidates:
-    """A space's distinct valid configurations: encoded parameters, key, and model inputs in [0, 1]."""
+    """A space's distinct valid configurations: encoded parameters, key, and model inputs in [0,
+    1]."""
 
     params: tuple[dict[str, Any], ...]
     keys: tuple[str, ...]
@@ -84,10 +90,13 @@ class Candidates:
     index: Mapping[str, int]
     rungs: np.ndarray  # each input's rung per candidate (tuner/search/trust_region.py)
     accept_x: np.ndarray  # the accept-length model's inputs: the tree columns and tokens per level
-    shallow: np.ndarray  # fewer draft tokens than steps + 1: never proposed (tuner/search/tree_shape.py)
-    #: The draft tree's shape (steps and topk columns): what decides the kernels a configuration runs.
+    # fewer draft tokens than steps + 1: never proposed (tuner/search/tree_shape.py)
+    shallow: np.ndarray
+    #: The draft tree's shape (steps and topk columns): what decides the kernels a configuration
+    #: runs.
     shape_columns: tuple[int, ...] = ()
-    labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # each candidate's branch
+    # each candidate's branch
+    labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
 
 
 _CACHE: dict[str, Candidates] = {}
@@ -95,8 +104,9 @@ _CACHE: dict[str, Candidates] = {}
 
 def candidates(space: SearchSpace, seed: int = 0) -> Candidates:
     """``Candidates`` of ``space`` (cached per space: the bench runs many studies on one)."""
-    fingerprint = repr((space.spec.search, sorted(space.spec.server_flags.items()), space.spec.server_env,
-                        space.spec.hardware, space.table.version, space.table.fingerprint))
+    fingerprint = repr(
+        (space.spec.search, sorted(space.spec.server_flags.items()), space.spec.server_env,
+         space.spec.hardware, space.table.version, space.table.fingerprint))
     if fingerprint not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.clear()
@@ -105,7 +115,8 @@ def candidates(space: SearchSpace, seed: int = 0) -> Candidates:
 
 
 def _build(space: SearchSpace, seed: int) -> Candidates:
-    points = space.points() if space.raw_size() <= ENUMERATE_LIMIT else space.sample_points(ENUMERATE_LIMIT, seed)
+    points = space.points() if space.raw_size() <= ENUMERATE_LIMIT else space.sample_points(
+        ENUMERATE_LIMIT, seed)
     params: list[dict[str, Any]] = []
     keys: list[str] = []
     values: list[dict[str, Any]] = []
@@ -128,11 +139,12 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     memory: list[int] = []
     shape: list[int] = []
     for d in space.dimensions:
-        raw = filled(d, values)  # a flag of another branch gets a neutral value (tuner/search/branch_inputs.py)
+        # a flag of another branch gets a neutral value (tuner/search/branch_inputs.py)
+        raw = filled(d, values)
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw)
         if numeric:
-            # Ladders by rung (their values are usually doublings), the draft-token count on a log scale
-            # (acceptance saturates in it), other numbers linearly.
+            # Ladders by rung (their values are usually doublings), the draft-token count on a log
+            # scale (acceptance saturates in it), other numbers linearly.
             if d.encoding == "ladder":
                 col = np.array([d.choices.index(v) for v in raw], dtype=float)
             elif d.flag == DRAFT:
@@ -142,7 +154,8 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
             new = [_unit(col)]
         else:  # categorical: one column per choice, at distance 1 from one another
             choices = sorted({repr(v) for v in raw})
-            new = [np.array([repr(v) == c for v in raw], dtype=float) / math.sqrt(2) for c in choices]
+            new = [np.array([repr(v) == c for v in raw], dtype=float) / math.sqrt(2)
+                   for c in choices]
         if d.flag in _TREE or d.flag == ALGORITHM or own_flag(space, d.flag):  # the accept length's
             tree += range(len(columns), len(columns) + len(new))
         if d.flag in (STEPS, TOPK):
@@ -156,9 +169,10 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     if per_level is not None:
         accept_x = np.concatenate([accept_x, _unit(per_level)[:, None]], axis=1)
     branch_names = [getattr(space.branch(p), "choice", None) for p in params]
-    labels = np.array([sorted(set(branch_names), key=repr).index(b) for b in branch_names], dtype=int)
-    return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index, rung_table(x), accept_x,
-                      shallow, tuple(shape), labels)
+    labels = np.array([sorted(set(branch_names), key=repr).index(b) for b in branch_names],
+                      dtype=int)
+    return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index,
+                      rung_table(x), accept_x, shallow, tuple(shape), labels)
 
 
 def _unit(col: np.ndarray) -> np.ndarray:
@@ -177,16 +191,19 @@ class Observations:
     accept_rows: list[int]
     log_accept: list[float]
     phase_rows: dict[int, list[int]]
-    log_phase: dict[int, list[float]]  # log(speed ÷ accept length), or log speed without accept lengths
+    # log(speed ÷ accept length), or log speed without accept lengths
+    log_phase: dict[int, list[float]]
     pending_rows: list[int]
     known: set[int]  # measured, failed, running: never proposed again
     best_score: float | None
     leaders: list[int]  # rows of the best-scored candidates, best first
     oom_rows: list[int]  # out of memory outside the KV pool
-    stall: int = 0  # the sampler's own trials since the best score last rose (queued ones do not count)
+    # the sampler's own trials since the best score last rose (queued ones do not count)
+    stall: int = 0
     #: Started, then crashed, hung or answered wrongly, for a reason other than memory (run-failed).
     run_failed_rows: list[int] = field(default_factory=list)
-    ranked: list[tuple[float, int]] = field(default_factory=list)  # every scored candidate (score, row), best first
+    # every scored candidate (score, row), best first
+    ranked: list[tuple[float, int]] = field(default_factory=list)
 
 
 def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Observations:
@@ -219,12 +236,13 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
         if started:
             benchmarked.append((row, record.metrics))
         if record.failure_cause is not None and record.failure_cause.needs_less_memory:
-            # A typed cause (tuner/targets/classify.py): graph capture, decode or weights ran out of memory. A
-            # too-small KV pool is not in it: a larger static fraction cures that one.
+            # A typed cause (tuner/targets/classify.py): graph capture, decode or weights ran out of
+            # memory. A too-small KV pool is not in it: a larger static fraction cures that one.
             oom.append(row)
         elif record.outcome is Outcome.RUN_FAILED:
             run_failed.append(row)
-        if record.is_candidate and record.score is not None and (best is None or record.score > best):
+        if record.is_candidate and record.score is not None and (best is None
+                                                                 or record.score > best):
             stall = 0
         elif not was_queued(trial):  # the baseline and the design points were queued
             stall += 1
@@ -244,10 +262,13 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
             if value is None or value <= 0:
                 continue  # skipped (or a phase that produced nothing)
             phase_rows[c].append(row)
-            log_phase[c].append(math.log(value) - (math.log(accepts[row] or 1.0) if decompose else 0.0))
+            log_phase[c].append(math.log(value)
+                                - (math.log(accepts[row] or 1.0) if decompose else 0.0))
     ranked = sorted(scored, reverse=True)
-    return Observations(feasible_rows, feasible, started_flags, accept_rows, log_accept, phase_rows, log_phase,
-                        pending, known, best, [row for _, row in ranked[:LEADERS]], oom, stall, run_failed, ranked)
+    return Observations(feasible_rows, feasible, started_flags, accept_rows, log_accept, phase_rows,
+                        log_phase,
+                        pending, known, best, [row for _, row in ranked[:LEADERS]], oom, stall,
+                        run_failed, ranked)
 
 
 def _accept(metrics: Mapping[int, Mapping[str, Any]], concurrency: int) -> float | None:
@@ -256,8 +277,8 @@ def _accept(metrics: Mapping[int, Mapping[str, Any]], concurrency: int) -> float
 
 
 class GreyBoxSampler(BaseSampler):
-    """Expected improvement of the composed score (accept length × speed per accepted token, per phase) times
-    the probability of being feasible, over the space's unmeasured configurations."""
+    """Expected improvement of the composed score (accept length × speed per accepted token, per
+    phase) times the probability of being feasible, over the space's unmeasured configurations."""
 
     def __init__(self, space: SearchSpace, weights: Mapping[int, float], *, seed: int | None = None,
                  min_observations: int = 4) -> None:
@@ -274,7 +295,8 @@ class GreyBoxSampler(BaseSampler):
         self._rng = np.random.default_rng()
         self._random.reseed_rng()
 
-    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+    def infer_relative_search_space(self, study: Study,
+                                    trial: FrozenTrial) -> dict[str, BaseDistribution]:
         if len(study.directions) > 1:
             return {}
         return self._space.distributions()
@@ -297,8 +319,9 @@ class GreyBoxSampler(BaseSampler):
                            param_distribution: BaseDistribution) -> Any:
         return self._random.sample_independent(study, trial, param_name, param_distribution)
 
-    # ----- the models -----------------------------------------------------------------------------------
-    def _fit(self, name: str, x: np.ndarray, y: Sequence[float] | np.ndarray, *, min_noise: float = 1e-4) -> GP:
+    # ----- the models -----------------------------------------------------------------------------
+    def _fit(self, name: str, x: np.ndarray, y: Sequence[float] | np.ndarray, *,
+             min_noise: float = 1e-4) -> GP:
         gp = fit_gp(x[-MAX_FIT:], np.asarray(y, dtype=float)[-MAX_FIT:], warm=self._warm.get(name),
                     min_noise=min_noise)
         self._warm[name] = gp.theta
@@ -317,39 +340,45 @@ class GreyBoxSampler(BaseSampler):
                 continue
             fit_rows, values = list(phase_rows), list(obs.log_phase[c])
             gp = self._fit(f"c{c}", x[fit_rows], values)
-            if obs.pending_rows:  # a pending trial counts as measured at the model's mean (kriging believer)
+            # a pending trial counts as measured at the model's mean (kriging believer)
+            if obs.pending_rows:
                 believed, _ = gp.predict(x[obs.pending_rows])
                 gp = self._fit(f"c{c}", x[fit_rows + obs.pending_rows], values + list(believed))
             out[f"c{c}"] = gp.predict(x[rows])
-        # Out of memory: a logistic model that is monotone in the memory flags (tuner/search/greybox.py
-        # MEMORY_GROWS), fitted to the starts and the OOM failures; every other way of being infeasible
-        # (constraints, crashes, a KV pool too small): a GP on the labels.
+        # Out of memory: a logistic model that is monotone in the memory flags
+        # (tuner/search/greybox.py MEMORY_GROWS), fitted to the starts and the OOM failures; every
+        # other way of being infeasible (constraints, crashes, a KV pool too small): a GP on the
+        # labels.
         oom = set(obs.oom_rows)
         p_feasible = np.ones(len(rows))
         if oom and table.memory_columns:
-            started = [r for r, ok in zip(obs.feasible_rows, obs.feasible_started, strict=True) if ok]
+            started = [r for r, ok in zip(obs.feasible_rows, obs.feasible_started, strict=True)
+                       if ok]
             p_feasible *= 1.0 - monotone_oom(table, started, list(oom), rows)
-            p_feasible = np.where(self._dominates_oom(table, obs.oom_rows, rows), DOMINATED_BY_OOM * p_feasible,
-                                  p_feasible)
-        other = [(r, y) for r, y in zip(obs.feasible_rows, obs.feasible, strict=True) if r not in oom]
+            p_feasible = np.where(self._dominates_oom(table, obs.oom_rows, rows),
+                                  DOMINATED_BY_OOM * p_feasible, p_feasible)
+        other = [(r, y) for r, y in zip(obs.feasible_rows, obs.feasible, strict=True)
+                 if r not in oom]
         labels = np.asarray([y for _, y in other])
         if len(labels) and labels.min() < 1.0:
             gp = self._fit("feasible", x[[r for r, _ in other]], labels, min_noise=1e-2)
             mu, var = gp.predict(x[rows])
             p_feasible *= norm.cdf((mu - 0.5) / np.sqrt(var + 0.05))
         if obs.run_failed_rows and table.shape_columns:
-            # A wrong answer, a crash or a hang that is not about memory follows the kernels the draft tree's
-            # shape selects (e.g. one attention backend with topk > 1): the same shape is likely to fail again,
-            # whatever its draft-token count or memory flags.
+            # A wrong answer, a crash or a hang that is not about memory follows the kernels the
+            # draft tree's shape selects (e.g. one attention backend with topk > 1): the same shape
+            # is likely to fail again, whatever its draft-token count or memory flags.
             shape = list(table.shape_columns)
             failed_shapes = table.x[obs.run_failed_rows][:, shape]
-            same = (np.abs(table.x[rows][:, shape][:, None, :] - failed_shapes[None, :, :]) <= 1e-9).all(2).any(1)
+            same = (np.abs(table.x[rows][:, shape][:, None, :]
+                           - failed_shapes[None, :, :]) <= 1e-9).all(2).any(1)
             p_feasible = np.where(same, SAME_SHAPE_AS_RUN_FAILURE * p_feasible, p_feasible)
         return out, p_feasible
 
     @staticmethod
     def _dominates_oom(table: Candidates, oom_rows: Sequence[int], rows: np.ndarray) -> np.ndarray:
-        """Whether each row needs at least the memory of one that ran out (tuner/search/greybox.py MEMORY_GROWS)."""
+        """Whether each row needs at least the memory of one that ran out (tuner/search/greybox.py
+        MEMORY_GROWS)."""
         x = table.x[rows]
         grows = np.zeros(x.shape[1], dtype=bool)
         grows[list(table.memory_columns)] = True
@@ -359,16 +388,19 @@ class GreyBoxSampler(BaseSampler):
             out |= np.all(np.where(grows, x >= failed - 1e-9, np.abs(x - failed) <= 1e-9), axis=1)
         return out
 
-    def choose(self, table: Candidates, obs: Observations, references: Mapping[int, float]) -> int | None:
+    def choose(self, table: Candidates, obs: Observations,
+               references: Mapping[int, float]) -> int | None:
         """The candidate row to measure next, or None when every candidate is known."""
         unknown = np.ones(len(table.keys), dtype=bool)
         unknown[list(obs.known)] = False
         if not unknown.any():
             return None
-        deep_enough = unknown & ~table.shallow  # a shallow tree is never the best (tree_shape.py: why)
+        # a shallow tree is never the best (tree_shape.py: why)
+        deep_enough = unknown & ~table.shallow
         if deep_enough.any():
             unknown = deep_enough
-        ranked = obs.ranked or [(obs.best_score or 0.0, row) for row in obs.leaders]  # leaders alone: as ranked
+        # leaders alone: as ranked
+        ranked = obs.ranked or [(obs.best_score or 0.0, row) for row in obs.leaders]
         focus = untried_own_flags(table.labels, table.x, table.rungs, ranked, unknown)
         if focus is not None:  # a trailing branch's own flags (branch_pool.py: why)
             unknown = focus
@@ -389,7 +421,8 @@ class GreyBoxSampler(BaseSampler):
         if not coefficients:
             return int(open_rows[int(np.argmax(p_feasible))])
         accept = factors.get("accept", (np.zeros(len(open_rows)), np.zeros(len(open_rows))))
-        # A phase never measured yet (every C=64 skipped) is left out of the score rather than guessed.
+        # A phase never measured yet (every C=64 skipped) is left out of the score rather than
+        # guessed.
         scale = sum(self._weights[c] for c in coefficients)
         upper = np.zeros(len(open_rows))
         for c, k in coefficients.items():
@@ -404,7 +437,9 @@ class GreyBoxSampler(BaseSampler):
         for c, k in coefficients.items():
             mu, var = factors[f"c{c}"]
             eps = self._rng.standard_normal((len(shortlist), MC_SAMPLES))
-            draws += k / scale * np.exp(log_accept + mu[shortlist, None] + np.sqrt(var[shortlist, None]) * eps)
+            draws += k / scale * np.exp(log_accept + mu[shortlist, None]
+                                        + np.sqrt(var[shortlist, None]) * eps)
         best = obs.best_score if obs.best_score is not None else float(np.median(draws))
-        improvement = np.maximum(draws - best, 0.0).mean(axis=1) * p_feasible[shortlist] * winnable[shortlist]
+        improvement = np.maximum(draws - best,
+                                 0.0).mean(axis=1) * p_feasible[shortlist] * winnable[shortlist]
         return int(open_rows[shortlist[int(np.argmax(improvement))]])

@@ -1,5 +1,6 @@
-"""The grey-box sampler's monotone out-of-memory model (tuner/search/greybox.py): more of any memory flag never
-needs less memory, so P(out of memory) is a logistic in the memory columns with non-negative weights."""
+"""The grey-box sampler's monotone out-of-memory model (tuner/search/greybox.py): more of any memory
+flag never needs less memory, so P(out of memory) is a logistic in the memory columns with
+non-negative weights."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from scipy.optimize import minimize
 
 
 class MemoryTable(Protocol):
-    """What the model reads of the grey-box sampler's candidate table (named here, not imported, so the sampler
-    can import this module without a circle)."""
+    """What the model reads of the grey-box sampler's candidate table (named here, not imported, so
+    the sampler can import this module without a circle)."""
 
     @property
     def x(self) -> np.ndarray: ...
@@ -21,14 +22,17 @@ class MemoryTable(Protocol):
     def memory_columns(self) -> tuple[int, ...]: ...
 
 
-#: Priors of the monotone out-of-memory model: log weight per memory input (mean, sd), and the bias's sd.
+#: Priors of the monotone out-of-memory model: log weight per memory input (mean, sd), and the
+#: bias's sd.
 OOM_LOG_WEIGHT = (np.log(4.0), 1.5)
 OOM_BIAS_SD = 10.0
 
 
-def monotone_oom(table: MemoryTable, started: Sequence[int], failed: Sequence[int], rows: np.ndarray) -> np.ndarray:
-    """P(out of memory) at ``rows``: logistic in the memory columns with non-negative weights (more of any of
-    them never needs less memory), MAP with weak priors, fitted to the rows that ``started`` and ``failed``."""
+def monotone_oom(table: MemoryTable, started: Sequence[int], failed: Sequence[int],
+                 rows: np.ndarray) -> np.ndarray:
+    """P(out of memory) at ``rows``: logistic in the memory columns with non-negative weights (more
+    of any of them never needs less memory), MAP with weak priors, fitted to the rows that
+    ``started`` and ``failed``."""
     columns = list(table.memory_columns)
     x = table.x[list(started) + list(failed)][:, columns]
     y = np.array([0.0] * len(started) + [1.0] * len(failed))
@@ -42,7 +46,9 @@ def monotone_oom(table: MemoryTable, started: Sequence[int], failed: Sequence[in
             + 0.5 * float(theta[0] / OOM_BIAS_SD) ** 2
         grad = np.empty_like(theta)
         grad[0] = float((p - y).sum()) + theta[0] / OOM_BIAS_SD ** 2
-        grad[1:] = (x * (p - y)[:, None]).sum(0) * w + (theta[1:] - OOM_LOG_WEIGHT[0]) / OOM_LOG_WEIGHT[1] ** 2
+        grad[1:] = (x
+                    * (p - y)[:, None]).sum(0) * w + (theta[1:]
+                                                      - OOM_LOG_WEIGHT[0]) / OOM_LOG_WEIGHT[1] ** 2
         return value, grad
 
     start = np.array([0.0] + [OOM_LOG_WEIGHT[0]] * len(columns))

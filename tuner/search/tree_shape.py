@@ -1,23 +1,24 @@
-"""What a draft tree's shape says before any trial runs: one more input of the accept-length model, and the
-trees no proposal needs to measure.
+"""What a draft tree's shape says before any trial runs: one more input of the accept-length model,
+and the trees no proposal needs to measure.
 
-Two facts of tree speculation as SGLang runs it (EAGLE's draft tree: ``steps`` draft forward passes, each
-widening the tree by top-k, and the verifier taking the ``draft tokens − 1`` most likely nodes), true whatever
-the model, the GPU and the workload:
+Two facts of tree speculation as SGLang runs it (EAGLE's draft tree: ``steps`` draft forward passes,
+each widening the tree by top-k, and the verifier taking the ``draft tokens − 1`` most likely
+nodes), true whatever the model, the GPU and the workload:
 
-* **Tokens per level decide whether depth or width limits the accept length.** The verified tree is at most
-  ``steps`` deep, and its draft − 1 nodes are shared among those levels. More draft tokens help while the
-  levels are thinner than top-k lets them be, and add nothing past that; more steps help while there are
-  tokens to fill the new level. In the model's raw inputs (steps, top-k, log draft tokens) that saturation is a
-  diagonal ridge — the best draft-token count moves with the steps — which a GP learns only from many trials;
-  given tokens per level, (draft − 1) ÷ steps, as an input beside them, it is a bend along one axis
-  (docs/benchmarks.md, "The default since issue 14's fifth round": measured with and without).
-* **A tree with fewer draft tokens than steps + 1 wastes its last steps.** A node is taken only with its
-  ancestors (they are at least as likely), so draft − 1 nodes reach at most draft − 1 deep: each step beyond
-  costs a forward pass of the draft model and adds no accepted token, and the same tree with
-  steps = draft − 1 accepts as much for less. On every bench landscape the best such tree is 8–31 % below the
-  optimum. The grey-box sampler does not propose one while any other configuration is unmeasured (the baseline,
-  the designed start and queued trials may still be one).
+* **Tokens per level decide whether depth or width limits the accept length.** The verified tree is
+  at most ``steps`` deep, and its draft − 1 nodes are shared among those levels. More draft tokens
+  help while the levels are thinner than top-k lets them be, and add nothing past that; more steps
+  help while there are tokens to fill the new level. In the model's raw inputs (steps, top-k, log
+  draft tokens) that saturation is a diagonal ridge — the best draft-token count moves with the
+  steps — which a GP learns only from many trials; given tokens per level, (draft − 1) ÷ steps, as
+  an input beside them, it is a bend along one axis (docs/benchmarks.md, "The default since issue
+  14's fifth round": measured with and without).
+* **A tree with fewer draft tokens than steps + 1 wastes its last steps.** A node is taken only with
+  its ancestors (they are at least as likely), so draft − 1 nodes reach at most draft − 1 deep: each
+  step beyond costs a forward pass of the draft model and adds no accepted token, and the same tree
+  with steps = draft − 1 accepts as much for less. On every bench landscape the best such tree is
+  8–31 % below the optimum. The grey-box sampler does not propose one while any other configuration
+  is unmeasured (the baseline, the designed start and queued trials may still be one).
 """
 
 from __future__ import annotations
@@ -31,15 +32,16 @@ from tuner.study.space import DRAFT, STEPS
 
 
 def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.ndarray]:
-    """(log tokens per level — None where it is unknown or the same everywhere —, and which configurations are
-    shallow: fewer draft tokens than steps + 1), one entry per configuration."""
+    """(log tokens per level — None where it is unknown or the same everywhere —, and which
+    configurations are shallow: fewer draft tokens than steps + 1), one entry per configuration."""
     steps = np.array([_number(c.get(STEPS)) for c in configs], dtype=float)
     draft = np.array([_number(c.get(DRAFT)) for c in configs], dtype=float)
     known = (steps > 0) & (draft > 1)
     shallow = known & (draft - 1 < steps)
     if not len(configs) or not known.any():
         return None, shallow
-    # Without a tree (another branch of the speculation choice) a candidate gets the median of those with one.
+    # Without a tree (another branch of the speculation choice) a candidate gets the median of those
+    # with one.
     per_level = np.log(np.where(known, (draft - 1) / np.where(known, steps, 1.0), 1.0))
     per_level = np.where(known, per_level, float(np.median(per_level[known])))
     if per_level.max() <= per_level.min():

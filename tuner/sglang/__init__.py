@@ -1,4 +1,5 @@
-"""What spectune knows about SGLang: its option tables (one data file per version) and its validity rules."""
+"""What spectune knows about SGLang: its option tables (one data file per version) and its validity
+rules."""
 
 from __future__ import annotations
 

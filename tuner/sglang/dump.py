@@ -1,10 +1,10 @@
 """Dump SGLang's own argument parser as an option table (the JSON format of tuner/sglang/data).
 
-Stand-alone on purpose: it imports nothing from spectune, only the standard library (and SGLang, inside
-``dump_sglang``), because it runs under SGLang's interpreter — the table generator
-(bench/sglang_versions/tables.py) loads this file by path under each release's Python, and the resolver sends
-its text (``source()``) to the target's Python. One code path, so a table read from a target at preflight and a
-shipped table of the same release are byte-for-byte the same JSON.
+Stand-alone on purpose: it imports nothing from spectune, only the standard library (and SGLang,
+inside ``dump_sglang``), because it runs under SGLang's interpreter — the table generator
+(bench/sglang_versions/tables.py) loads this file by path under each release's Python, and the
+resolver sends its text (``source()``) to the target's Python. One code path, so a table read from a
+target at preflight and a shipped table of the same release are byte-for-byte the same JSON.
 """
 
 from __future__ import annotations
@@ -26,15 +26,16 @@ def _type_name(action: argparse.Action) -> str:
 
 
 def dump_parser(parser: argparse.ArgumentParser) -> list[dict[str, Any]]:
-    """One row per option of ``parser`` (the help action left out): option strings, dest, converter name,
-    ``repr`` of the default, choices as strings, nargs (0 for switches); ``required`` when true, and
-    ``deprecated`` / ``replaced_by`` for SGLang's deprecated spellings."""
+    """One row per option of ``parser`` (the help action left out): option strings, dest, converter
+    name, ``repr`` of the default, choices as strings, nargs (0 for switches); ``required`` when
+    true, and ``deprecated`` / ``replaced_by`` for SGLang's deprecated spellings."""
     rows = []
     for action in parser._actions:  # argparse has no public iterator over its actions
         if isinstance(action, argparse._HelpAction) or not action.option_strings:
             continue
         nargs = action.nargs
-        if nargs is None and isinstance(action, (argparse._StoreConstAction, argparse._CountAction)):
+        if nargs is None and isinstance(action,
+                                        (argparse._StoreConstAction, argparse._CountAction)):
             nargs = 0  # store_const (and store_true/false, its subclasses) take no value
         row: dict[str, Any] = {
             "opts": list(action.option_strings),
@@ -46,8 +47,8 @@ def dump_parser(parser: argparse.ArgumentParser) -> list[dict[str, Any]]:
         }
         if action.required:
             row["required"] = True
-        # SGLang's deprecated spellings (DeprecatedAliasStoreAction and kin) name their successor: spectune maps a
-        # renamed option across releases from these, never from a hand-typed list.
+        # SGLang's deprecated spellings (DeprecatedAliasStoreAction and kin) name their successor:
+        # spectune maps a renamed option across releases from these, never from a hand-typed list.
         if "Deprecated" in type(action).__name__:
             row["deprecated"] = True
             successor = getattr(action, "new_flag", None)
@@ -58,8 +59,8 @@ def dump_parser(parser: argparse.ArgumentParser) -> list[dict[str, Any]]:
 
 
 def _choices(choices: Any) -> list[str] | None:
-    """Choices as strings, in SGLang's order — sorted where SGLang keeps them in a set (its iteration order
-    changes with every process's string hashing, and the table must not)."""
+    """Choices as strings, in SGLang's order — sorted where SGLang keeps them in a set (its
+    iteration order changes with every process's string hashing, and the table must not)."""
     if choices is None:
         return None
     texts = [str(c) for c in choices]
@@ -67,13 +68,15 @@ def _choices(choices: Any) -> list[str] | None:
 
 
 def fingerprint(options: list[dict[str, Any]]) -> str:
-    """A short hash of the options (order-independent): two builds with equal flags have equal fingerprints."""
+    """A short hash of the options (order-independent): two builds with equal flags have equal
+    fingerprints."""
     canonical = sorted(json.dumps(row, sort_keys=True) for row in options)
     return hashlib.sha256("\n".join(canonical).encode("utf-8")).hexdigest()[:16]
 
 
 def dump_sglang() -> dict[str, Any]:
-    """The table of the SGLang this interpreter imports: ``ServerArgs.add_cli_args`` on a fresh parser."""
+    """The table of the SGLang this interpreter imports: ``ServerArgs.add_cli_args`` on a fresh
+    parser."""
     import sglang
     from sglang.srt.server_args import ServerArgs
 
@@ -85,7 +88,8 @@ def dump_sglang() -> dict[str, Any]:
 
 
 def source() -> str:
-    """This module's text, for running it under another interpreter (``exec``) without spectune installed."""
+    """This module's text, for running it under another interpreter (``exec``) without spectune
+    installed."""
     with open(__file__, encoding="utf-8") as handle:
         return handle.read()
 

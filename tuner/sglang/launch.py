@@ -1,9 +1,9 @@
 """One concrete server configuration and how it becomes a command line.
 
-A ``ServerConfig`` is what every later layer passes around: the target deploys it, the store records it, a
-report prints it. Rendering never goes through a shell string: we build an argv list and quote it with
-``shlex`` only for display or for a remote shell, so a value holding spaces, quotes, ``;``, ``$()`` or a
-newline stays one argument.
+A ``ServerConfig`` is what every later layer passes around: the target deploys it, the store records
+it, a report prints it. Rendering never goes through a shell string: we build an argv list and quote
+it with ``shlex`` only for display or for a remote shell, so a value holding spaces, quotes, ``;``,
+``$()`` or a newline stays one argument.
 """
 
 from __future__ import annotations
@@ -23,15 +23,16 @@ FlagValue = bool | int | float | str | list[Any] | dict[str, Any]
 class ServerConfig:
     """SGLang flags (canonical option names, in a stable order) plus environment variables.
 
-    ``flags`` holds study-file values: ``True``/``False`` for switches, numbers, strings, lists (nargs) or
-    tables (JSON options). Two configs with equal flags and env are the same deployment.
+    ``flags`` holds study-file values: ``True``/``False`` for switches, numbers, strings, lists
+    (nargs) or tables (JSON options). Two configs with equal flags and env are the same deployment.
     """
 
     flags: tuple[tuple[str, FlagValue], ...]
     env: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def build(cls, flags: Mapping[str, FlagValue], env: Mapping[str, str] | None = None) -> ServerConfig:
+    def build(cls, flags: Mapping[str, FlagValue], env: Mapping[str, str]
+              | None = None) -> ServerConfig:
         ordered = tuple(sorted(flags.items(), key=lambda kv: _flag_order(kv[0])))
         return cls(flags=ordered, env=tuple(sorted((env or {}).items())))
 
@@ -43,7 +44,8 @@ class ServerConfig:
         return self.flag_dict.get(flag, default)
 
     def key(self) -> str:
-        """A canonical string identifying this deployment (used to spot already-measured configurations)."""
+        """A canonical string identifying this deployment (used to spot already-measured
+        configurations)."""
         return json.dumps({"flags": self.flags, "env": self.env}, sort_keys=True, default=str)
 
     def to_json(self) -> dict[str, Any]:
@@ -65,7 +67,8 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class LaunchCommand:
-    """An executable prefix (e.g. ``python -m sglang.launch_server``) + server arguments + environment."""
+    """An executable prefix (e.g. ``python -m sglang.launch_server``) + server arguments +
+    environment."""
 
     prefix: tuple[str, ...]
     args: tuple[str, ...]
@@ -76,7 +79,8 @@ class LaunchCommand:
         return [*self.prefix, *self.args]
 
     def shell(self, *, multiline: bool = False) -> str:
-        """A POSIX-shell rendering that reproduces ``argv`` exactly, with env assignments in front."""
+        """A POSIX-shell rendering that reproduces ``argv`` exactly, with env assignments in
+        front."""
         env = [f"{k}={shlex.quote(v)}" for k, v in self.env]
         if not multiline:
             return " ".join([*env, shlex.join(self.argv)])

@@ -1,10 +1,10 @@
 """SGLang's server option table, one JSON data file per SGLang version.
 
-The table is a dump of ``ServerArgs.add_cli_args`` (option strings, dest, type name, default, choices, nargs).
-From it we answer "is this a real flag, and is this a valid value for it?" and build an argparse parser that
-behaves like ``python -m sglang.launch_server``. The files are generated from the real wheels by
-bench/sglang_versions/tables.py (never typed by hand): adding a release means running it, nothing else changes
-(docs/sglang-fidelity.md).
+The table is a dump of ``ServerArgs.add_cli_args`` (option strings, dest, type name, default,
+choices, nargs). From it we answer "is this a real flag, and is this a valid value for it?" and
+build an argparse parser that behaves like ``python -m sglang.launch_server``. The files are
+generated from the real wheels by bench/sglang_versions/tables.py (never typed by hand): adding a
+release means running it, nothing else changes (docs/sglang-fidelity.md).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class OptionSpec:
     choices: tuple[str, ...] | None
     nargs: int | str | None
     required: bool = False
-    #: SGLang marks this spelling deprecated (its parser still takes it); ``replaced_by`` names the successor.
+    #: SGLang marks this spelling deprecated (its parser still takes it); ``replaced_by`` names the
+    #: successor.
     deprecated: bool = False
     replaced_by: str | None = None
 
@@ -64,7 +65,8 @@ class OptionSpec:
 
     @property
     def value_kind(self) -> str:
-        """One of ``bool``, ``int``, ``float``, ``json``, ``str`` — what a study file value must look like."""
+        """One of ``bool``, ``int``, ``float``, ``json``, ``str`` — what a study file value must
+        look like."""
         if self.is_flag:
             return "bool"
         if self.type_name in ("int", "human_readable_int"):
@@ -94,8 +96,9 @@ class AmbiguousOption(LookupError):
 
 
 def _human_readable_int(text: str) -> int:
-    """SGLang's ``human_readable_int``: SI suffixes (1k = 10³, 1M = 10⁶, decimals allowed) and IEC ones
-    (1Ki = 2¹⁰, integers only), case-sensitive; its own error texts, which argparse prints after the flag."""
+    """SGLang's ``human_readable_int``: SI suffixes (1k = 10³, 1M = 10⁶, decimals allowed) and IEC
+    ones (1Ki = 2¹⁰, integers only), case-sensitive; its own error texts, which argparse prints
+    after the flag."""
     text = text.strip()
     si = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
     iec = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -105,16 +108,17 @@ def _human_readable_int(text: str) -> int:
         if suffix in iec:
             if "." in number:
                 raise argparse.ArgumentTypeError(
-                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. Use an integer IEC value such "
-                    f"as '{int(Decimal(number))}{suffix}', or an SI value such as '{number}{suffix[0]}'.")
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. Use an integer "
+                    f"IEC value such as '{int(Decimal(number))}{suffix}', or an SI value such as "
+                    f"'{number}{suffix[0]}'.")
             return int(number) * iec[suffix]
         return int(Decimal(number) * si[suffix])
     try:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"Invalid integer value: '{text}'. Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes "
-            "(1Ki, 1Mi). Suffixes are case-sensitive.") from None
+            f"Invalid integer value: '{text}'. Use a plain integer, SI suffixes (1k, 1M), or IEC "
+            "suffixes (1Ki, 1Mi). Suffixes are case-sensitive.") from None
 
 
 def _json_list(text: str) -> list[Any]:
@@ -150,7 +154,7 @@ class OptionTable:
         self._by_opt: dict[str, OptionSpec] = {o: spec for spec in self.options for o in spec.opts}
         self._fingerprint: str | None = None
 
-    # ----- construction -------------------------------------------------------------------------------
+    # ----- construction ---------------------------------------------------------------------------
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> OptionTable:
         options = []
@@ -172,17 +176,18 @@ class OptionTable:
         return cls(str(data["sglang_version"]), options)
 
     def to_json(self) -> dict[str, Any]:
-        """The table in the shipped data format (what ``from_json`` reads; tuner/sglang/dump.py writes it)."""
-        return {"sglang_version": self.version, "source": dump.SOURCE, "fingerprint": self.fingerprint,
-                "options": self._rows()}
+        """The table in the shipped data format (what ``from_json`` reads; tuner/sglang/dump.py
+        writes it)."""
+        return {"sglang_version": self.version, "source": dump.SOURCE,
+                "fingerprint": self.fingerprint, "options": self._rows()}
 
     def _rows(self) -> list[dict[str, Any]]:
         rows = []
         for spec in self.options:
-            row: dict[str, Any] = {"opts": list(spec.opts), "dest": spec.dest, "type": spec.type_name,
-                                   "default": spec.default,
-                                   "choices": list(spec.choices) if spec.choices is not None else None,
-                                   "nargs": spec.nargs}
+            row: dict[str, Any] = {"opts": list(spec.opts), "dest": spec.dest,
+                                   "type": spec.type_name, "default": spec.default,
+                                   "choices": list(spec.choices) if spec.choices is not None
+                                   else None, "nargs": spec.nargs}
             if spec.required:
                 row["required"] = True
             if spec.deprecated:
@@ -194,7 +199,8 @@ class OptionTable:
 
     @property
     def fingerprint(self) -> str:
-        """A hash of the options (not of the version): two builds whose parsers agree have the same one."""
+        """A hash of the options (not of the version): two builds whose parsers agree have the same
+        one."""
         if self._fingerprint is None:
             self._fingerprint = dump.fingerprint(self._rows())
         return self._fingerprint
@@ -203,7 +209,7 @@ class OptionTable:
         spec = self._by_opt.get(normalize_flag(flag))
         return spec is not None and spec.deprecated
 
-    # ----- lookup -------------------------------------------------------------------------------------
+    # ----- lookup ---------------------------------------------------------------------------------
     @property
     def option_strings(self) -> list[str]:
         return list(self._by_opt)
@@ -213,11 +219,12 @@ class OptionTable:
         return self._by_opt.get(normalize_flag(flag))
 
     def lookup(self, flag: str, *, allow_abbrev: bool = False) -> OptionSpec:
-        """The option ``flag`` names exactly (or, with ``allow_abbrev``, as argparse's unique prefix).
+        """The option ``flag`` names exactly (or, with ``allow_abbrev``, as argparse's unique
+        prefix).
 
-        Raises ``AmbiguousOption`` for a prefix of several options — even without ``allow_abbrev`` when the
-        flag is not an exact name, because that is what the real server would say about it — and
-        ``UnknownOption`` with close spellings otherwise.
+        Raises ``AmbiguousOption`` for a prefix of several options — even without ``allow_abbrev``
+        when the flag is not an exact name, because that is what the real server would say about it
+        — and ``UnknownOption`` with close spellings otherwise.
         """
         flag = normalize_flag(flag)
         if flag in self._by_opt:
@@ -227,12 +234,14 @@ class OptionTable:
             raise AmbiguousOption(flag, matches)
         if len(matches) == 1 and allow_abbrev:
             return self._by_opt[matches[0]]
-        suggestions = matches or difflib.get_close_matches(flag, self.option_strings, n=3, cutoff=0.75)
+        suggestions = matches or difflib.get_close_matches(flag, self.option_strings, n=3,
+                                                           cutoff=0.75)
         raise UnknownOption(flag, suggestions)
 
-    # ----- values -------------------------------------------------------------------------------------
+    # ----- values ---------------------------------------------------------------------------------
     def check_value(self, spec: OptionSpec, value: Any) -> str | None:
-        """A one-line problem with ``value`` (as written in a study file) for ``spec``, or None if valid."""
+        """A one-line problem with ``value`` (as written in a study file) for ``spec``, or None if
+        valid."""
         kind = spec.value_kind
         if kind == "bool":
             if not isinstance(value, bool):
@@ -249,11 +258,12 @@ class OptionTable:
                 return problem
         return None
 
-    def build_parser(self, *, allow_abbrev: bool, prog: str = "launch_server") -> argparse.ArgumentParser:
+    def build_parser(self, *, allow_abbrev: bool,
+                     prog: str = "launch_server") -> argparse.ArgumentParser:
         """An argparse parser equivalent to SGLang's for this version.
 
-        ``allow_abbrev=True`` reproduces the real server (``--cuda-graph-max-bs`` → "ambiguous option"); tests
-        use ``allow_abbrev=False`` to prove spectune always emits full option names.
+        ``allow_abbrev=True`` reproduces the real server (``--cuda-graph-max-bs`` → "ambiguous
+        option"); tests use ``allow_abbrev=False`` to prove spectune always emits full option names.
         """
         parser = argparse.ArgumentParser(prog=prog, allow_abbrev=allow_abbrev)
         for spec in self.options:
@@ -300,7 +310,8 @@ def _check_scalar(spec: OptionSpec, kind: str, item: Any) -> str | None:
         return f"{spec.name} takes JSON (a string or a table), not {item!r}"
     if spec.choices is not None and str(item) not in spec.choices:
         close = difflib.get_close_matches(str(item), spec.choices, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; choices: {', '.join(spec.choices)}"
+        hint = (f"; did you mean {', '.join(close)}?" if close
+                else f"; choices: {', '.join(spec.choices)}")
         return f"{spec.name} does not accept {item!r}{hint}"
     return None
 
@@ -308,7 +319,8 @@ def _check_scalar(spec: OptionSpec, kind: str, item: Any) -> str | None:
 def _parse_default(text: str) -> Any:
     """Defaults are stored as Python reprs ('None', 'False', "'auto'", '16384', '[]')."""
     try:
-        return json.loads(text.replace("'", '"').replace("None", "null").replace("True", "true").replace(
+        return json.loads(text.replace("'", '"').replace("None", "null").replace("True",
+                                                                                 "true").replace(
             "False", "false"))
     except (ValueError, TypeError):
         return text
@@ -325,7 +337,8 @@ def _coerce_choice(spec: OptionSpec, choice: str) -> Any:
 def available_versions() -> list[str]:
     """SGLang versions for which an option table ships with spectune."""
     data = resources.files(_DATA_PACKAGE).joinpath("data")
-    names = [p.name for p in data.iterdir() if p.name.startswith(_DATA_PREFIX) and p.name.endswith(".json")]
+    names = [p.name for p in data.iterdir() if p.name.startswith(_DATA_PREFIX)
+             and p.name.endswith(".json")]
     return sorted(n[len(_DATA_PREFIX) : -len(".json")] for n in names)
 
 
@@ -336,8 +349,9 @@ def newest_version() -> str:
 
 @cache
 def load_option_table(version: str | None = None) -> OptionTable:
-    """The shipped option table of one SGLang version (None: the newest shipped; cached: a file is ~100 KB).
-    Exact versions only: ``tuner.sglang.versions.table_for`` finds the nearest shipped table of any release."""
+    """The shipped option table of one SGLang version (None: the newest shipped; cached: a file is
+    ~100 KB). Exact versions only: ``tuner.sglang.versions.table_for`` finds the nearest shipped
+    table of any release."""
     version = version or newest_version()
     path = resources.files(_DATA_PACKAGE).joinpath("data", f"{_DATA_PREFIX}{version}.json")
     if not path.is_file():

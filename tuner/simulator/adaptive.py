@@ -1,16 +1,18 @@
-"""SGLang's adaptive speculative steps (``--speculative-adaptive``, sgl-project/sglang#21599, per batch-size tier
-since #24055), as SGLang 0.5.23's ``srt/speculative/adaptive_spec_params.py`` runs it.
+"""SGLang's adaptive speculative steps (``--speculative-adaptive``, sgl-project/sglang#21599, per
+batch-size tier since #24055), as SGLang 0.5.23's ``srt/speculative/adaptive_spec_params.py`` runs
+it.
 
-Each batch-size tier (a key of the config: the batch, padded up to a captured CUDA-graph size, goes to the
-largest key not above it) keeps its own slot: an EMA (α = 0.2) of the accepted drafts per request, updated after
-every verify while the slot's steps are above zero; after ``warmup_batches`` (10) verifies it re-picks its steps
-every ``update_interval`` (5) verifies: down while the EMA is at most the next lower candidate − 0.5 (+ the down
-hysteresis; 0.5 to reach 0), else up while it is above the current steps − 0.5 (+ the up hysteresis); from 0 it
-always probes the next candidate. A switch swaps the draft's runtime state (its CUDA-graph set), which costs
-the profile's ``[adaptive] switch_ms``.
+Each batch-size tier (a key of the config: the batch, padded up to a captured CUDA-graph size, goes
+to the largest key not above it) keeps its own slot: an EMA (α = 0.2) of the accepted drafts per
+request, updated after every verify while the slot's steps are above zero; after ``warmup_batches``
+(10) verifies it re-picks its steps every ``update_interval`` (5) verifies: down while the EMA is at
+most the next lower candidate − 0.5 (+ the down hysteresis; 0.5 to reach 0), else up while it is
+above the current steps − 0.5 (+ the up hysteresis); from 0 it always probes the next candidate. A
+switch swaps the draft's runtime state (its CUDA-graph set), which costs the profile's ``[adaptive]
+switch_ms``.
 
-``steady_mix`` runs a slot on the expected accept lengths (no noise) until it settles and returns the share of
-iterations at each step count: what the ground truth composes its figures from.
+``steady_mix`` runs a slot on the expected accept lengths (no noise) until it settles and returns
+the share of iterations at each step count: what the ground truth composes its figures from.
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ from typing import Any
 
 #: SGLang 0.5.23's ``DEFAULT_ADAPTIVE_CONFIG``.
 DEFAULT_CONFIG: dict[str, dict[str, Any]] = {
-    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
-    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
-    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
-    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25,
+          "ceiling_coeff": 0},
+    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0,
+          "ceiling_coeff": 0},
+    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0,
+           "ceiling_coeff": 0},
+    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0,
+           "ceiling_coeff": 0},
 }
 
 
@@ -55,8 +61,8 @@ class AdaptiveConfig:
 
     @property
     def candidate_steps(self) -> tuple[int, ...]:
-        """Union over tiers: what SGLang sizes its buffers and graphs for (and checks --speculative-num-steps
-        against)."""
+        """Union over tiers: what SGLang sizes its buffers and graphs for (and checks
+        --speculative-num-steps against)."""
         return tuple(sorted({s for t in self.tiers for s in t.candidate_steps}))
 
     @property
@@ -64,7 +70,8 @@ class AdaptiveConfig:
         return max(self.candidate_steps)
 
     def tier_index(self, batch: int, graph_bs: Sequence[int] = ()) -> int:
-        """``_route``: pad the batch to a captured graph size, then the closest tier key not above it."""
+        """``_route``: pad the batch to a captured graph size, then the closest tier key not above
+        it."""
         padded = batch
         if graph_bs:
             ladder = sorted(graph_bs)
@@ -75,7 +82,8 @@ class AdaptiveConfig:
 
 
 def parse_config(data: Mapping[str, Any], initial_steps: int | None) -> AdaptiveConfig:
-    """``_load_adaptive_config`` (same checks, same messages) and the initial steps SGLang resolves."""
+    """``_load_adaptive_config`` (same checks, same messages) and the initial steps SGLang
+    resolves."""
     tiers = []
     shared = {k: v for k, v in data.items() if not str(k).isdigit()}
     for key, entry in data.items():
@@ -84,26 +92,30 @@ def parse_config(data: Mapping[str, Any], initial_steps: int | None) -> Adaptive
         steps = entry.get("candidate_steps") if isinstance(entry, Mapping) else None
         if not isinstance(steps, list) or not steps or not all(
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps):
-            raise AdaptiveConfigError(f"ValueError: BS {key}: candidate_steps must be a list of non-negative ints, "
-                                      f"got {steps!r}")
+            raise AdaptiveConfigError(
+                f"ValueError: BS {key}: candidate_steps must be a list of non-negative ints, "
+                f"got {steps!r}")
         merged = {**shared, **entry}
         tiers.append(Tier(
             batch=int(key), candidate_steps=tuple(sorted(set(steps))),
-            ema_alpha=float(merged.get("ema_alpha", 0.2)), update_interval=int(merged.get("update_interval", 5)),
+            ema_alpha=float(merged.get("ema_alpha", 0.2)),
+            update_interval=int(merged.get("update_interval", 5)),
             warmup_batches=int(merged.get("warmup_batches", 10)),
             up_hysteresis=float(merged.get("up_hysteresis", 0.0)),
             down_hysteresis=float(merged.get("down_hysteresis", -0.25)),
             ceiling_coeff=float(merged.get("ceiling_coeff", 0))))
     if not tiers:
         raise AdaptiveConfigError(
-            "ValueError: speculative_adaptive_config must contain at least one integer-string BS key, e.g. "
+            "ValueError: speculative_adaptive_config must contain at least one integer-string BS "
+            "key, e.g. "
             f'{{"1": {{"candidate_steps": [1,3,7]}}}}. Got keys: {list(data)}')
     tiers.sort(key=lambda t: t.batch)
     union = sorted({s for t in tiers for s in t.candidate_steps})
     steps = union[len(union) // 2] if initial_steps is None else initial_steps
     if steps not in union:
-        raise AdaptiveConfigError(f"ValueError: --speculative-num-steps={steps} is not in the adaptive config "
-                                  f"candidate_steps {union}. Pass one of those values.")
+        raise AdaptiveConfigError(
+            f"ValueError: --speculative-num-steps={steps} is not in the adaptive config "
+            f"candidate_steps {union}. Pass one of those values.")
     return AdaptiveConfig(tuple(tiers), steps)
 
 
@@ -114,11 +126,13 @@ def load_config(path: str | None, initial_steps: int | None) -> AdaptiveConfig:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise AdaptiveConfigError(f"FileNotFoundError: [Errno 2] No such file or directory: {path!r}") from None
+        raise AdaptiveConfigError("FileNotFoundError: [Errno 2] No such file or directory: "
+                                  f"{path!r}") from None
     except (OSError, ValueError) as exc:
         raise AdaptiveConfigError(f"json.decoder.JSONDecodeError: {exc}") from None
     if not isinstance(data, dict):
-        raise AdaptiveConfigError(f"AttributeError: {type(data).__name__!r} object has no attribute 'items'")
+        raise AdaptiveConfigError(
+            f"AttributeError: {type(data).__name__!r} object has no attribute 'items'")
     return parse_config(data, initial_steps)
 
 
@@ -195,16 +209,18 @@ class Controller:
         if not slot.update(correct):
             return None
         self.switches += 1
-        return f"Adaptive spec params updated: steps {old} -> {slot.steps} (ema_accept_len={slot.ema:.2f})"
+        return (f"Adaptive spec params updated: steps {old} -> {slot.steps} "
+                f"(ema_accept_len={slot.ema:.2f})")
 
 
 #: Verifies ``steady_mix`` plays, and how many of the last it counts.
 _PLAY, _COUNT = 600, 300
 
 
-def steady_mix(tier: Tier, initial_steps: int, accepted: Callable[[int], float]) -> tuple[dict[int, float], float]:
-    """(share of iterations per step count, switches per iteration) of a slot fed the expected accepted drafts
-    ``accepted(steps)`` at every verify, once it has settled."""
+def steady_mix(tier: Tier, initial_steps: int,
+               accepted: Callable[[int], float]) -> tuple[dict[int, float], float]:
+    """(share of iterations per step count, switches per iteration) of a slot fed the expected
+    accepted drafts ``accepted(steps)`` at every verify, once it has settled."""
     slot = Slot(tier, initial_steps)
     seen: dict[int, int] = {}
     switches = 0

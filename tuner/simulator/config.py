@@ -1,10 +1,10 @@
 """From a ``launch_server`` command line to the resolved configuration the simulator runs.
 
-This is the one code path shared by the live simulator and the ground-truth function, so both agree on what a
-command line means: SGLang's parser (the shipped option table, abbreviations on), SGLang's validity rules
-and resolution (``tuner.sglang.rules``, for the profile's model architecture and GPU: attention backend, page
-size, auto-chosen tree, graphs off), and the values SGLang derives from memory at startup (running-request cap,
-CUDA-graph batch sizes, memory fraction, KV capacity).
+This is the one code path shared by the live simulator and the ground-truth function, so both agree
+on what a command line means: SGLang's parser (the shipped option table, abbreviations on), SGLang's
+validity rules and resolution (``tuner.sglang.rules``, for the profile's model architecture and GPU:
+attention backend, page size, auto-chosen tree, graphs off), and the values SGLang derives from
+memory at startup (running-request cap, CUDA-graph batch sizes, memory fraction, KV capacity).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from tuner.simulator.memory import MemoryPlan, plan_memory
 from tuner.simulator.profile import Profile
 from tuner.simulator.speculation import SpecKind
 
-__all__ = ["PROG", "InvalidServerArgs", "ServerConfig", "parse_server_args", "require_valid", "resolve"]
+__all__ = ["PROG", "InvalidServerArgs", "ServerConfig", "parse_server_args", "require_valid",
+           "resolve"]
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -68,8 +69,10 @@ class ServerConfig:
 
 
 def default_graph_ladder(max_bs: int) -> list[int]:
-    """SGLang's speculative capture ladder: 1–8, 10–32 step 2, 40–64 step 4, 72–256 step 8, then step 16."""
-    ladder = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, 4097, 16)]
+    """SGLang's speculative capture ladder: 1–8, 10–32 step 2, 40–64 step 4, 72–256 step 8, then
+    step 16."""
+    ladder = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8),
+              *range(272, 4097, 16)]
     return [bs for bs in ladder if bs <= max_bs]
 
 
@@ -102,9 +105,9 @@ def _auto_mem_fraction(gpu_gb: float, chunked: int, graph_max_bs: int) -> float:
 
 
 def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True) -> ServerConfig:
-    """Parse ``argv`` and apply SGLang's rules and derivations. Never raises for SGLang-level errors: those
-    are recorded on the config (``startup_error``, ``memory.failure``, ``runtime_error``) so the live server
-    can fail at the right moment of its startup."""
+    """Parse ``argv`` and apply SGLang's rules and derivations. Never raises for SGLang-level
+    errors: those are recorded on the config (``startup_error``, ``memory.failure``,
+    ``runtime_error``) so the live server can fail at the right moment of its startup."""
     args = parse_server_args(argv, exit_on_error=exit_on_error)
     hw = profile.hardware
     verdict = rules.judge(args, profile_hardware(profile))
@@ -113,7 +116,8 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     eff = verdict.effective or {}
     algorithm = eff.get("speculative_algorithm") if startup_error is None else None
     speculative = algorithm is not None
-    # Algorithms without a draft tree of their own (DFLASH, UNO ...) run one draft step of one token.
+    # Algorithms without a draft tree of their own (DFLASH, UNO ...) run one draft step of one
+    # token.
     steps = _or(eff.get("speculative_num_steps"), 1) if speculative else 0
     topk = _or(eff.get("speculative_eagle_topk"), 1) if speculative else 1
     draft = max(_or(eff.get("speculative_num_draft_tokens"), steps + 1), 1) if speculative else 1
@@ -123,10 +127,12 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     if speculative and args.get("speculative_adaptive"):
         reason = rules.adaptive_disabled_reason(args, eff)
         if reason is not None:
-            warnings.append(f"speculative_adaptive disabled: {reason}. Falling back to static speculative params.")
+            warnings.append(f"speculative_adaptive disabled: {reason}. Falling back to static "
+                            "speculative params.")
         else:
             try:
-                adaptive = load_config(args.get("speculative_adaptive_config"), args.get("speculative_num_steps"))
+                adaptive = load_config(args.get("speculative_adaptive_config"),
+                                       args.get("speculative_num_steps"))
             except AdaptiveConfigError as exc:
                 startup_error = startup_error or rules.RuleViolation("adaptive-config", str(exc))
             else:
@@ -134,19 +140,24 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     if kind is SpecKind.MTP and profile.mtp is None and args.get("speculative_draft_model_path"):
         kind = SpecKind.EAGLE  # NEXTN = EAGLE: with a draft model named, that model drafts
     elif startup_error is None and kind is SpecKind.MTP and profile.mtp is None:
-        # The draft worker loads the target's MTP layers; a checkpoint without them has none to load.
+        # The draft worker loads the target's MTP layers; a checkpoint without them has none to
+        # load.
         startup_error = rules.RuleViolation("no-mtp", (
-            f"ValueError: {profile.model.architecture} has no MTP (nextn) layers: --speculative-algorithm NEXTN "
-            "needs a model that ships them (num_nextn_predict_layers > 0)"))
+            f"ValueError: {profile.model.architecture} has no MTP (nextn) layers: "
+            "--speculative-algorithm NEXTN needs a model that ships them (num_nextn_predict_layers "
+            "> 0)"))
     overlap = not args.get("disable_overlap_schedule")
     if speculative and not overlap and kind in (SpecKind.EAGLE, SpecKind.MTP, SpecKind.STANDALONE):
-        warnings.append("Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding.")
+        warnings.append("Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone "
+                        "speculative decoding.")
     given_draft = args.get("speculative_num_draft_tokens")
     if speculative and topk == 1 and given_draft is not None and given_draft != draft:
         warnings.append(rules.TOPK1_WARNING)
 
-    # SGLang's own choice (flashinfer for trees, the GPU's default otherwise) and the page size it forces.
-    backend = eff.get("attention_backend") or args.get("attention_backend") or hw.default_attention_backend
+    # SGLang's own choice (flashinfer for trees, the GPU's default otherwise) and the page size it
+    # forces.
+    backend = (eff.get("attention_backend") or args.get("attention_backend")
+               or hw.default_attention_backend)
     page_size = int(eff.get("page_size") or args.get("page_size") or 1)
     if startup_error is None:
         startup_error = _context_length_error(profile, args)
@@ -154,7 +165,8 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     tp = int(args.get("tp_size") or 1)
     if startup_error is None and tp > hw.num_gpus:
         # torch.cuda.set_device on a rank without a GPU.
-        startup_error = rules.RuleViolation("gpus", "RuntimeError: CUDA error: invalid device ordinal")
+        startup_error = rules.RuleViolation("gpus",
+                                            "RuntimeError: CUDA error: invalid device ordinal")
     chunked = args.get("chunked_prefill_size")
     chunked = _default_chunked_prefill(hw.gpu_memory_gb) if chunked is None else int(chunked)
     graph_max = args.get("cuda_graph_max_bs_decode")
@@ -170,9 +182,10 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
         warnings.append(rules.MAX_RUNNING_WARNING)
 
     graphs_off = bool(args.get("disable_cuda_graph") or args.get("disable_decode_cuda_graph")
-                      or args.get("cuda_graph_backend_decode") == "disabled" or eff.get("cuda_graph_disabled"))
-    # Graph sizes depend on the running-request cap, which (without speculation) depends on KV capacity:
-    # plan memory with the uncapped list first, then clip.
+                      or args.get("cuda_graph_backend_decode") == "disabled"
+                      or eff.get("cuda_graph_disabled"))
+    # Graph sizes depend on the running-request cap, which (without speculation) depends on KV
+    # capacity: plan memory with the uncapped list first, then clip.
     explicit_bs = args.get("cuda_graph_bs_decode")
     ladder = sorted(set(explicit_bs)) if explicit_bs else default_graph_ladder(graph_max)
     draft_gb = speculation.draft_weights_gb(profile, kind)
@@ -184,7 +197,8 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
         kv = memory.kv_tokens
         max_running = min(max(kv // context_length * 512, 2048), 4096)
         max_running = max(1, min(max_running, kv // 2))
-    graph_bs: tuple[int, ...] = () if graphs_off else tuple(bs for bs in ladder if bs <= max_running)
+    graph_bs: tuple[int, ...] = () if graphs_off else tuple(bs for bs in ladder if bs
+                                                            <= max_running)
     if not graphs_off and not graph_bs:
         graph_bs = (1,)
     graph_draft = adaptive.max_steps + 1 if adaptive is not None else draft
@@ -195,12 +209,17 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
     resolved = dict(args)
     resolved.update(
         model_path=args.get("model_path") or profile.model.path,
-        served_model_name=args.get("served_model_name") or args.get("model_path") or profile.model.path,
+        served_model_name=args.get("served_model_name") or args.get("model_path")
+        or profile.model.path,
         speculative_algorithm=algorithm if speculative else args.get("speculative_algorithm"),
-        # As SGLang shows them (None or 0 where it leaves them so); the model above needs a usable tree.
-        speculative_num_steps=eff["speculative_num_steps"] if speculative else args.get("speculative_num_steps"),
-        speculative_eagle_topk=eff["speculative_eagle_topk"] if speculative else args.get("speculative_eagle_topk"),
-        speculative_num_draft_tokens=eff["speculative_num_draft_tokens"] if speculative else args.get(
+        # As SGLang shows them (None or 0 where it leaves them so); the model above needs a usable
+        # tree.
+        speculative_num_steps=eff["speculative_num_steps"] if speculative
+        else args.get("speculative_num_steps"),
+        speculative_eagle_topk=eff["speculative_eagle_topk"] if speculative
+        else args.get("speculative_eagle_topk"),
+        speculative_num_draft_tokens=eff["speculative_num_draft_tokens"] if speculative
+        else args.get(
             "speculative_num_draft_tokens"),
         attention_backend=backend,
         page_size=page_size,
@@ -252,20 +271,23 @@ ALLOW_LONGER_CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 
 
 def profile_hardware(profile: Profile) -> Hardware:
-    """What SGLang would read on the simulated box: the model's architecture and the GPU's capability."""
+    """What SGLang would read on the simulated box: the model's architecture and the GPU's
+    capability."""
     return Hardware(profile.model.architecture, capability_of_gpu(profile.hardware.gpu_name))
 
 
 def _context_length_error(profile: Profile, args: Mapping[str, Any]) -> rules.RuleViolation | None:
-    """model_config.py: a --context-length above the model's is refused unless the environment allows it."""
+    """model_config.py: a --context-length above the model's is refused unless the environment
+    allows it."""
     given, derived = args.get("context_length"), profile.model.context_length
     if given is None or int(given) <= derived or os.environ.get(ALLOW_LONGER_CONTEXT_ENV):
         return None
     return rules.RuleViolation("context-length", (
-        f"ValueError: Warning: User-specified context_length ({int(given)}) is greater than the derived "
-        f"context_length ({derived}). This may lead to incorrect model outputs or CUDA errors. Note that the "
-        "derived context_length may differ from max_position_embeddings in the model's config. To allow "
-        f"overriding this maximum, set the env var {ALLOW_LONGER_CONTEXT_ENV}=1"))
+        f"ValueError: Warning: User-specified context_length ({int(given)}) is greater than the "
+        f"derived context_length ({derived}). This may lead to incorrect model outputs or CUDA "
+        "errors. Note that the derived context_length may differ from max_position_embeddings in "
+        "the model's config. To allow overriding this maximum, set the env var "
+        f"{ALLOW_LONGER_CONTEXT_ENV}=1"))
 
 
 def require_valid(config: ServerConfig) -> None:

@@ -2,32 +2,38 @@
 
 Semantics are those ``ground_truth`` assumes, so the live server converges to it:
 
-* FCFS admission, limited by the running-request cap and the KV pool; each request reserves its prompt plus
-  ``max_new_tokens`` plus one iteration of draft tokens, as ``ground_truth.running_batch`` does;
-* every iteration first prefills what it admitted (one extend batch; each new request gets its first token
-  from it), then runs one decode iteration over all running requests lasting
+* FCFS admission, limited by the running-request cap and the KV pool; each request reserves its
+  prompt plus ``max_new_tokens`` plus one iteration of draft tokens, as
+  ``ground_truth.running_batch`` does;
+* every iteration first prefills what it admitted (one extend batch; each new request gets its first
+  token from it), then runs one decode iteration over all running requests lasting
   ``model.decode_iteration_ms(B, Σ context)`` times a uniform noise factor;
-* in it each request gains 1 + accepted drafts tokens: positions are accepted in order with the model's
-  conditional rates and the chain stops at the first rejection; a request never passes its output length;
-* a request streams a chunk with its first token (the prefill's), with its last, and in between every
-  ``--stream-interval`` decode iterations (SGLang's option, default 1), carrying every token since the last.
+* in it each request gains 1 + accepted drafts tokens: positions are accepted in order with the
+  model's conditional rates and the chain stops at the first rejection; a request never passes its
+  output length;
+* a request streams a chunk with its first token (the prefill's), with its last, and in between
+  every ``--stream-interval`` decode iterations (SGLang's option, default 1), carrying every token
+  since the last.
 
-Coalescing: at a high time scale one chunk per request per iteration is more SSE events than Python can send
-and a client can read on a shared CPU (~38k/s at C=64 and 50×), and the host's load then decides the figures.
-So the engine also waits until ``batch · time_scale / EVENT_BUDGET_PER_S`` simulated seconds have passed since
-a request's last chunk: fewer, larger chunks carrying the same tokens at the scheduled time of the iteration
-that completed them. A client's per-request speed (tokens between its first and last chunk) and aggregate are
-unchanged; ITL and tokens per chunk then describe the coalesced stream. At time scale 1 nothing coalesces.
+Coalescing: at a high time scale one chunk per request per iteration is more SSE events than Python
+can send and a client can read on a shared CPU (~38k/s at C=64 and 50×), and the host's load then
+decides the figures. So the engine also waits until ``batch · time_scale / EVENT_BUDGET_PER_S``
+simulated seconds have passed since a request's last chunk: fewer, larger chunks carrying the same
+tokens at the scheduled time of the iteration that completed them. A client's per-request speed
+(tokens between its first and last chunk) and aggregate are unchanged; ITL and tokens per chunk then
+describe the coalesced stream. At time scale 1 nothing coalesces.
 
-Time is kept by ``clock.Clock``: a deadline schedule (Python work and timer granularity do not add up) that catches
-up short stalls, counts the lag it gives up (``ScheduleStats``), holds while clients replace finished requests.
+Time is kept by ``clock.Clock``: a deadline schedule (Python work and timer granularity do not add
+up) that catches up short stalls, counts the lag it gives up (``ScheduleStats``), holds while
+clients replace finished requests.
 
-Seeded randomness (noise: the engine's; acceptance: per (seed, arrival number)): same requests, same chunks.
-Acceptance sampling: the chain accepts at least k drafts with probability ``S_k = p_1·…·p_k``, so one uniform
-u per iteration gives exactly the chain's distribution (accepted = the largest k with u < S_k). The uniforms of
-one request are a randomized golden-ratio (Weyl) sequence rather than independent draws: every iteration still
-has the chain's distribution, but a request's total stays close to its expectation (independent draws made the
-mean speed of 8 requests of 128 tokens wander ±2 % around the model, one standard deviation).
+Seeded randomness (noise: the engine's; acceptance: per (seed, arrival number)): same requests, same
+chunks. Acceptance sampling: the chain accepts at least k drafts with probability ``S_k =
+p_1·…·p_k``, so one uniform u per iteration gives exactly the chain's distribution (accepted = the
+largest k with u < S_k). The uniforms of one request are a randomized golden-ratio (Weyl) sequence
+rather than independent draws: every iteration still has the chain's distribution, but a request's
+total stays close to its expectation (independent draws made the mean speed of 8 requests of 128
+tokens wander ±2 % around the model, one standard deviation).
 """
 
 from __future__ import annotations
@@ -41,23 +47,38 @@ from dataclasses import dataclass, field
 
 from tuner.simulator import faults, model, text
 from tuner.simulator.adaptive import Controller
-from tuner.simulator.clock import ARRIVAL_SETTLE_MAX_S, ARRIVAL_SETTLE_S, REPLACEMENT_HOLD_MAX_S, Clock, VirtualClock
+from tuner.simulator.clock import (
+    ARRIVAL_SETTLE_MAX_S,
+    ARRIVAL_SETTLE_S,
+    REPLACEMENT_HOLD_MAX_S,
+    Clock,
+    VirtualClock,
+)
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.profile import Profile
-from tuner.simulator.requests import Chunk, Counters, GenerationFailed, GenerationRequest, RequestHandle, SpecStats
+from tuner.simulator.requests import (
+    Chunk,
+    Counters,
+    GenerationFailed,
+    GenerationRequest,
+    RequestHandle,
+    SpecStats,
+)
 
-__all__ = ["Chunk", "Counters", "Engine", "GenerationFailed", "GenerationRequest", "RequestHandle", "SpecStats"]
+__all__ = ["Chunk", "Counters", "Engine", "GenerationFailed", "GenerationRequest", "RequestHandle",
+           "SpecStats"]
 
 #: The Weyl sequence's step: 1/φ spreads consecutive points most evenly over [0, 1).
 _GOLDEN = 0.6180339887498949
-#: SSE events per real second the engine aims to stay under (all requests together) by coalescing chunks.
-#: An event costs the server ~100-200 µs (mostly its send syscall) and the client as much again: at C=64 and
-#: 10× (6k events/s uncoalesced) that is most of a core, which a shared machine does not give. At 1000 events/s
-#: both stay near a tenth of a core; what it costs is the tokens a window's end finds held back (about half a
-#: chunk per running request: ~1 % of a C=64 window at 10×).
+#: SSE events per real second the engine aims to stay under (all requests together) by coalescing
+#: chunks. An event costs the server ~100-200 µs (mostly its send syscall) and the client as much
+#: again: at C=64 and 10× (6k events/s uncoalesced) that is most of a core, which a shared machine
+#: does not give. At 1000 events/s both stay near a tenth of a core; what it costs is the tokens a
+#: window's end finds held back (about half a chunk per running request: ~1 % of a C=64 window at
+#: 10×).
 EVENT_BUDGET_PER_S = 1000.0
-#: Chunks a request is streamed in at least, however much coalescing would merge (a short request at a high
-#: time scale would otherwise be its first and last chunk only).
+#: Chunks a request is streamed in at least, however much coalescing would merge (a short request at
+#: a high time scale would otherwise be its first and last chunk only).
 MIN_CHUNKS = 8
 #: From this time scale on, the engine pauses this long (real time) after streaming first chunks.
 FIRST_CHUNK_PAUSE_FROM_SCALE = 50.0
@@ -83,9 +104,10 @@ class _Running:
 
 
 class Engine:
-    def __init__(self, profile: Profile, config: ServerConfig, *, time_scale: float = 1.0, seed: int = 0,
-                 decode_log_interval: int | None = None, on_log: Callable[[str], object] | None = None,
-                 clock: Clock | None = None, coalesce: bool = True,
+    def __init__(self, profile: Profile, config: ServerConfig, *, time_scale: float = 1.0,
+                 seed: int = 0,
+                 decode_log_interval: int | None = None, on_log: Callable[[str], object]
+                 | None = None, clock: Clock | None = None, coalesce: bool = True,
                  on_fatal: Callable[[list[str]], object] | None = None) -> None:
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
@@ -96,16 +118,21 @@ class Engine:
         interval = decode_log_interval or config.args.get("decode_log_interval") or 40
         self.decode_log_interval = int(interval)
         self.stream_interval = max(1, int(config.args.get("stream_interval") or 1))
-        self._first_chunk_pause_s = FIRST_CHUNK_PAUSE_S if time_scale >= FIRST_CHUNK_PAUSE_FROM_SCALE else 0.0
-        # An explicit --stream-interval is taken as asked (a client that wants one chunk per iteration gets it);
-        # only the default lets the engine coalesce.
-        explicit = any(a == "--stream-interval" or a.startswith("--stream-interval=") for a in config.argv)
+        self._first_chunk_pause_s = (FIRST_CHUNK_PAUSE_S if time_scale
+                                     >= FIRST_CHUNK_PAUSE_FROM_SCALE else 0.0)
+        # An explicit --stream-interval is taken as asked (a client that wants one chunk per
+        # iteration gets it); only the default lets the engine coalesce.
+        explicit = any(a == "--stream-interval" or a.startswith("--stream-interval=")
+                       for a in config.argv)
         self.coalescing = coalesce and time_scale > 1 and not explicit
         #: simulated ms between a request's chunks per running request (0: no coalescing)
-        self._gap_ms_per_request = 1000.0 * time_scale / EVENT_BUDGET_PER_S if self.coalescing else 0.0
+        self._gap_ms_per_request = (1000.0 * time_scale / EVENT_BUDGET_PER_S if self.coalescing
+                                    else 0.0)
         self.clock = clock or Clock(time_scale)
-        self._on_schedule = False  # between a restart and going idle: arrivals are stamped as they come
-        self._settle_s = ARRIVAL_SETTLE_S if time_scale > 1 and not isinstance(self.clock, VirtualClock) else 0.0
+        # between a restart and going idle: arrivals are stamped as they come
+        self._on_schedule = False
+        self._settle_s = (ARRIVAL_SETTLE_S
+                          if time_scale > 1 and not isinstance(self.clock, VirtualClock) else 0.0)
         self.simulated_ms = 0.0  # the schedule's simulated time since start
         self.counters = Counters()
         self._on_log = on_log
@@ -120,15 +147,19 @@ class Engine:
         self._task: asyncio.Task[None] | None = None
         self._survival_cache: dict[tuple[float, float], tuple[float, ...]] = {}
         self._late_logged_at = 0.0
-        self.faults = faults.FaultRuntime.of(profile.faults, config, on_fatal)  # the profile's failure modes
-        self.served = 0  # requests completed since the warmup (run.py resets it): what a hang counts
-        self.adaptive = Controller(config.adaptive, config.cuda_graph_bs) if config.adaptive is not None else None
+        # the profile's failure modes
+        self.faults = faults.FaultRuntime.of(profile.faults, config, on_fatal)
+        # requests completed since the warmup (run.py resets it): what a hang counts
+        self.served = 0
+        self.adaptive = Controller(config.adaptive,
+                                   config.cuda_graph_bs) if config.adaptive is not None else None
         self._steps: int | None = None  # adaptive: draft steps of the iteration in flight
         self._switch_ms = 0.0  # a pending adaptive switch's cost, paid by the next iteration
-        # Replacement holds: on (off after one timed out), requests the last decode finished, in flight before it
+        # Replacement holds: on (off after one timed out), requests the last decode finished, in
+        # flight before it
         self._holding, self._finished_in_iteration, self._hold_target = True, 0, 0
 
-    # ----- public ---------------------------------------------------------------------------------------
+    # ----- public ---------------------------------------------------------------------------------
     @property
     def num_running(self) -> int:
         return len(self._running)
@@ -162,8 +193,8 @@ class Engine:
 
     def submit(self, request: GenerationRequest, rid: str | None = None) -> RequestHandle:
         prompt_tokens = request.input_tokens
-        length = text.output_length(self.profile, self.seed, request.prompt, max(request.max_new_tokens, 1),
-                                    request.ignore_eos)
+        length = text.output_length(self.profile, self.seed, request.prompt,
+                                    max(request.max_new_tokens, 1), request.ignore_eos)
         if request.internal:
             self._internal_arrivals += 1
             number = f"internal-{self._internal_arrivals}"
@@ -177,9 +208,11 @@ class Engine:
         multiplier = model.acceptance_multiplier(self.profile, self.config, request.prompt)
         self._holding = True
         self._waiting.append(_Running(
-            request=request, handle=handle, survival=self._survival(request.temperature, multiplier),
+            request=request, handle=handle,
+            survival=self._survival(request.temperature, multiplier),
             u=random.Random(text.stable_hash("accept", self.seed, number)).random(),
-            writer=text.TokenWriter(self.seed, request.prompt, self.faults.faults.diverge_after_tokens),
+            writer=text.TokenWriter(self.seed, request.prompt,
+                                    self.faults.faults.diverge_after_tokens),
             reserved=prompt_tokens + max(request.max_new_tokens, 1) + self.config.draft_tokens,
         ))
         self._wake.set()
@@ -200,13 +233,14 @@ class Engine:
         c.avg_spec_accept_length = None
         return True
 
-    # ----- scheduling ------------------------------------------------------------------------------------
+    # ----- scheduling -----------------------------------------------------------------------------
     def _survival(self, temperature: float, multiplier: float) -> tuple[float, ...]:
         key = (temperature, multiplier)
         if key not in self._survival_cache:
-            depth = self.config.adaptive.max_steps if self.config.adaptive is not None else None  # adaptive.py
-            rates = model.position_rates(self.profile, self.config, temperature=temperature, multiplier=multiplier,
-                                         chain=depth)
+            # adaptive.py
+            depth = self.config.adaptive.max_steps if self.config.adaptive is not None else None
+            rates = model.position_rates(self.profile, self.config, temperature=temperature,
+                                         multiplier=multiplier, chain=depth)
             survival, chain = [], 1.0
             for p in rates:
                 chain *= p
@@ -245,7 +279,8 @@ class Engine:
                     await self._settle()
                 self._restart()
             if self.faults.stuck(None, self.served):
-                await asyncio.Event().wait()  # requests and health checks go unanswered until stop()
+                # requests and health checks go unanswered until stop()
+                await asyncio.Event().wait()
             admitted = self._admit()
             if admitted:
                 prompt = sum(r.handle.prompt_tokens for r in admitted)
@@ -254,9 +289,10 @@ class Engine:
                     if not r.cancelled:
                         self._emit(r, 1, stream=True)
                 if self._first_chunk_pause_s and not isinstance(self.clock, VirtualClock):
-                    # Let the first chunks leave alone: at a very high time scale a whole short request fits in
-                    # one timer tick, its chunks would reach the client in one read and its decode speed would
-                    # be undefined. The pause is lag the clock then catches up (docs/simulator.md).
+                    # Let the first chunks leave alone: at a very high time scale a whole short
+                    # request fits in one timer tick, its chunks would reach the client in one read
+                    # and its decode speed would be undefined. The pause is lag the clock then
+                    # catches up (docs/simulator.md).
                     await asyncio.sleep(self._first_chunk_pause_s)
             self._drop_cancelled()
             if not self._running:
@@ -267,14 +303,18 @@ class Engine:
             context = sum(r.handle.prompt_tokens + r.generated for r in self._running)
             noise = self.profile.timing.noise
             self._steps = self.adaptive.steps_for(batch) if self.adaptive is not None else None
-            ms = model.decode_iteration_ms(self.profile, self.config, batch, context, steps=self._steps)
+            ms = model.decode_iteration_ms(self.profile, self.config, batch, context,
+                                           steps=self._steps)
             ms = ms * (1.0 + self._rng.uniform(-noise, noise)) + self._switch_ms
             self._switch_ms = 0.0
             await self._advance(ms)
-            self._hold_target = len(self._running) + len(self._waiting)  # in flight before the finishes
+            # in flight before the finishes
+            self._hold_target = len(self._running) + len(self._waiting)
             self._decode()
-            if self._holding and self._finished_in_iteration > len(self._waiting):  # slots the queue can't fill
-                self._holding = await self.clock.hold(self._replaced, self._wake, REPLACEMENT_HOLD_MAX_S)
+            # slots the queue can't fill
+            if self._holding and self._finished_in_iteration > len(self._waiting):
+                self._holding = await self.clock.hold(self._replaced, self._wake,
+                                                      REPLACEMENT_HOLD_MAX_S)
 
     def _replaced(self) -> bool:
         return len(self._running) + len(self._waiting) >= self._hold_target
@@ -303,11 +343,13 @@ class Engine:
     def _report_late(self, dropped_s: float) -> None:
         stats = self.clock.stats
         # One line per second of trouble at most: the log must not add to the load it reports.
-        if self._on_log is not None and (stats.late_events == 1 or stats.busy_s - self._late_logged_at >= 1.0):
+        if self._on_log is not None and (stats.late_events == 1 or stats.busy_s
+                                         - self._late_logged_at >= 1.0):
             self._late_logged_at = stats.busy_s
             share = stats.dropped_s / stats.busy_s if stats.busy_s else 0.0
             self._on_log(f"Simulator behind schedule: gave up {dropped_s * 1000:.1f} ms (total "
-                         f"{stats.dropped_s:.3f} s, {share:.1%} of busy time; time scale {self.time_scale:g} "
+                         f"{stats.dropped_s:.3f} s, {share:.1%} of busy time; time scale "
+                         f"{self.time_scale:g} "
                          "is too fast for this machine's free CPU)")
 
     def _drop_cancelled(self) -> None:
@@ -352,10 +394,11 @@ class Engine:
                 self.counters.accepted_tokens += n
                 self.counters.verify_forwards += 1
             r.since_chunk += 1
-            # Coalescing never leaves a request with fewer than about MIN_CHUNKS chunks: with only its first and
-            # last, a short request at a high time scale is over within a millisecond and both chunks may reach the
-            # client in one read, leaving its decode speed undefined.
-            due = (self.simulated_ms - r.chunk_at_ms >= self._gap_ms_per_request * len(self._running)
+            # Coalescing never leaves a request with fewer than about MIN_CHUNKS chunks: with only
+            # its first and last, a short request at a high time scale is over within a millisecond
+            # and both chunks may reach the client in one read, leaving its decode speed undefined.
+            due = (self.simulated_ms - r.chunk_at_ms >= self._gap_ms_per_request
+                   * len(self._running)
                    or r.pending + n >= max(1, r.handle.output_length // MIN_CHUNKS))
             stream = r.since_chunk >= self.stream_interval and due
             self._emit(r, n, stream=stream)
@@ -368,7 +411,8 @@ class Engine:
             self._log_interval()
 
     def _emit(self, r: _Running, n: int, *, stream: bool) -> None:
-        """``n`` more tokens for ``r``; streamed now if ``stream`` or the request is done, else held back."""
+        """``n`` more tokens for ``r``; streamed now if ``stream`` or the request is done, else held
+        back."""
         r.generated += n
         r.pending += n
         if not r.request.internal:
@@ -379,7 +423,8 @@ class Engine:
             finish = "length" if hit_limit else "stop"
         if finish is None and not stream:
             return
-        chunk = Chunk(text="".join(r.writer.take(r.pending)), new_tokens=r.pending, completion_tokens=r.generated,
+        chunk = Chunk(text="".join(r.writer.take(r.pending)), new_tokens=r.pending,
+                      completion_tokens=r.generated,
                       finish_reason=finish, verify_ct=r.verify_ct, correct_drafts=r.correct,
                       at_s=self.clock.timeline_s)
         r.pending = r.since_chunk = 0
@@ -391,7 +436,8 @@ class Engine:
     def _finish(self, r: _Running) -> None:
         self._release(r)
         proposed = r.verify_ct * max(self.config.draft_tokens - 1, 0)
-        r.handle.stats = SpecStats(verify_ct=r.verify_ct, num_correct_drafts=r.correct, num_proposed_drafts=proposed,
+        r.handle.stats = SpecStats(verify_ct=r.verify_ct, num_correct_drafts=r.correct,
+                                   num_proposed_drafts=proposed,
                                    histogram=tuple(r.histogram), completion_tokens=r.generated)
         if r.request.internal:
             return
@@ -404,7 +450,7 @@ class Engine:
         c.verify_calls_total += r.verify_ct
 
     def _log_interval(self) -> None:
-        line = self.counters.interval_line(len(self._running), self._kv_used, self.config.max_total_num_tokens,
-                                           len(self._waiting))
+        line = self.counters.interval_line(len(self._running), self._kv_used,
+                                           self.config.max_total_num_tokens, len(self._waiting))
         if self._on_log is not None:
             self._on_log(line)

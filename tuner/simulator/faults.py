@@ -1,21 +1,24 @@
-"""Ways a started server fails, as SGLang's do: wrong text, out of memory at a large decode batch, a hang, 5xx.
+"""Ways a started server fails, as SGLang's do: wrong text, out of memory at a large decode batch, a
+hang, 5xx.
 
-A profile lists them as ``[[faults]]`` tables (none in the shipped profiles: a study or test asks for them with a
-profile file of its own). Each has a ``kind``, a ``when`` table matching the *resolved* server arguments (the
-names ``/server_info`` shows: ``attention_backend = "triton"``, ``speculative_eagle_topk = { min = 2 }``; an
-empty ``when`` matches every configuration) and the kind's parameters:
+A profile lists them as ``[[faults]]`` tables (none in the shipped profiles: a study or test asks
+for them with a profile file of its own). Each has a ``kind``, a ``when`` table matching the
+*resolved* server arguments (the names ``/server_info`` shows: ``attention_backend = "triton"``,
+``speculative_eagle_topk = { min = 2 }``; an empty ``when`` matches every configuration) and the
+kind's parameters:
 
 ``wrong-output`` (``after_tokens``)
-    every answer leaves the reference text after ``after_tokens`` tokens (what EAGLE on one attention backend
-    did, sgl-project/sglang#16027).
+    every answer leaves the reference text after ``after_tokens`` tokens (what EAGLE on one
+    attention backend did, sgl-project/sglang#16027).
 ``decode-oom`` (``gb_per_token``)
-    a decode batch needs ``gb_per_token`` × running requests × draft tokens of activation memory beside the
-    captured graphs; when that exceeds what the memory model leaves outside the static pool
-    (``MemoryPlan.free_for_graphs_gb − graph_gb``) the scheduler dies with ``torch.OutOfMemoryError: CUDA out of
-    memory`` and the process exits — long after it reported ready.
+    a decode batch needs ``gb_per_token`` × running requests × draft tokens of activation memory
+    beside the captured graphs; when that exceeds what the memory model leaves outside the static
+    pool (``MemoryPlan.free_for_graphs_gb − graph_gb``) the scheduler dies with
+    ``torch.OutOfMemoryError: CUDA out of memory`` and the process exits — long after it reported
+    ready.
 ``hang`` (``after_requests``)
-    after ``after_requests`` completed requests the scheduler stops making progress (requests and health checks
-    go unanswered; the process stays up).
+    after ``after_requests`` completed requests the scheduler stops making progress (requests and
+    health checks go unanswered; the process stays up).
 ``server-errors`` (``above_running``)
     a request arriving while more than ``above_running`` requests are in flight is answered 500.
 """
@@ -28,22 +31,26 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 KINDS: Final = ("wrong-output", "decode-oom", "hang", "server-errors")
-_PARAMS: Final = {"wrong-output": "after_tokens", "decode-oom": "gb_per_token", "hang": "after_requests",
-                  "server-errors": "above_running"}
-#: What SGLang's scheduler and launcher log when a decode batch runs out of memory (managers/scheduler.py,
-#: entrypoints/engine.py; the last line of the traceback is torch's allocator message).
+_PARAMS: Final = {"wrong-output": "after_tokens", "decode-oom": "gb_per_token",
+                  "hang": "after_requests", "server-errors": "above_running"}
+#: What SGLang's scheduler and launcher log when a decode batch runs out of memory
+#: (managers/scheduler.py, entrypoints/engine.py; the last line of the traceback is torch's
+#: allocator message).
 SCHEDULER_EXCEPTION: Final = "Scheduler hit an exception: Traceback (most recent call last):"
-DECODE_OOM: Final = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {need:.2f} GiB. GPU 0 has a total "
-                     "capacity of {total:.2f} GiB of which {free:.2f} GiB is free.")
+DECODE_OOM: Final = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {need:.2f} "
+                     "GiB. GPU 0 has a total capacity of {total:.2f} GiB of which {free:.2f} GiB "
+                     "is free.")
 SIGQUIT: Final = "Received sigquit from a child process. It usually means the child failed."
-SERVER_ERROR: Final = "Internal server error: the scheduler failed to schedule the request (overloaded)"
+SERVER_ERROR: Final = (
+    "Internal server error: the scheduler failed to schedule the request (overloaded)")
 
 
 @dataclass(frozen=True)
 class FaultRule:
     kind: str
     when: Mapping[str, Any] = field(default_factory=dict)
-    value: float = 0.0  # the kind's parameter (after_tokens, gb_per_token, after_requests, above_running)
+    # the kind's parameter (after_tokens, gb_per_token, after_requests, above_running)
+    value: float = 0.0
 
     def matches(self, args: Mapping[str, Any]) -> bool:
         return all(_matches(args.get(name), wanted) for name, wanted in self.when.items())
@@ -58,7 +65,8 @@ def _matches(actual: Any, wanted: Any) -> bool:
 
 
 def parse_faults(raw: Any, source: str) -> tuple[FaultRule, ...]:
-    """The ``[[faults]]`` array of a profile (absent: none); raises ``ValueError`` naming the problem."""
+    """The ``[[faults]]`` array of a profile (absent: none); raises ``ValueError`` naming the
+    problem."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -74,9 +82,12 @@ def parse_faults(raw: Any, source: str) -> tuple[FaultRule, ...]:
         param = _PARAMS[kind]
         unknown = sorted(set(table) - {"kind", "when", param})
         if unknown:
-            raise ValueError(f"{where}: unknown key {unknown[0]} (a {kind} fault takes when and {param})")
+            raise ValueError(
+                f"{where}: unknown key {unknown[0]} (a {kind} fault takes when and {param})")
         value = table.get(param)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        if isinstance(value,
+                      bool) or not isinstance(value, int
+                                              | float) or not math.isfinite(value) or value < 0:
             raise ValueError(f"{where}: {param} must be a non-negative number")
         when = table.get("when") or {}
         if not isinstance(when, dict):
@@ -120,18 +131,20 @@ def oom_batch(faults: ActiveFaults, headroom_gb: float, draft_tokens: int) -> in
 
 
 def decode_oom_lines(need_gb: float, total_gb: float, free_gb: float) -> list[str]:
-    return [SCHEDULER_EXCEPTION, DECODE_OOM.format(need=need_gb, total=total_gb, free=max(free_gb, 0.0)), SIGQUIT]
+    return [SCHEDULER_EXCEPTION,
+            DECODE_OOM.format(need=need_gb, total=total_gb, free=max(free_gb, 0.0)), SIGQUIT]
 
 
 class FaultRuntime:
     """One configuration's faults as the engine asks about them while it runs."""
 
-    def __init__(self, rules: tuple[FaultRule, ...], args: Mapping[str, Any], *, free_for_graphs_gb: float,
-                 graph_gb: float, gpu_gb: float, draft_tokens: int,
+    def __init__(self, rules: tuple[FaultRule, ...], args: Mapping[str, Any], *,
+                 free_for_graphs_gb: float, graph_gb: float, gpu_gb: float, draft_tokens: int,
                  on_fatal: Callable[[list[str]], object] | None = None) -> None:
         self.faults = active(rules, args)
         self.on_fatal = on_fatal
-        self.dead = False  # the scheduler died (a decode batch out of memory) or hangs: nothing more is served
+        # the scheduler died (a decode batch out of memory) or hangs: nothing more is served
+        self.dead = False
         self.headroom_gb = free_for_graphs_gb - graph_gb
         self.gpu_gb = gpu_gb
         self.draft_tokens = max(draft_tokens, 1)
@@ -140,14 +153,17 @@ class FaultRuntime:
     @classmethod
     def of(cls, rules: tuple[FaultRule, ...], config: Any,
            on_fatal: Callable[[list[str]], object] | None = None) -> FaultRuntime:
-        """For a resolved ``tuner.simulator.config.ServerConfig``; ``on_fatal(lines)`` when the server dies."""
+        """For a resolved ``tuner.simulator.config.ServerConfig``; ``on_fatal(lines)`` when the
+        server dies."""
         memory = config.memory
-        return cls(rules, config.args, free_for_graphs_gb=memory.free_for_graphs_gb, graph_gb=memory.graph_gb,
+        return cls(rules, config.args, free_for_graphs_gb=memory.free_for_graphs_gb,
+                   graph_gb=memory.graph_gb,
                    gpu_gb=memory.gpu_gb, draft_tokens=config.draft_tokens, on_fatal=on_fatal)
 
     def stuck(self, batch: int | None, served: int) -> bool:
-        """Whether the scheduler is dead or stuck now: a decode ``batch`` out of memory kills it (``on_fatal``
-        with the lines it logs), ``served`` requests past a hang fault's number stop it."""
+        """Whether the scheduler is dead or stuck now: a decode ``batch`` out of memory kills it
+        (``on_fatal`` with the lines it logs), ``served`` requests past a hang fault's number stop
+        it."""
         lines = self.oom_lines(batch) if batch is not None and not self.dead else None
         if lines is not None and self.on_fatal is not None:
             self.on_fatal(lines)
@@ -163,7 +179,8 @@ class FaultRuntime:
         return limit is not None and in_flight >= limit
 
     def oom_lines(self, batch: int) -> list[str] | None:
-        """What the server logs as it dies when ``batch`` runs out of memory, or None when it fits."""
+        """What the server logs as it dies when ``batch`` runs out of memory, or None when it
+        fits."""
         if self.oom_batch is None or batch < self.oom_batch:
             return None
         need = (self.faults.decode_gb_per_token or 0.0) * self.draft_tokens * batch

@@ -1,19 +1,20 @@
 """The noiseless expected metrics of a configuration: what the live simulator converges to.
 
-Benchmarks call ``expected_metrics`` for many configurations to know the true optimum, so it is analytic
-(a steady-state closed-loop formula, no simulation) and cached where it can be. It resolves the command line
-through ``tuner.simulator.config.resolve`` — the same code path as the live server — and uses the same
-performance model (``tuner.simulator.model``).
+Benchmarks call ``expected_metrics`` for many configurations to know the true optimum, so it is
+analytic (a steady-state closed-loop formula, no simulation) and cached where it can be. It resolves
+the command line through ``tuner.simulator.config.resolve`` — the same code path as the live server
+— and uses the same performance model (``tuner.simulator.model``).
 
 Closed loop with concurrency C, B = min(C, max running requests, KV capacity) requests decoding:
 
 * tokens per verify A = 1 + expected accepted drafts; output length L (EOS rule in ``text``);
 * decode iterations per request n = (L − 1)/A + ½ (the last iteration is on average half used);
-* each request's own prefill gives its first token; every other running request's prefill stalls it once
-  per lifetime (prefills are counted one request at a time — the engine batches simultaneous arrivals,
-  which makes it at most a few per cent faster when prompts are long and concurrency is high);
-* E2E = wait + prefill + n·t_iter(B) + (B − 1)·prefill, aggregate = B·L / slot lifetime; with a queue
-  (C > B) Little's law gives the latency.
+* each request's own prefill gives its first token; every other running request's prefill stalls it
+  once per lifetime (prefills are counted one request at a time — the engine batches simultaneous
+  arrivals, which makes it at most a few per cent faster when prompts are long and concurrency is
+  high);
+* E2E = wait + prefill + n·t_iter(B) + (B − 1)·prefill, aggregate = B·L / slot lifetime; with a
+  queue (C > B) Little's law gives the latency.
 """
 
 from __future__ import annotations
@@ -57,14 +58,17 @@ def _config(profile: Profile, argv: tuple[str, ...]) -> ServerConfig:
 
 
 def resolve_config(profile: Profile | str, server_args: Sequence[str]) -> ServerConfig:
-    """The resolved, valid configuration for ``server_args`` (raises ``InvalidServerArgs`` otherwise)."""
+    """The resolved, valid configuration for ``server_args`` (raises ``InvalidServerArgs``
+    otherwise)."""
     prof = load_profile(profile) if isinstance(profile, str) else profile
     return _config(prof, tuple(server_args))
 
 
-def running_batch(config: ServerConfig, concurrency: int, prompt_tokens: int, max_tokens: int) -> int:
-    """How many of ``concurrency`` closed-loop requests decode at once: the running-request cap and the KV
-    pool (each request reserves its prompt plus max_tokens, as the scheduler does) both limit it."""
+def running_batch(config: ServerConfig, concurrency: int, prompt_tokens: int,
+                  max_tokens: int) -> int:
+    """How many of ``concurrency`` closed-loop requests decode at once: the running-request cap and
+    the KV pool (each request reserves its prompt plus max_tokens, as the scheduler does) both limit
+    it."""
     per_request = prompt_tokens + max_tokens + config.draft_tokens
     kv_fit = max(1, config.max_total_num_tokens // per_request)
     return max(1, min(concurrency, config.max_running_requests, kv_fit))
@@ -74,9 +78,10 @@ def expected_metrics(profile: Profile | str, server_args: Sequence[str], workloa
                      concurrency: int, *, prompt_text: str | None = None) -> ExpectedMetrics:
     """Noiseless steady-state metrics of ``concurrency`` closed-loop clients sending ``workload``.
 
-    ``prompt_text`` (optional) is a representative prompt: its length replaces ``workload.input_tokens``
-    and its repetitiveness moves acceptance exactly as the live server does for that prompt.
-    Raises ``InvalidServerArgs`` for a command line the server would refuse or fail on.
+    ``prompt_text`` (optional) is a representative prompt: its length replaces
+    ``workload.input_tokens`` and its repetitiveness moves acceptance exactly as the live server
+    does for that prompt. Raises ``InvalidServerArgs`` for a command line the server would refuse or
+    fail on.
     """
     prof = load_profile(profile) if isinstance(profile, str) else profile
     config = _config(prof, tuple(server_args))
@@ -87,18 +92,22 @@ def expected_metrics(profile: Profile | str, server_args: Sequence[str], workloa
     return _steady_state(prof, config, workload, concurrency, [kind])
 
 
-def expected_metrics_for_prompts(profile: Profile | str, server_args: Sequence[str], workload: WorkloadSpec,
-                                 concurrency: int, prompts: Sequence[str], *, seed: int = 0) -> ExpectedMetrics:
-    """As ``expected_metrics``, for a phase sending exactly ``prompts`` (the texts the server sees): each
-    request with its own prompt length, acceptance and (EOS rule, server ``seed``) output length. Rates are
-    averaged as a client averages them: per-request speed over requests, aggregate over all tokens. For prompt
-    sets of varied length (the builtin set) this is the figure to compare a phase with."""
+def expected_metrics_for_prompts(profile: Profile | str, server_args: Sequence[str],
+                                 workload: WorkloadSpec,
+                                 concurrency: int, prompts: Sequence[str], *,
+                                 seed: int = 0) -> ExpectedMetrics:
+    """As ``expected_metrics``, for a phase sending exactly ``prompts`` (the texts the server sees):
+    each request with its own prompt length, acceptance and (EOS rule, server ``seed``) output
+    length. Rates are averaged as a client averages them: per-request speed over requests, aggregate
+    over all tokens. For prompt sets of varied length (the builtin set) this is the figure to
+    compare a phase with."""
     if not prompts:
         raise ValueError("no prompts")
     prof = load_profile(profile) if isinstance(profile, str) else profile
     config = _config(prof, tuple(server_args))
     kinds = [_Kind(count_prompt_tokens(p), _accept_length(prof, config, workload, p),
-                   float(output_length(prof, seed, p, max(workload.max_tokens, 1), workload.ignore_eos)),
+                   float(output_length(prof, seed, p, max(workload.max_tokens, 1),
+                                       workload.ignore_eos)),
                    model.acceptance_multiplier(prof, config, p))
              for p in prompts]
     return _steady_state(prof, config, workload, concurrency, kinds)
@@ -112,9 +121,11 @@ class _Kind:
     multiplier: float = 1.0
 
 
-def _accept_length(prof: Profile, config: ServerConfig, workload: WorkloadSpec, prompt_text: str | None) -> float:
+def _accept_length(prof: Profile, config: ServerConfig, workload: WorkloadSpec, prompt_text: str
+                   | None) -> float:
     multiplier = model.acceptance_multiplier(prof, config, prompt_text)
-    rates = model.position_rates(prof, config, temperature=workload.temperature, multiplier=multiplier)
+    rates = model.position_rates(prof, config, temperature=workload.temperature,
+                                 multiplier=multiplier)
     return 1.0 + model.expected_accepted_drafts(rates)
 
 
@@ -154,32 +165,36 @@ def _steady_state(prof: Profile, config: ServerConfig, workload: WorkloadSpec, c
     speeds = [(k.length - 1.0) / d for k, d in zip(kinds, decode, strict=True) if d > 0]
     return ExpectedMetrics(
         concurrency=concurrency, running=batch, prompt_tokens=prompt_tokens, output_tokens=length,
-        accept_length=_mean([k.accept_length for k in kinds]), iteration_ms=t_iter * 1000.0, ttft_s=ttft,
-        e2e_s=e2e, per_request_tok_s=_mean(speeds) if speeds else 0.0, per_request_e2e_tok_s=length / e2e,
-        aggregate_tok_s=aggregate,
+        accept_length=_mean([k.accept_length for k in kinds]), iteration_ms=t_iter * 1000.0,
+        ttft_s=ttft,
+        e2e_s=e2e, per_request_tok_s=_mean(speeds) if speeds else 0.0, per_request_e2e_tok_s=length
+        / e2e, aggregate_tok_s=aggregate,
     )
 
 
 def _adaptive(prof: Profile, config: ServerConfig, workload: WorkloadSpec, batch: int, context: int,
               kinds: Sequence[_Kind]) -> tuple[list[_Kind], float]:
-    """Adaptive steps: the batch's tier settles into a mix of step counts (``adaptive.steady_mix``); each kind's
-    accept length and the iteration time are that mix's, plus the switches' cost."""
+    """Adaptive steps: the batch's tier settles into a mix of step counts (``adaptive.steady_mix``);
+    each kind's accept length and the iteration time are that mix's, plus the switches' cost."""
     assert config.adaptive is not None
     tier = config.adaptive.tiers[config.adaptive.tier_index(batch, config.cuda_graph_bs)]
     cache: dict[tuple[int, float], float] = {}
 
     def accepted(steps: int, multiplier: float) -> float:
         if (steps, multiplier) not in cache:
-            rates = model.position_rates(prof, config, temperature=workload.temperature, multiplier=multiplier,
-                                         chain=steps)
+            rates = model.position_rates(prof, config, temperature=workload.temperature,
+                                         multiplier=multiplier, chain=steps)
             cache[steps, multiplier] = model.expected_accepted_drafts(rates)
         return cache[steps, multiplier]
 
     mix, switch_rate = steady_mix(tier, config.adaptive.initial_steps,
-                                  lambda steps: _mean([accepted(steps, k.multiplier) for k in kinds]))
-    t_ms = sum(f * model.decode_iteration_ms(prof, config, batch, context, steps=s) for s, f in mix.items())
+                                  lambda steps: _mean([accepted(steps, k.multiplier)
+                                                       for k in kinds]))
+    t_ms = sum(f * model.decode_iteration_ms(prof, config, batch, context, steps=s) for s,
+               f in mix.items())
     t_ms += switch_rate * prof.adaptive.switch_ms
-    mixed = [_Kind(k.prompt_tokens, 1.0 + sum(f * accepted(s, k.multiplier) for s, f in mix.items()), k.length,
+    mixed = [_Kind(k.prompt_tokens, 1.0
+                   + sum(f * accepted(s, k.multiplier) for s, f in mix.items()), k.length,
                    k.multiplier) for k in kinds]
     return mixed, t_ms / 1000.0
 

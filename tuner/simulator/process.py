@@ -1,6 +1,8 @@
-"""Start ``spectune simulate`` as a subprocess on 127.0.0.1 and wait until it is ready (for tests and tools).
+"""Start ``spectune simulate`` as a subprocess on 127.0.0.1 and wait until it is ready (for tests
+and tools).
 
-The log goes to a file, never a pipe: a pipe nobody reads fills up and stalls the server mid-benchmark.
+The log goes to a file, never a pipe: a pipe nobody reads fills up and stalls the server
+mid-benchmark.
 """
 
 from __future__ import annotations
@@ -61,9 +63,11 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
 @contextlib.contextmanager
 def running_simulator(args: Sequence[str], *, profile: str | None = None, time_scale: float = 100.0,
                       seed: int = 0, log_path: Path | None = None, ready_timeout_s: float = 60.0,
-                      port: int | None = None, wait_ready: bool = True) -> Iterator[RunningSimulator]:
+                      port: int | None = None,
+                      wait_ready: bool = True) -> Iterator[RunningSimulator]:
     """A simulator on 127.0.0.1 for the block's duration, ready (``/health_generate`` 200) unless
-    ``wait_ready`` is false; raises ``SimulatorExited`` if it exits or is not ready within the timeout."""
+    ``wait_ready`` is false; raises ``SimulatorExited`` if it exits or is not ready within the
+    timeout."""
     argv = list(args)
     if "--port" in argv:
         port = int(argv[argv.index("--port") + 1])
@@ -79,10 +83,11 @@ def running_simulator(args: Sequence[str], *, profile: str | None = None, time_s
         log_file = stack.enter_context(log_path.open("wb"))
         started = time.monotonic()
         process = subprocess.Popen([*simulator_command(profile, time_scale, seed), *argv],
-                                   stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                   stdout=log_file, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
         stack.callback(_stop, process)
-        sim = RunningSimulator(url=f"http://{HOST}:{port}", port=port, process=process, log_path=log_path,
-                               started=started)
+        sim = RunningSimulator(url=f"http://{HOST}:{port}", port=port, process=process,
+                               log_path=log_path, started=started)
         if wait_ready:
             _wait_ready(sim, ready_timeout_s)
         yield sim
@@ -93,9 +98,11 @@ def _wait_ready(sim: RunningSimulator, timeout_s: float) -> None:
     while True:
         code = sim.process.poll()
         if code is not None:
-            raise SimulatorExited(f"the simulator exited with {code} before it was ready", code, sim.log())
+            raise SimulatorExited(f"the simulator exited with {code} before it was ready", code,
+                                  sim.log())
         if http_status(f"{sim.url}/health_generate", timeout_s=5.0) == 200:
             return
         if time.monotonic() > deadline:
-            raise SimulatorExited(f"the simulator was not ready within {timeout_s:g} s", None, sim.log())
+            raise SimulatorExited(f"the simulator was not ready within {timeout_s:g} s", None,
+                                  sim.log())
         time.sleep(0.01)

@@ -1,10 +1,11 @@
-"""A simulated deployment: one model + draft on one GPU box, described by a handful of physical parameters.
+"""A simulated deployment: one model + draft on one GPU box, described by a handful of physical
+parameters.
 
-A profile is a TOML data file (``profiles/*.toml`` ship with spectune; any path works too). Everything the
-simulator models comes from it: memory (weights, KV bytes per token, graph memory), timings of one decode
-iteration (draft step, verify token, fixed overhead), prefill, acceptance per draft position, and how long
-startup takes. Parameters are plain numbers so that a profile can be fitted offline (``bench/``) and
-hard-coded; the runtime needs no fitting library.
+A profile is a TOML data file (``profiles/*.toml`` ship with spectune; any path works too).
+Everything the simulator models comes from it: memory (weights, KV bytes per token, graph memory),
+timings of one decode iteration (draft step, verify token, fixed overhead), prefill, acceptance per
+draft position, and how long startup takes. Parameters are plain numbers so that a profile can be
+fitted offline (``bench/``) and hard-coded; the runtime needs no fitting library.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ DEFAULT_PROFILE = "qwen3.5-122b-a10b-eagle3-4x-rtx-pro-6000"
 
 
 class ProfileError(SpectuneError):
-    """A profile name that does not exist, or a profile file that is missing a value or malformed."""
+    """A profile name that does not exist, or a profile file that is missing a value or
+    malformed."""
 
     exit_code = 2
 
@@ -36,7 +38,8 @@ class ModelSpec:
     weights_gb: float  # target weights, summed over all tensor-parallel ranks
     draft_path: str
     draft_weights_gb: float  # replicated on every rank
-    kv_bytes_per_token: float  # per GPU, target + draft pools together, at tp_size = hardware.num_gpus
+    # per GPU, target + draft pools together, at tp_size = hardware.num_gpus
+    kv_bytes_per_token: float
     num_layers: int
     # EOS rule when ignore_eos is false: natural length uniform on [eos_min_tokens, eos_max_tokens]
     eos_min_tokens: int
@@ -57,10 +60,14 @@ class HardwareSpec:
 class TimingSpec:
     """Milliseconds, at the batch/graph sizes described by each name (see docs/simulator.md)."""
 
-    scheduler_ms: float  # CPU work per iteration (scheduling, sampling bookkeeping), overlapped with the GPU
-    scheduler_request_ms: float  # ... plus this per running request (Python work per request per iteration)
-    overlap_sharpness: float  # how completely the overlap scheduler hides the shorter of CPU and GPU time
-    iteration_base_ms: float  # fixed GPU part of the verify forward (weights read once per iteration)
+    # CPU work per iteration (scheduling, sampling bookkeeping), overlapped with the GPU
+    scheduler_ms: float
+    # ... plus this per running request (Python work per request per iteration)
+    scheduler_request_ms: float
+    # how completely the overlap scheduler hides the shorter of CPU and GPU time
+    overlap_sharpness: float
+    # fixed GPU part of the verify forward (weights read once per iteration)
+    iteration_base_ms: float
     draft_step_ms: float  # fixed cost of one autoregressive draft forward
     draft_token_ms: float  # extra per token in a draft forward (batch × topk tokens)
     verify_token_ms: float  # extra per token in the verify forward (batch × draft tokens)
@@ -76,9 +83,9 @@ class TimingSpec:
 @dataclass(frozen=True)
 class AcceptanceSpec:
     """Probability that draft position i is accepted given i−1 was: it starts at ``first`` and moves
-    geometrically towards ``limit`` (``limit − (limit − first)·decay^(i−1)``). The limit may lie above the
-    first position: acceptance is bursty, so a draft that got position 1 right is in a predictable stretch
-    and likely to get the next one right too."""
+    geometrically towards ``limit`` (``limit − (limit − first)·decay^(i−1)``). The limit may lie
+    above the first position: acceptance is bursty, so a draft that got position 1 right is in a
+    predictable stretch and likely to get the next one right too."""
 
     first: float
     limit: float
@@ -92,9 +99,10 @@ class AcceptanceSpec:
 
 @dataclass(frozen=True)
 class MtpSpec:
-    """``[mtp]``: the model's own multi-token-prediction layer(s) as the draft (``--speculative-algorithm NEXTN``).
-    No separate draft model: ``weights_gb`` is the MTP layer SGLang loads beside the target (per GPU). Acceptance
-    follows the same curve as ``AcceptanceSpec``; a profile without this section has no MTP head (NEXTN fails)."""
+    """``[mtp]``: the model's own multi-token-prediction layer(s) as the draft
+    (``--speculative-algorithm NEXTN``). No separate draft model: ``weights_gb`` is the MTP layer
+    SGLang loads beside the target (per GPU). Acceptance follows the same curve as
+    ``AcceptanceSpec``; a profile without this section has no MTP head (NEXTN fails)."""
 
     weights_gb: float
     draft_step_ms: float
@@ -106,11 +114,11 @@ class MtpSpec:
 
 @dataclass(frozen=True)
 class NgramSpec:
-    """``[ngram]``: n-gram speculation (``NGRAM``) drafts from a trie of the text seen so far, on the CPU.
-    The first position is accepted with ``base`` at a typical prompt (zlib ratio ``reference_compression_ratio``)
-    and ``base + sensitivity · (reference − ratio)`` otherwise, within [min_rate, max_rate]; deeper positions
-    follow ``limit``/``decay`` as in ``AcceptanceSpec``. ``match_ms`` is the trie lookup per request per
-    iteration (CPU side)."""
+    """``[ngram]``: n-gram speculation (``NGRAM``) drafts from a trie of the text seen so far, on
+    the CPU. The first position is accepted with ``base`` at a typical prompt (zlib ratio
+    ``reference_compression_ratio``) and ``base + sensitivity · (reference − ratio)`` otherwise,
+    within [min_rate, max_rate]; deeper positions follow ``limit``/``decay`` as in
+    ``AcceptanceSpec``. ``match_ms`` is the trie lookup per request per iteration (CPU side)."""
 
     base: float
     sensitivity: float
@@ -119,14 +127,16 @@ class NgramSpec:
     max_rate: float
     limit: float
     decay: float
-    topk_exponent: float  # BFS siblings are frequency-ranked continuations: they add less than a draft's top-k
+    # BFS siblings are frequency-ranked continuations: they add less than a draft's top-k
+    topk_exponent: float
     match_ms: float
 
 
 @dataclass(frozen=True)
 class StandaloneSpec:
-    """``[standalone]``: a small ordinary language model as the draft (``STANDALONE``): a full forward per step,
-    its own weights, and an acceptance ``acceptance_scale`` × the EAGLE draft's."""
+    """``[standalone]``: a small ordinary language model as the draft (``STANDALONE``): a full
+    forward per step, its own weights, and an acceptance ``acceptance_scale`` × the EAGLE
+    draft's."""
 
     draft_path: str
     weights_gb: float
@@ -137,14 +147,17 @@ class StandaloneSpec:
 
 @dataclass(frozen=True)
 class AdaptiveSpec:
-    """``[adaptive]``: the cost of one switch of SGLang's adaptive steps (``--speculative-adaptive``): the draft
-    runtime state (attention metadata, graph set) swapped before the next iteration."""
+    """``[adaptive]``: the cost of one switch of SGLang's adaptive steps
+    (``--speculative-adaptive``): the draft runtime state (attention metadata, graph set) swapped
+    before the next iteration."""
 
     switch_ms: float
 
 
-#: Used where a profile has no ``[ngram]`` / ``[adaptive]`` section (docs/simulator.md: their sources).
-DEFAULT_NGRAM = NgramSpec(base=0.15, sensitivity=1.6, reference_compression_ratio=0.5, min_rate=0.05, max_rate=0.92,
+#: Used where a profile has no ``[ngram]`` / ``[adaptive]`` section (docs/simulator.md: their
+#: sources).
+DEFAULT_NGRAM = NgramSpec(base=0.15, sensitivity=1.6, reference_compression_ratio=0.5,
+                          min_rate=0.05, max_rate=0.92,
                           limit=0.55, decay=0.7, topk_exponent=0.3, match_ms=0.02)
 DEFAULT_ADAPTIVE = AdaptiveSpec(switch_ms=0.5)
 
@@ -232,8 +245,9 @@ def parse_profile(data: dict[str, Any], source: str) -> Profile:
         faults=faults,
         mtp=_section(MtpSpec, data, "mtp", source) if "mtp" in data else None,
         ngram=_section(NgramSpec, data, "ngram", source) if "ngram" in data else DEFAULT_NGRAM,
-        standalone=_section(StandaloneSpec, data, "standalone", source) if "standalone" in data else None,
-        adaptive=_section(AdaptiveSpec, data, "adaptive", source) if "adaptive" in data else DEFAULT_ADAPTIVE,
+        standalone=_section(StandaloneSpec, data, "standalone", source) if "standalone" in data
+        else None, adaptive=_section(AdaptiveSpec, data, "adaptive", source) if "adaptive" in data
+        else DEFAULT_ADAPTIVE,
     )
 
 
@@ -244,15 +258,18 @@ def shipped_profiles() -> list[str]:
 
 @cache
 def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
-    """A shipped profile by name, or any profile file by path (cached: benchmarks call this a lot)."""
-    shipped = resources.files("tuner.simulator").joinpath("profiles").joinpath(f"{name_or_path}.toml")
+    """A shipped profile by name, or any profile file by path (cached: benchmarks call this a
+    lot)."""
+    shipped = resources.files("tuner.simulator").joinpath("profiles").joinpath(
+        f"{name_or_path}.toml")
     if "/" not in name_or_path and shipped.is_file():
         text, source = shipped.read_text(encoding="utf-8"), f"{name_or_path}.toml"
     else:
         path = Path(name_or_path)
         if not path.is_file():
             names = ", ".join(shipped_profiles())
-            raise ProfileError(f"no simulator profile {name_or_path!r}: not a shipped name ({names}) nor a file")
+            raise ProfileError(
+                f"no simulator profile {name_or_path!r}: not a shipped name ({names}) nor a file")
         text, source = path.read_text(encoding="utf-8"), str(path)
     try:
         data = tomllib.loads(text)

@@ -1,8 +1,8 @@
 """SGLang 0.5.23's request bodies and response objects, without any HTTP: parse, validate, render.
 
-Parsing turns an OpenAI or native body into a ``ParsedRequest`` (or raises ``BadRequest`` with SGLang's
-message); rendering turns the engine's chunks into the JSON objects SGLang sends. The server (``server.py``)
-only moves them over HTTP.
+Parsing turns an OpenAI or native body into a ``ParsedRequest`` (or raises ``BadRequest`` with
+SGLang's message); rendering turns the engine's chunks into the JSON objects SGLang sends. The
+server (``server.py``) only moves them over HTTP.
 """
 
 from __future__ import annotations
@@ -86,21 +86,25 @@ def _check_sampling(max_new_tokens: int, temperature: float) -> None:
 def _check_context(prompt_tokens: int, max_tokens: int, context_length: int) -> None:
     # serving_base / tokenizer_manager: the request must fit the context window.
     if prompt_tokens >= context_length:
-        raise BadRequest(f"The input ({prompt_tokens} tokens) is longer than the model's context length "
-                         f"({context_length} tokens).")
+        raise BadRequest(
+            f"The input ({prompt_tokens} tokens) is longer than the model's context length "
+            f"({context_length} tokens).")
     if prompt_tokens + max_tokens > context_length:
         raise BadRequest(
-            f"Requested token count exceeds the model's maximum context length of {context_length} tokens. "
-            f"You requested a total of {prompt_tokens + max_tokens} tokens: {prompt_tokens} tokens from the "
-            f"input messages and {max_tokens} tokens for the completion. Please reduce the number of tokens in "
-            "the input messages or the completion to fit within the limit.")
+            f"Requested token count exceeds the model's maximum context length of {context_length} "
+            f"tokens. You requested a total of {prompt_tokens + max_tokens} tokens: "
+            f"{prompt_tokens} tokens from the input messages and {max_tokens} tokens for the "
+            "completion. Please reduce the number of tokens in the input messages or the "
+            "completion to fit within the limit.")
 
 
 def parse_openai(api: str, body: dict[str, Any], context_length: int) -> ParsedRequest:
     if api == "chat":
         messages = body.get("messages")
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            raise BadRequest("messages: Field required" if messages is None else "messages: Input should be a "
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict)
+                                                                     for m in messages):
+            raise BadRequest("messages: Field required" if messages is None
+                             else "messages: Input should be a "
                              "non-empty list of messages")
         prompt = text.prompt_of_messages(messages)
     else:
@@ -110,28 +114,33 @@ def parse_openai(api: str, body: dict[str, Any], context_length: int) -> ParsedR
         if isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
             raw = " ".join(map(str, raw))
         if not isinstance(raw, str):
-            raise BadRequest("prompt: Field required" if raw is None else "prompt: Input should be a string")
+            raise BadRequest("prompt: Field required" if raw is None
+                             else "prompt: Input should be a string")
         prompt = raw
     prompt_tokens = text.count_prompt_tokens(prompt)
     max_tokens = _integer(body, "max_completion_tokens")
     if max_tokens is None:
         max_tokens = _integer(body, "max_tokens")
     if max_tokens is None:
-        max_tokens = COMPLETIONS_DEFAULT_MAX_TOKENS if api == "completions" else context_length - prompt_tokens
+        max_tokens = (COMPLETIONS_DEFAULT_MAX_TOKENS if api == "completions" else context_length
+                      - prompt_tokens)
     temperature = _number(body, "temperature", 1.0)
     _check_sampling(max_tokens, temperature)
     _check_context(prompt_tokens, max_tokens, context_length)
     n = _integer(body, "n")
     if n is not None and n != 1:
-        raise BadRequest("Parallel sampling is not supported for this simulated server (n must be 1).")
+        raise BadRequest(
+            "Parallel sampling is not supported for this simulated server (n must be 1).")
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise BadRequest("stream_options: Input should be a valid dictionary")
     model = body.get("model")
     return ParsedRequest(
         api=api,
-        generation=GenerationRequest(prompt=prompt, max_new_tokens=max_tokens, temperature=temperature,
-                                     ignore_eos=bool(body.get("ignore_eos", False)), prompt_tokens=prompt_tokens),
+        generation=GenerationRequest(prompt=prompt, max_new_tokens=max_tokens,
+                                     temperature=temperature,
+                                     ignore_eos=bool(body.get("ignore_eos", False)),
+                                     prompt_tokens=prompt_tokens),
         stream=bool(body.get("stream", False)),
         model=model if isinstance(model, str) else None,
         stream_options=StreamOptions(bool(options.get("include_usage")),
@@ -160,7 +169,8 @@ def parse_generate(body: dict[str, Any], context_length: int) -> ParsedRequest:
     return ParsedRequest(
         api="generate",
         generation=GenerationRequest(prompt=prompt, max_new_tokens=max_new, temperature=temperature,
-                                     ignore_eos=bool(params.get("ignore_eos", False)), prompt_tokens=prompt_tokens),
+                                     ignore_eos=bool(params.get("ignore_eos", False)),
+                                     prompt_tokens=prompt_tokens),
         stream=bool(body.get("stream", False)),
         model=None,
         stream_options=StreamOptions(),
@@ -169,7 +179,7 @@ def parse_generate(body: dict[str, Any], context_length: int) -> ParsedRequest:
     )
 
 
-# ----- rendering -----------------------------------------------------------------------------------------
+# ----- rendering ----------------------------------------------------------------------------------
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": None,
@@ -179,7 +189,8 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
 def spec_details(stats: SpecStats) -> dict[str, Any]:
     return {"spec_accept_length": stats.accept_length, "spec_accept_rate": stats.accept_rate,
             "spec_num_correct_drafts": stats.num_correct_drafts,
-            "spec_num_proposed_drafts": stats.num_proposed_drafts, "spec_verify_ct": stats.verify_ct,
+            "spec_num_proposed_drafts": stats.num_proposed_drafts,
+            "spec_verify_ct": stats.verify_ct,
             "spec_correct_drafts_histogram": list(stats.histogram)}
 
 
@@ -202,28 +213,36 @@ class OpenAIRenderer:
     def chunk_object(self) -> str:
         return "chat.completion.chunk" if self.api == "chat" else "text_completion"
 
-    def _envelope(self, choices: list[dict[str, Any]], usage_: dict[str, Any] | None) -> dict[str, Any]:
-        return {"id": self.rid, "object": self.chunk_object, "created": self.created, "model": self.model,
-                "choices": choices, "usage": usage_}
+    def _envelope(self, choices: list[dict[str, Any]], usage_: dict[str, Any] | None) -> dict[str,
+                                                                                              Any]:
+        return {"id": self.rid, "object": self.chunk_object, "created": self.created,
+                "model": self.model, "choices": choices, "usage": usage_}
 
     def _choice(self, content: str, finish: str | None, *, role: bool = False) -> dict[str, Any]:
         if self.api == "chat":
-            delta: dict[str, Any] = {"role": "assistant", "content": content} if role else {"content": content}
+            delta: dict[str, Any] = {"role": "assistant",
+                                     "content": content} if role else {"content": content}
             delta.update(reasoning_content=None, tool_calls=None)
-            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": None}
-        return {"index": 0, "text": content, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
+                    "matched_stop": None}
+        return {"index": 0, "text": content, "logprobs": None, "finish_reason": finish,
+                "matched_stop": None}
 
     def role_chunk(self, continuous: bool, first: Chunk | None = None,
                    arrival_s: float | None = None) -> dict[str, Any]:
-        """Chat only: the first chunk, with the assistant role and no content (sent with the ``first`` one)."""
-        out = self._envelope([self._choice("", None, role=True)], usage(self.prompt_tokens, 0) if continuous else None)
+        """Chat only: the first chunk, with the assistant role and no content (sent with the
+        ``first`` one)."""
+        out = self._envelope([self._choice("", None, role=True)], usage(self.prompt_tokens, 0)
+                             if continuous else None)
         if first is not None:
             out[SCHEDULE_KEY] = schedule_stamp(arrival_s, first)
         return out
 
-    def chunk(self, chunk: Chunk, continuous: bool, arrival_s: float | None = None) -> dict[str, Any]:
+    def chunk(self, chunk: Chunk, continuous: bool, arrival_s: float | None = None) -> dict[str,
+                                                                                            Any]:
         out = self._envelope([self._choice(chunk.text, chunk.finish_reason)],
-                             usage(self.prompt_tokens, chunk.completion_tokens) if continuous else None)
+                             usage(self.prompt_tokens, chunk.completion_tokens) if continuous
+                             else None)
         out[SCHEDULE_KEY] = schedule_stamp(arrival_s, chunk)
         return out
 
@@ -237,12 +256,17 @@ class OpenAIRenderer:
                  with_details: bool) -> dict[str, Any]:
         completion = stats.completion_tokens if stats else 0
         if self.api == "chat":
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": content,
-                                                              "reasoning_content": None, "tool_calls": None},
-                                      "logprobs": None, "finish_reason": finish, "matched_stop": None}
+            choice: dict[str, Any] = {"index": 0,
+                                      "message": {"role": "assistant", "content": content,
+                                                  "reasoning_content": None,
+                                                  "tool_calls": None},
+                                      "logprobs": None, "finish_reason": finish,
+                                      "matched_stop": None}
         else:
-            choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish, "matched_stop": None}
-        out = {"id": self.rid, "object": "chat.completion" if self.api == "chat" else "text_completion",
+            choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish,
+                      "matched_stop": None}
+        out = {"id": self.rid, "object": "chat.completion" if self.api == "chat"
+               else "text_completion",
                "created": self.created, "model": self.model, "choices": [choice],
                "usage": usage(self.prompt_tokens, completion)}
         if with_details and stats is not None:
@@ -250,10 +274,11 @@ class OpenAIRenderer:
         return out
 
 
-#: Not SGLang's: the key of every token-bearing event the simulator sends, ``[arrival, at]`` — the request's
-#: arrival and the chunk's scheduled time on the engine's timeline (seconds, at the model's pace divided by the
-#: time scale; ``clock.Clock``). A load generator that finds it can measure the schedule instead of the host
-#: (objectives/phase.py); any other client ignores an unknown key.
+#: Not SGLang's: the key of every token-bearing event the simulator sends, ``[arrival, at]`` — the
+#: request's arrival and the chunk's scheduled time on the engine's timeline (seconds, at the
+#: model's pace divided by the time scale; ``clock.Clock``). A load generator that finds it can
+#: measure the schedule instead of the host (objectives/phase.py); any other client ignores an
+#: unknown key.
 SCHEDULE_KEY = "simulator_schedule"
 
 
@@ -281,7 +306,8 @@ def native_event(rid: str, prompt_tokens: int, cumulative_text: str, ids: list[i
         "completion_tokens": chunk.completion_tokens, "cached_tokens": 0, "num_retractions": 0,
         "spec_verify_ct": verify,
         "spec_accept_length": chunk.completion_tokens / verify if verify else 1.0,
-        "spec_accept_rate": chunk.correct_drafts / (verify * (draft_tokens - 1)) if verify and draft_tokens > 1
+        "spec_accept_rate": chunk.correct_drafts / (verify * (draft_tokens - 1)) if verify
+        and draft_tokens > 1
         else 0.0,
         "spec_num_correct_drafts": chunk.correct_drafts,
         "e2e_latency": time.monotonic() - started,

@@ -1,15 +1,16 @@
-"""A benchmark replayed against the engine in-process on a virtual clock: what the load generator would
-measure if every chunk reached it at its scheduled time, whatever the host's speed or load.
+"""A benchmark replayed against the engine in-process on a virtual clock: what the load generator
+would measure if every chunk reached it at its scheduled time, whatever the host's speed or load.
 
 The closed loop is the load generator's (``objectives.phase``): ``warmup`` requests at concurrency
-min(C, warmup), then C clients each sending its next request as soon as the previous one ended, exactly N
-requests in all; the window runs from the first send to the last completion (the phase drains, as
-bench_serving's does). Records are built as the client builds them and the figures come from
-``objectives.metrics``, so this is the same computation on the schedule instead of on socket arrival times.
-The server's own warmup request comes first, as in the live process, so that requests are numbered (and
-their acceptance seeded) alike.
+min(C, warmup), then C clients each sending its next request as soon as the previous one ended,
+exactly N requests in all; the window runs from the first send to the last completion (the phase
+drains, as bench_serving's does). Records are built as the client builds them and the figures come
+from ``objectives.metrics``, so this is the same computation on the schedule instead of on socket
+arrival times. The server's own warmup request comes first, as in the live process, so that requests
+are numbered (and their acceptance seeded) alike.
 
-Phases end at their ``requests`` (a duration-only phase is not replayed: it would end after one request).
+Phases end at their ``requests`` (a duration-only phase is not replayed: it would end after one
+request).
 
 Uses: the load-independent accuracy tests (schedule vs ground truth) and the reference column of
 ``bench/simulator_under_load.py``.
@@ -30,7 +31,8 @@ from tuner.simulator.engine import Engine, GenerationRequest
 from tuner.simulator.profile import Profile
 
 #: The server's startup warmup (run.py): one short greedy /generate before any client request.
-_SERVER_WARMUP = GenerationRequest(prompt="The capital city of France is", max_new_tokens=8, temperature=0.0)
+_SERVER_WARMUP = GenerationRequest(prompt="The capital city of France is", max_new_tokens=8,
+                                   temperature=0.0)
 #: Prompt indices per phase, as ``objectives.runner`` numbers them.
 PHASE_INDEX_STRIDE = 1_000_000
 
@@ -47,10 +49,13 @@ class ReplayedPhase:
     records: tuple[RequestRecord, ...]
 
 
-def _record(index: int, start_s: float, end_s: float, times: list[float], tokens: list[int]) -> RequestRecord:
-    """As ``objectives.client.Trace.record``: ``start_s`` since the window's start, the rest since the send."""
+def _record(index: int, start_s: float, end_s: float, times: list[float],
+            tokens: list[int]) -> RequestRecord:
+    """As ``objectives.client.Trace.record``: ``start_s`` since the window's start, the rest since
+    the send."""
     return RequestRecord(index=index, start_s=start_s, end_s=end_s,
-                         chunk_times_s=tuple(times), chunk_tokens=tuple(tokens), output_tokens=sum(tokens),
+                         chunk_times_s=tuple(times), chunk_tokens=tuple(tokens),
+                         output_tokens=sum(tokens),
                          prompt_tokens=None, finish_reason="length", tokens_exact=True,
                          http_status=200, error_kind=None, error_message=None)
 
@@ -102,15 +107,18 @@ async def _phase(engine: Engine, clock: VirtualClock, workload: WorkloadSpec, sp
                          tuple(records))
 
 
-def replay(profile: Profile, config: ServerConfig, workload: WorkloadSpec, phases: Sequence[PhaseSpec],
+def replay(profile: Profile, config: ServerConfig, workload: WorkloadSpec,
+           phases: Sequence[PhaseSpec],
            prompt_text: PromptText, *, seed: int = 0, time_scale: float = 1.0,
            stream_coalescing: bool = False) -> list[ReplayedPhase]:
-    """Every phase in order on one fresh engine (as ``run_benchmark`` against one server); figures in
-    simulated time. ``time_scale`` only matters with ``stream_coalescing`` (the live server's chunking)."""
+    """Every phase in order on one fresh engine (as ``run_benchmark`` against one server); figures
+    in simulated time. ``time_scale`` only matters with ``stream_coalescing`` (the live server's
+    chunking)."""
 
     async def main() -> list[ReplayedPhase]:
         clock = VirtualClock(time_scale)
-        engine = Engine(profile, config, time_scale=time_scale, seed=seed, clock=clock, coalesce=stream_coalescing)
+        engine = Engine(profile, config, time_scale=time_scale, seed=seed, clock=clock,
+                        coalesce=stream_coalescing)
         engine.start()
         try:
             async for _ in engine.submit(_SERVER_WARMUP).chunks():
@@ -129,5 +137,6 @@ def _rescale(p: ReplayedPhase, scale: float) -> ReplayedPhase:
     if scale == 1.0:
         return p
     return ReplayedPhase(p.concurrency, p.window_s * scale,
-                         None if p.per_request_tok_s_mean is None else p.per_request_tok_s_mean / scale,
-                         None if p.aggregate_tok_s is None else p.aggregate_tok_s / scale, p.completed, p.records)
+                         None if p.per_request_tok_s_mean is None else p.per_request_tok_s_mean
+                         / scale, None if p.aggregate_tok_s is None else p.aggregate_tok_s / scale,
+                         p.completed, p.records)

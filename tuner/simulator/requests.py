@@ -21,7 +21,8 @@ class GenerationRequest:
 
     @property
     def input_tokens(self) -> int:
-        return self.prompt_tokens if self.prompt_tokens is not None else text.count_prompt_tokens(self.prompt)
+        return self.prompt_tokens if self.prompt_tokens is not None else text.count_prompt_tokens(
+            self.prompt)
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,14 @@ class Chunk:
     finish_reason: str | None  # "stop" | "length" on the last chunk
     verify_ct: int  # cumulative verify forwards of this request
     correct_drafts: int  # cumulative accepted draft tokens
-    at_s: float = 0.0  # the schedule's timeline (clock.Clock.timeline_s) at the end of the iteration that made it
+    # the schedule's timeline (clock.Clock.timeline_s) at the end of the iteration that made it
+    at_s: float = 0.0
 
 
 @dataclass(frozen=True)
 class SpecStats:
-    """SGLang's per-request speculative meta_info (tokenizer_manager._calculate_spec_decoding_metrics)."""
+    """SGLang's per-request speculative meta_info
+    (tokenizer_manager._calculate_spec_decoding_metrics)."""
 
     verify_ct: int
     num_correct_drafts: int
@@ -53,7 +56,8 @@ class SpecStats:
 
     @property
     def accept_rate(self) -> float:
-        return self.num_correct_drafts / self.num_proposed_drafts if self.num_proposed_drafts else 0.0
+        return (self.num_correct_drafts / self.num_proposed_drafts if self.num_proposed_drafts
+                else 0.0)
 
 
 class GenerationFailed(Exception):
@@ -62,7 +66,8 @@ class GenerationFailed(Exception):
 
 @dataclass(eq=False)
 class RequestHandle:
-    """The caller's side of one request: an async stream of chunks, then the request's statistics."""
+    """The caller's side of one request: an async stream of chunks, then the request's
+    statistics."""
 
     rid: str
     prompt_tokens: int
@@ -70,10 +75,12 @@ class RequestHandle:
     created: float = field(default_factory=time.time)
     _queue: asyncio.Queue[Chunk | GenerationFailed] = field(default_factory=asyncio.Queue)
     stats: SpecStats | None = None  # set with the last chunk
-    arrival_s: float | None = None  # the schedule's timeline when the request arrived (set by the engine)
+    # the schedule's timeline when the request arrived (set by the engine)
+    arrival_s: float | None = None
 
     async def chunks(self) -> AsyncIterator[Chunk]:
-        """Chunks as the iterations produce them; raises ``GenerationFailed`` if the engine fails it."""
+        """Chunks as the iterations produce them; raises ``GenerationFailed`` if the engine fails
+        it."""
         while True:
             item = await self._queue.get()
             if isinstance(item, GenerationFailed):
@@ -85,8 +92,8 @@ class RequestHandle:
 
 @dataclass
 class Counters:
-    """Prometheus counters (updated when a request finishes, as SGLang's tokenizer manager does) and the
-    scheduler's own totals for ``avg_spec_accept_length`` (reset by /flush_cache)."""
+    """Prometheus counters (updated when a request finishes, as SGLang's tokenizer manager does) and
+    the scheduler's own totals for ``avg_spec_accept_length`` (reset by /flush_cache)."""
 
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
@@ -101,7 +108,8 @@ class Counters:
     interval_started: float = field(default_factory=time.monotonic)
 
     def interval_line(self, running: int, kv_used: int, capacity: int, waiting: int) -> str:
-        """Close a decode-log interval (accept length and throughput snapshots) and return SGLang's log line."""
+        """Close a decode-log interval (accept length and throughput snapshots) and return SGLang's
+        log line."""
         if self.verify_forwards:
             self.avg_spec_accept_length = self.accepted_tokens / self.verify_forwards
         now = time.monotonic()
@@ -109,7 +117,8 @@ class Counters:
         self.last_gen_throughput = self.interval_tokens / elapsed if elapsed > 0 else 0.0
         self.interval_tokens = 0
         self.interval_started = now
-        accept = f"accept len: {self.avg_spec_accept_length:.2f}, " if self.avg_spec_accept_length else ""
+        accept = (f"accept len: {self.avg_spec_accept_length:.2f}, " if self.avg_spec_accept_length
+                  else "")
         return (f"Decode batch. #running-req: {running}, #token: {kv_used}, "
                 f"token usage: {kv_used / capacity if capacity else 0:.2f}, {accept}"
                 f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: {waiting}")

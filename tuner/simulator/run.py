@@ -1,7 +1,9 @@
-"""The simulator process: parse like SGLang, listen, play the startup script, warm up, serve until a signal.
+"""The simulator process: parse like SGLang, listen, play the startup script, warm up, serve until a
+signal.
 
-Exit codes as the real server's: 2 for argparse errors (printed by the parser itself), 0 for ``--help``,
-1 when startup fails (validation error, out of memory, address in use), 0 after SIGTERM/SIGINT.
+Exit codes as the real server's: 2 for argparse errors (printed by the parser itself), 0 for
+``--help``, 1 when startup fails (validation error, out of memory, address in use), 0 after
+SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ T = TypeVar("T")
 
 
 def _write(line: str) -> None:
-    # Like Python logging: log lines go to stderr, flushed at once so a log file shows progress live.
+    # Like Python logging: log lines go to stderr, flushed at once so a log file shows progress
+    # live.
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
 
 
-def main(server_argv: Sequence[str], *, profile: str | None = None, time_scale: float = 1.0, seed: int = 0) -> int:
+def main(server_argv: Sequence[str], *, profile: str | None = None, time_scale: float = 1.0,
+         seed: int = 0) -> int:
     """Run one simulated server; returns the process exit code."""
     if time_scale <= 0:
         raise ValueError("time_scale must be positive")
@@ -63,8 +67,8 @@ async def serve(profile: Profile, config: ServerConfig, *, time_scale: float, se
     fatal: list[str] = []
 
     def die(lines: list[str]) -> None:
-        # The scheduler process died (a decode batch out of memory): SGLang's launcher then takes the whole
-        # process tree down, so the server exits while clients are connected.
+        # The scheduler process died (a decode batch out of memory): SGLang's launcher then takes
+        # the whole process tree down, so the server exits while clients are connected.
         fatal.extend(lines)
         log(lines[0], scheduler=True)
         for line in lines[1:-1]:
@@ -104,13 +108,15 @@ async def serve(profile: Profile, config: ServerConfig, *, time_scale: float, se
 
 
 async def _warmup(engine: Engine, log: Log) -> None:
-    handle = engine.submit(GenerationRequest(prompt=WARMUP_PROMPT, max_new_tokens=WARMUP_TOKENS, temperature=0.0))
+    handle = engine.submit(GenerationRequest(prompt=WARMUP_PROMPT, max_new_tokens=WARMUP_TOKENS,
+                                             temperature=0.0))
     try:
         async for _ in handle.chunks():
             pass
     except GenerationFailed as exc:
-        # The real scheduler would crash here; the simulator keeps serving so that a tuner sees every request
-        # fail (the over-large tree's runtime error), which is the failure it has to learn from.
+        # The real scheduler would crash here; the simulator keeps serving so that a tuner sees
+        # every request fail (the over-large tree's runtime error), which is the failure it has to
+        # learn from.
         log(f"Warmup request failed: {exc}")
         return
     log('INFO:     127.0.0.1:0 - "POST /generate HTTP/1.1" 200 OK')

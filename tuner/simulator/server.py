@@ -1,8 +1,9 @@
 """The HTTP side of the simulator: SGLang 0.5.23's routes on aiohttp, over one ``Engine``.
 
-The app listens from the start of the process (before the simulated weight loading), so ``/v1/models``
-answers early, while ``/health``, ``/health_generate`` and ``/ready`` say 503 until the startup script and
-the warmup request are done — the difference reference notes §0.5 warns tuners about.
+The app listens from the start of the process (before the simulated weight loading), so
+``/v1/models`` answers early, while ``/health``, ``/health_generate`` and ``/ready`` say 503 until
+the startup script and the warmup request are done — the difference reference notes §0.5 warns
+tuners about.
 """
 
 from __future__ import annotations
@@ -19,12 +20,18 @@ from aiohttp import web
 
 from tuner.simulator import faults, protocol
 from tuner.simulator.config import ServerConfig
-from tuner.simulator.engine import EVENT_BUDGET_PER_S, Engine, GenerationFailed, GenerationRequest, RequestHandle
+from tuner.simulator.engine import (
+    EVENT_BUDGET_PER_S,
+    Engine,
+    GenerationFailed,
+    GenerationRequest,
+    RequestHandle,
+)
 from tuner.simulator.profile import Profile
 
 VERSION = "0.5.23"
-FLUSH_MESSAGE = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
-                 "requests, the operation will not be performed.)\n")
+FLUSH_MESSAGE = ("Cache flushed.\nPlease check backend logs for more details. (When there are "
+                 "running or waiting requests, the operation will not be performed.)\n")
 #: SGLANG_HEALTH_CHECK_TIMEOUT
 HEALTH_TIMEOUT_S = 20.0
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -38,7 +45,8 @@ def _sse(obj: object) -> bytes:
 
 
 def _json(obj: object, status: int = 200) -> web.Response:
-    return web.Response(text=json.dumps(obj, default=str), status=status, content_type="application/json")
+    return web.Response(text=json.dumps(obj, default=str), status=status,
+                        content_type="application/json")
 
 
 @dataclass
@@ -83,12 +91,13 @@ class SimulatorApp:
             r.add_get("/metrics", self.metrics)
         return app
 
-    # ----- readiness -------------------------------------------------------------------------------------
+    # ----- readiness ------------------------------------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:
         if not self.state.ready:
             return web.Response(status=503)
         # A one-token greedy generation through the scheduler, as SGLang's health check does.
-        handle = self.engine.submit(GenerationRequest(prompt="health", max_new_tokens=1, internal=True))
+        handle = self.engine.submit(GenerationRequest(prompt="health", max_new_tokens=1,
+                                                      internal=True))
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
                 async for _ in handle.chunks():
@@ -101,7 +110,7 @@ class SimulatorApp:
     async def ready(self, request: web.Request) -> web.Response:
         return web.Response(status=200 if self.state.ready else 503)
 
-    # ----- information -----------------------------------------------------------------------------------
+    # ----- information ----------------------------------------------------------------------------
     async def models(self, request: web.Request) -> web.Response:
         name = self.model_name
         return _json({"object": "list", "data": [{
@@ -111,10 +120,12 @@ class SimulatorApp:
     async def model_info(self, request: web.Request) -> web.Response:
         config, model = self.state.config, self.state.profile.model
         return _json({
-            "model_path": config.model_path, "tokenizer_path": config.args.get("tokenizer_path") or config.model_path,
+            "model_path": config.model_path, "tokenizer_path": config.args.get("tokenizer_path")
+            or config.model_path,
             "served_model_name": config.served_model_name, "is_generation": True,
-            "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
-            "has_audio_understanding": False, "model_type": model.architecture.removesuffix("ForCausalLM").lower(),
+            "preferred_sampling_params": None, "weight_version": "default",
+            "has_image_understanding": False, "has_audio_understanding": False,
+            "model_type": model.architecture.removesuffix("ForCausalLM").lower(),
             "architectures": [model.architecture],
         })
 
@@ -125,7 +136,8 @@ class SimulatorApp:
             **config.args,
             "effective_max_running_requests_per_dp": config.max_running_requests,
             "last_gen_throughput": counters.last_gen_throughput,
-            "memory_usage": {"weight": round(memory.weights_gb, 2), "kvcache": round(memory.kv_gb, 2),
+            "memory_usage": {"weight": round(memory.weights_gb, 2),
+                             "kvcache": round(memory.kv_gb, 2),
                              "token_capacity": config.max_total_num_tokens,
                              "graph": round(memory.graph_gb, 2)},
         }
@@ -162,15 +174,20 @@ class SimulatorApp:
         series = [
             ("generation_tokens_total", "counter", "Number of generation tokens processed.",
              c.generation_tokens_total),
-            ("prompt_tokens_total", "counter", "Number of prefill tokens processed.", c.prompt_tokens_total),
-            ("spec_verify_calls_total", "counter", "Number of speculative verify forwards.", c.verify_calls_total),
+            ("prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+             c.prompt_tokens_total),
+            ("spec_verify_calls_total", "counter", "Number of speculative verify forwards.",
+             c.verify_calls_total),
             ("num_requests_total", "counter", "Number of requests processed.", c.requests_total),
             ("num_running_reqs", "gauge", "The number of running requests.", engine.num_running),
-            ("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", engine.num_waiting),
+            ("num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
+             engine.num_waiting),
             ("token_usage", "gauge", "The token usage.",
              engine.kv_used / config.max_total_num_tokens if config.max_total_num_tokens else 0.0),
-            ("gen_throughput", "gauge", "The generation throughput (token/s).", c.last_gen_throughput),
-            ("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
+            ("gen_throughput", "gauge", "The generation throughput (token/s).",
+             c.last_gen_throughput),
+            ("spec_accept_length", "gauge",
+             "The average acceptance length of speculative decoding.",
              c.avg_spec_accept_length or 0.0),
             ("spec_num_steps", "gauge", "Speculative decoding steps.", config.num_steps),
             ("spec_num_draft_tokens", "gauge", "Speculative draft tokens.",
@@ -180,14 +197,16 @@ class SimulatorApp:
         for name, kind, help_text, value in series:
             lines += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} {kind}",
                       f"sglang:{name}{label} {float(value)}"]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain",
+                            charset="utf-8")
 
-    # ----- generation ------------------------------------------------------------------------------------
+    # ----- generation -----------------------------------------------------------------------------
     def _not_ready(self) -> web.Response | None:
         if self.engine.started:
             # The profile's server-errors fault (tuner/simulator/faults.py).
             if self.engine.faults.refuses(self.engine.num_running + self.engine.num_waiting):
-                return _json(protocol.error_body(faults.SERVER_ERROR, status=500, kind="InternalServerError"),
+                return _json(protocol.error_body(faults.SERVER_ERROR, status=500,
+                                                 kind="InternalServerError"),
                              status=500)
             return None
         return _json(protocol.error_body("The server is not ready yet.", status=503,
@@ -212,7 +231,8 @@ class SimulatorApp:
         return handle
 
     async def _openai_stream(self, request: web.Request, parsed: protocol.ParsedRequest,
-                             renderer: protocol.OpenAIRenderer, handle: RequestHandle) -> web.StreamResponse:
+                             renderer: protocol.OpenAIRenderer,
+                             handle: RequestHandle) -> web.StreamResponse:
         response = web.StreamResponse(headers=_SSE_HEADERS)
         continuous = parsed.stream_options.continuous_usage_stats
         try:
@@ -226,10 +246,11 @@ class SimulatorApp:
                         out += _sse(renderer.role_chunk(continuous, chunk, handle.arrival_s))
                     first = False
                     completion = chunk.completion_tokens
-                    await response.write(out + _sse(renderer.chunk(chunk, continuous, handle.arrival_s)))
+                    await response.write(
+                        out + _sse(renderer.chunk(chunk, continuous, handle.arrival_s)))
             except GenerationFailed as exc:
-                await response.write(_sse({"error": protocol.error_body(str(exc), status=500,
-                                                                        kind="InternalServerError")}) + _DONE)
+                body = protocol.error_body(str(exc), status=500, kind="InternalServerError")
+                await response.write(_sse({"error": body}) + _DONE)
                 return response
             tail = b""
             if parsed.spec_details and handle.stats is not None:
@@ -239,8 +260,9 @@ class SimulatorApp:
             await response.write(tail + _DONE)
             await response.write_eof()
         except ConnectionResetError:
-            # The client went away (a phase ending cancels its in-flight requests): SGLang aborts the request.
-            # Not re-raised: aiohttp would log a traceback for each, costing CPU while the next phase starts.
+            # The client went away (a phase ending cancels its in-flight requests): SGLang aborts
+            # the request. Not re-raised: aiohttp would log a traceback for each, costing CPU while
+            # the next phase starts.
             self.engine.cancel(handle)
         except asyncio.CancelledError:
             self.engine.cancel(handle)
@@ -256,7 +278,8 @@ class SimulatorApp:
                 parts.append(chunk.text)
                 finish = chunk.finish_reason
         except GenerationFailed as exc:
-            return _json(protocol.error_body(str(exc), status=500, kind="InternalServerError"), status=500)
+            return _json(protocol.error_body(str(exc), status=500, kind="InternalServerError"),
+                         status=500)
         except asyncio.CancelledError:
             self.engine.cancel(handle)
             raise
@@ -286,7 +309,8 @@ class SimulatorApp:
                 async for chunk in handle.chunks():
                     text += chunk.text
                     ids += protocol.output_ids(chunk.text)
-                    event = protocol.native_event(parsed.rid, handle.prompt_tokens, text, ids, chunk, draft, started,
+                    event = protocol.native_event(parsed.rid, handle.prompt_tokens, text, ids,
+                                                  chunk, draft, started,
                                                   handle.stats, handle.arrival_s)
                     if response is not None:
                         await response.write(_sse(event))
@@ -306,14 +330,17 @@ class SimulatorApp:
 
 
 def schedule_state(engine: Engine) -> dict[str, Any]:
-    """Not SGLang's: how well the simulator keeps its schedule, so that a measuring side can refuse a phase
-    measured while the host was too busy (``dropped_s`` grew by more than a small share of ``busy_s``)."""
+    """Not SGLang's: how well the simulator keeps its schedule, so that a measuring side can refuse
+    a phase measured while the host was too busy (``dropped_s`` grew by more than a small share of
+    ``busy_s``)."""
     stats = engine.clock.stats
-    return {"time_scale": engine.time_scale, "simulated_s": stats.simulated_s, "busy_s": stats.busy_s,
-            "dropped_s": stats.dropped_s, "late_events": stats.late_events, "max_lag_s": stats.max_lag_s,
+    return {"time_scale": engine.time_scale, "simulated_s": stats.simulated_s,
+            "busy_s": stats.busy_s, "dropped_s": stats.dropped_s, "late_events": stats.late_events,
+            "max_lag_s": stats.max_lag_s,
             "lag_sum_s": stats.lag_sum_s, "phases": stats.phases, "held_s": stats.held_s,
             "holds_timed_out": stats.holds_timed_out,
-            "lag_s": engine.clock.lag_s() if not engine.idle else 0.0, "tolerance_s": engine.clock.tolerance_s,
+            "lag_s": engine.clock.lag_s() if not engine.idle else 0.0,
+            "tolerance_s": engine.clock.tolerance_s,
             "stream_interval": engine.stream_interval, "coalescing": engine.coalescing,
             "event_budget_per_s": EVENT_BUDGET_PER_S if engine.coalescing else None}
 

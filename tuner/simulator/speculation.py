@@ -1,9 +1,9 @@
-"""What kind of speculation a server runs, and what each kind costs and accepts (docs/simulator.md, "Kinds of
-speculation"): the EAGLE family's draft head (EAGLE, EAGLE3), the model's own MTP layers (NEXTN), a small
-standalone model (STANDALONE), n-gram lookup in the text so far (NGRAM), or none.
+"""What kind of speculation a server runs, and what each kind costs and accepts (docs/simulator.md,
+"Kinds of speculation"): the EAGLE family's draft head (EAGLE, EAGLE3), the model's own MTP layers
+(NEXTN), a small standalone model (STANDALONE), n-gram lookup in the text so far (NGRAM), or none.
 
-SGLang resolves NEXTN to EAGLE (its effective algorithm says EAGLE), so the kind is read from the command line's
-``--speculative-algorithm`` as given.
+SGLang resolves NEXTN to EAGLE (its effective algorithm says EAGLE), so the kind is read from the
+command line's ``--speculative-algorithm`` as given.
 """
 
 from __future__ import annotations
@@ -47,13 +47,15 @@ class DraftCost:
 
 
 def standalone_spec(profile: Profile) -> StandaloneSpec:
-    """The profile's ``[standalone]``, or one derived from its EAGLE draft: a small LM of ~0.6B parameters has
-    a few transformer layers where an EAGLE head has one (4× its step cost, 1.2 GB) and accepts ~0.85× as much
-    (EAGLE-3 reads the target's hidden states; a standalone draft does not)."""
+    """The profile's ``[standalone]``, or one derived from its EAGLE draft: a small LM of ~0.6B
+    parameters has a few transformer layers where an EAGLE head has one (4× its step cost, 1.2 GB)
+    and accepts ~0.85× as much (EAGLE-3 reads the target's hidden states; a standalone draft does
+    not)."""
     if profile.standalone is not None:
         return profile.standalone
     t = profile.timing
-    return StandaloneSpec(draft_path="Qwen/Qwen3-0.6B", weights_gb=1.2, draft_step_ms=4.0 * t.draft_step_ms,
+    return StandaloneSpec(draft_path="Qwen/Qwen3-0.6B", weights_gb=1.2, draft_step_ms=4.0
+                          * t.draft_step_ms,
                           draft_token_ms=4.0 * t.draft_token_ms, acceptance_scale=0.85)
 
 
@@ -83,31 +85,39 @@ def draft_weights_gb(profile: Profile, kind: SpecKind) -> float:
 
 
 def acceptance(profile: Profile, kind: SpecKind) -> AcceptanceSpec:
-    """The per-position acceptance curve of this kind's draft (NGRAM's first rate is set per prompt by
-    ``ngram_first``)."""
+    """The per-position acceptance curve of this kind's draft (NGRAM's first rate is set per prompt
+    by ``ngram_first``)."""
     acc = profile.acceptance
     if kind is SpecKind.MTP and profile.mtp is not None:
         m = profile.mtp
-        return AcceptanceSpec(first=m.first, limit=m.limit, decay=m.decay, topk_exponent=acc.topk_exponent,
+        return AcceptanceSpec(first=m.first, limit=m.limit, decay=m.decay,
+                              topk_exponent=acc.topk_exponent,
                               temperature_penalty=acc.temperature_penalty,
                               predictability_sensitivity=acc.predictability_sensitivity,
-                              reference_compression_ratio=acc.reference_compression_ratio, max_rate=acc.max_rate)
+                              reference_compression_ratio=acc.reference_compression_ratio,
+                              max_rate=acc.max_rate)
     if kind is SpecKind.STANDALONE:
         scale = standalone_spec(profile).acceptance_scale
         return AcceptanceSpec(first=acc.first * scale, limit=acc.limit * scale, decay=acc.decay,
-                              topk_exponent=acc.topk_exponent, temperature_penalty=acc.temperature_penalty,
+                              topk_exponent=acc.topk_exponent,
+                              temperature_penalty=acc.temperature_penalty,
                               predictability_sensitivity=acc.predictability_sensitivity,
-                              reference_compression_ratio=acc.reference_compression_ratio, max_rate=acc.max_rate)
+                              reference_compression_ratio=acc.reference_compression_ratio,
+                              max_rate=acc.max_rate)
     if kind is SpecKind.NGRAM:
         n = profile.ngram
-        return AcceptanceSpec(first=n.base, limit=n.limit, decay=n.decay, topk_exponent=n.topk_exponent,
-                              temperature_penalty=acc.temperature_penalty, predictability_sensitivity=0.0,
-                              reference_compression_ratio=n.reference_compression_ratio, max_rate=n.max_rate)
+        return AcceptanceSpec(first=n.base, limit=n.limit, decay=n.decay,
+                              topk_exponent=n.topk_exponent,
+                              temperature_penalty=acc.temperature_penalty,
+                              predictability_sensitivity=0.0,
+                              reference_compression_ratio=n.reference_compression_ratio,
+                              max_rate=n.max_rate)
     return acc
 
 
 def ngram_first(profile: Profile, compression_ratio: float | None) -> float:
-    """The n-gram draft's first-position rate for a prompt of this zlib ratio (None: too short to tell)."""
+    """The n-gram draft's first-position rate for a prompt of this zlib ratio (None: too short to
+    tell)."""
     n = profile.ngram
     if compression_ratio is None:
         return n.base
@@ -116,8 +126,9 @@ def ngram_first(profile: Profile, compression_ratio: float | None) -> float:
 
 
 def ngram_shape(args: Any, draft_tokens: int) -> tuple[int, float]:
-    """(depth, width) of an n-gram draft tree: ``draft − 1`` nodes, about (min + max)/2 BFS breadth per level
-    (the breadth narrows from max at short matches to min at long ones), at most ``max_trie_depth`` deep."""
+    """(depth, width) of an n-gram draft tree: ``draft − 1`` nodes, about (min + max)/2 BFS breadth
+    per level (the breadth narrows from max at short matches to min at long ones), at most
+    ``max_trie_depth`` deep."""
     low = int(args.get("speculative_ngram_min_bfs_breadth") or 1)
     high = int(args.get("speculative_ngram_max_bfs_breadth") or 10)
     trie_depth = int(args.get("speculative_ngram_max_trie_depth") or 18)

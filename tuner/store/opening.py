@@ -1,10 +1,11 @@
-"""Opening a stored study for reading: the one way every reader (``validate``, ``best``, ``trials``, ``report``,
-``dashboard``, ``deploy``) opens one, and it never writes.
+"""Opening a stored study for reading: the one way every reader (``validate``, ``best``, ``trials``,
+``report``, ``dashboard``, ``deploy``) opens one, and it never writes.
 
-Two things would write: Optuna's storage creates a missing SQLite file, and it creates its tables in any
-database that lacks them (``RDBStorage.__init__``). So before a storage is made, the SQLite file must exist and
-the database must already hold Optuna's tables; ``optuna.load_study`` itself never creates a study (a missing
-name is a ``KeyError``, on SQLite and PostgreSQL alike). Every URL in a message goes through ``redact``.
+Two things would write: Optuna's storage creates a missing SQLite file, and it creates its tables in
+any database that lacks them (``RDBStorage.__init__``). So before a storage is made, the SQLite file
+must exist and the database must already hold Optuna's tables; ``optuna.load_study`` itself never
+creates a study (a missing name is a ``KeyError``, on SQLite and PostgreSQL alike). Every URL in a
+message goes through ``redact``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def open_existing_study(spec: StudySpec) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = make_storage(url)
     try:
-        return with_storage_retries(lambda: optuna.load_study(study_name=name, storage=storage), "loading", url)
+        return with_storage_retries(lambda: optuna.load_study(study_name=name, storage=storage),
+                                    "loading", url)
     except KeyError:
         raise StudyNotFound(f"{never_run(spec)}: {redact(url)} has no study of that name") from None
 

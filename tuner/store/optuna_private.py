@@ -1,17 +1,19 @@
 """Every use spectune makes of Optuna's private API, in one place.
 
-Optuna is pinned below 6, and what is reached here is private: a release may move or rename it without notice.
-tests/unit/store/test_optuna_private.py checks each name against the installed Optuna, so an upgrade that moved
-one fails there, loudly and by name, instead of somewhere in a study. Why each is needed:
+Optuna is pinned below 6, and what is reached here is private: a release may move or rename it
+without notice. tests/unit/store/test_optuna_private.py checks each name against the installed
+Optuna, so an upgrade that moved one fails there, loudly and by name, instead of somewhere in a
+study. Why each is needed:
 
-- the storage and ids behind a ``Study``/``FrozenTrial``: the baseline-first queue and the resilient storage
-  talk to the storage by trial id, which Optuna only exposes privately;
+- the storage and ids behind a ``Study``/``FrozenTrial``: the baseline-first queue and the resilient
+  storage talk to the storage by trial id, which Optuna only exposes privately;
 - ``Study._pop_waiting_trial_id``: which queued trial ``ask`` takes (tuner/search/baseline.py);
-- ``_CachedStorage._backend``: the storage Optuna wraps every RDB storage in, to reach ours beneath it;
-- the RDB storage's private calls (what the cache calls instead of the public ones) and its heartbeat table:
-  retried and read by tuner/store/resilient.py;
-- the system attrs ``fixed_params`` (a queued trial's parameters) and ``retry_history`` (the stale-trial
-  callback's mark), and ``FrozenTrial._system_attrs`` (the dashboard's copy of a trial).
+- ``_CachedStorage._backend``: the storage Optuna wraps every RDB storage in, to reach ours beneath
+  it;
+- the RDB storage's private calls (what the cache calls instead of the public ones) and its
+  heartbeat table: retried and read by tuner/store/resilient.py;
+- the system attrs ``fixed_params`` (a queued trial's parameters) and ``retry_history`` (the
+  stale-trial callback's mark), and ``FrozenTrial._system_attrs`` (the dashboard's copy of a trial).
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial
 
-#: What Optuna's cache in front of every RDB storage calls instead of the public methods, and the stale-trial
-#: query the heartbeat uses: the resilient storage retries them like the public ones.
-RDB_PRIVATE_CALLS: tuple[str, ...] = ("_set_trial_param", "_get_best_trial_id", "_get_trials", "_get_stale_trial_ids",
-                                      "_create_new_trial")
+#: What Optuna's cache in front of every RDB storage calls instead of the public methods, and the
+#: stale-trial query the heartbeat uses: the resilient storage retries them like the public ones.
+RDB_PRIVATE_CALLS: tuple[str, ...] = ("_set_trial_param", "_get_best_trial_id", "_get_trials",
+                                      "_get_stale_trial_ids", "_create_new_trial")
 #: A queued (``enqueue_trial``) trial's parameters, before its objective asked for them.
 QUEUED_PARAMS = "fixed_params"
 #: The trial numbers a retry (``RetryHeartbeatStaleTrialCallback``) descends from.
@@ -53,7 +55,8 @@ def backend_of(study: optuna.Study) -> BaseStorage:
 
 
 def replace_waiting_pop(study: optuna.Study, pop: Callable[[], int | None]) -> None:
-    """Let ``pop`` choose which queued trial this study instance's ``ask`` takes (and mark it RUNNING)."""
+    """Let ``pop`` choose which queued trial this study instance's ``ask`` takes (and mark it
+    RUNNING)."""
     study._pop_waiting_trial_id = pop  # type: ignore[method-assign]
 
 
@@ -79,7 +82,8 @@ def with_system_attrs(trial: FrozenTrial, attrs: Mapping[str, Any]) -> FrozenTri
 
 
 def has_heartbeat(session: Any, trial_id: int) -> bool:
-    """Whether the RDB storage holds a heartbeat row for the trial (``session``: one of its SQLAlchemy sessions)."""
+    """Whether the RDB storage holds a heartbeat row for the trial (``session``: one of its
+    SQLAlchemy sessions)."""
     from optuna.storages._rdb import models
 
     return models.TrialHeartbeatModel.where_trial_id(trial_id, session) is not None

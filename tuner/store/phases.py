@@ -1,4 +1,5 @@
-"""A trial's phases in their stored form: by concurrency as a string (JSON object keys), and the skip bound."""
+"""A trial's phases in their stored form: by concurrency as a string (JSON object keys), and the
+skip bound."""
 
 from __future__ import annotations
 

@@ -1,21 +1,24 @@
-"""One typed record of a stored trial: what the trial runner wrote, read back the same way by every reader.
+"""One typed record of a stored trial: what the trial runner wrote, read back the same way by every
+reader.
 
-A trial's result lives in Optuna user attributes (plus its state, values and constraints). ``Key`` names each
-attribute once; ``TrialRecord.from_stored`` decodes a ``FrozenTrial`` into typed fields, ``TrialRecord.to_attrs``
-encodes a record the runner built, and ``write`` is the one place attributes are set. The stored names and
-values are the ones earlier versions wrote, so existing study databases read unchanged.
+A trial's result lives in Optuna user attributes (plus its state, values and constraints). ``Key``
+names each attribute once; ``TrialRecord.from_stored`` decodes a ``FrozenTrial`` into typed fields,
+``TrialRecord.to_attrs`` encodes a record the runner built, and ``write`` is the one place
+attributes are set. The stored names and values are the ones earlier versions wrote, so existing
+study databases read unchanged.
 
 What a trial *is* for the study is defined here once:
 
-- ``is_measured``: it used the server, so it counts towards ``n_trials`` (measured or failed to start);
+- ``is_measured``: it used the server, so it counts towards ``n_trials`` (measured or failed to
+  start);
 - ``is_benchmarked``: it ran the benchmark itself (not a copied duplicate, not a failed start);
-- ``is_scored``: benchmarked, feasible and scored — what the placeholder value of an infeasible trial is the
-  median of (a skipped trial's optimistic score included); ``candidate_under`` is the same judgement under
-  another ranking's score and feasibility;
+- ``is_scored``: benchmarked, feasible and scored — what the placeholder value of an infeasible
+  trial is the median of (a skipped trial's optimistic score included); ``candidate_under`` is the
+  same judgement under another ranking's score and feasibility;
 - ``is_candidate``: scored with every phase measured — what can be the study's best.
 
-A skipped trial has one meaning wherever it is shown: ``skipped_text`` ("skipped C=64 (could not beat the
-best)"), never its optimistic bound as a score (``shown_score`` is None for it).
+A skipped trial has one meaning wherever it is shown: ``skipped_text`` ("skipped C=64 (could not
+beat the best)"), never its optimistic bound as a score (``shown_score`` is None for it).
 
 The confirmation stage's fresh runs live on the study (a finished trial cannot be written to) under
 ``StudyKey.CONFIRMATION``; ``records`` attaches them to each record as ``confirmed``.
@@ -41,70 +44,83 @@ from tuner.targets.classify import cause_of
 
 
 class Outcome(enum.StrEnum):
-    """What happened to a trial. The first six are stored (``Key.OUTCOME``); the others are never stored but
-    derived from the Optuna state of a trial without a stored outcome."""
+    """What happened to a trial. The first six are stored (``Key.OUTCOME``); the others are never
+    stored but derived from the Optuna state of a trial without a stored outcome."""
 
     MEASURED = "measured"
     DEPLOY_FAILED = "deploy-failed"
     REJECTED = "rejected"
     DUPLICATE = "duplicate"
     TAKEN = "taken"  # FAIL: another worker was measuring the same configuration
-    #: FAIL: a phase failed as a whole (``failure_class``, e.g. simulator-overloaded) on every attempt; its
-    #: figures are stored for inspection, the sampler is told nothing, and the point is queued again
+    #: FAIL: a phase failed as a whole (``failure_class``, e.g. simulator-overloaded) on every
+    #: attempt; its figures are stored for inspection, the sampler is told nothing, and the point is
+    #: queued again
     PHASE_FAILED = "phase-failed"
-    #: COMPLETE: the server started but the configuration failed while measured — it crashed or hung under load,
-    #: or its outputs differ from the reference's (``failure_class`` crashed-under-load, hung, wrong-output). It
-    #: counts, is infeasible for every sampler, is never a candidate nor confirmed, and is not queued again.
+    #: COMPLETE: the server started but the configuration failed while measured — it crashed or hung
+    #: under load, or its outputs differ from the reference's (``failure_class`` crashed-under-load,
+    #: hung, wrong-output). It counts, is infeasible for every sampler, is never a candidate nor
+    #: confirmed, and is not queued again.
     RUN_FAILED = "run-failed"
-    INTERRUPTED = "interrupted"  # FAIL otherwise: an interrupt, a lost lease or a worker failed as stale
+    # FAIL otherwise: an interrupt, a lost lease or a worker failed as stale
+    INTERRUPTED = "interrupted"
     RUNNING = "running"  # RUNNING: being measured now
     QUEUED = "queued"  # WAITING: enqueued, not started yet
 
 
 class RejectedBy(enum.StrEnum):
-    """Who refused a rejected proposal (``Key.REJECTED_BY``): kept apart wherever a rejection is shown."""
+    """Who refused a rejected proposal (``Key.REJECTED_BY``): kept apart wherever a rejection is
+    shown."""
 
     SGLANG = "sglang"  # the target's own SGLang, asked before deploying (tuner/targets/resolver.py)
-    RULES = "rules"  # spectune's rules (tuner/sglang/rules.py, held to the real SGLang) or option table
+    # spectune's rules (tuner/sglang/rules.py, held to the real SGLang) or option table
+    RULES = "rules"
 
     @property
     def label(self) -> str:
         return "refused by SGLang" if self is RejectedBy.SGLANG else "refused by spectune's rules"
 
 
-#: How a refusal by the target's own SGLang reads (tuner.targets.resolver.refusal): how the records stored before
-#: ``Key.REJECTED_BY`` existed are told apart.
+#: How a refusal by the target's own SGLang reads (tuner.targets.resolver.refusal): how the records
+#: stored before ``Key.REJECTED_BY`` existed are told apart.
 _SGLANG_REFUSAL = " refuses this configuration (exit "
 
 
 STORED_OUTCOMES: Final = frozenset({Outcome.MEASURED, Outcome.DEPLOY_FAILED, Outcome.REJECTED,
-                                    Outcome.DUPLICATE, Outcome.TAKEN, Outcome.PHASE_FAILED, Outcome.RUN_FAILED})
+                                    Outcome.DUPLICATE, Outcome.TAKEN, Outcome.PHASE_FAILED,
+                                    Outcome.RUN_FAILED})
 
 
 class Key:
-    """Trial user attribute names (reports, ``best``, ``deploy`` and old databases rely on these exact names)."""
+    """Trial user attribute names (reports, ``best``, ``deploy`` and old databases rely on these
+    exact names)."""
 
     OUTCOME: Final = "outcome"  # an Outcome of STORED_OUTCOMES
     COUNTS: Final = "counts"  # True when the trial used the server (counts towards n_trials)
-    SCORE: Final = "score"  # a skipped trial's is its optimistic bound (what the sampler is told), never shown
-    SCORE_CI: Final = "score_ci"  # [low, high]: the score's 95 % interval (None for a skipped trial)
+    # a skipped trial's is its optimistic bound (what the sampler is told), never shown
+    SCORE: Final = "score"
+    # [low, high]: the score's 95 % interval (None for a skipped trial)
+    SCORE_CI: Final = "score_ci"
     PARAMS_DECODED: Final = "params_decoded"  # the proposal's flag values, before repairs
     REPAIRS: Final = "repairs"
     REASON: Final = "reason"  # why a proposal was rejected
     REJECTED_BY: Final = "rejected_by"  # a RejectedBy: the target's own SGLang, or spectune's rules
     CONFIG: Final = "config"  # ServerConfig.to_json()
-    CONFIG_KEY: Final = "config_key"  # the effective key (Proposal.key): stored first, so other workers see it
-    EFFECTIVE: Final = "effective"  # what SGLang runs: auto-chosen tree, page size, backend, graphs, request cap
+    # the effective key (Proposal.key): stored first, so other workers see it
+    CONFIG_KEY: Final = "config_key"
+    # what SGLang runs: auto-chosen tree, page size, backend, graphs, request cap
+    EFFECTIVE: Final = "effective"
     PHASES: Final = "phases"  # concurrency (as a string) → that phase's metrics
     SKIPPED_PHASES: Final = "skipped_phases"
     SKIP: Final = "skip"  # the bound that made the remaining phases not worth running
     FAILURE_CLASS: Final = "failure_class"
     FAILURE: Final = "failure"
-    FAILURE_CAUSE: Final = "failure_cause"  # a FailureCause (tuner/targets/classify.py): what the samplers read
-    #: Evidence of a failure while measured: {"phase": "c64", "concurrency": 64, "exit": "...", "errors": {...},
-    #: "completed": n, "failed": n} (crashed-under-load, hung).
+    # a FailureCause (tuner/targets/classify.py): what the samplers read
+    FAILURE_CAUSE: Final = "failure_cause"
+    #: Evidence of a failure while measured: {"phase": "c64", "concurrency": 64, "exit": "...",
+    #: "errors": {...}, "completed": n, "failed": n} (crashed-under-load, hung).
     RUN_FAILURE: Final = "run_failure"
-    #: The output check (tuner/run/outputs.py): statistic, floor, threshold, verdict and one example.
+    #: The output check (tuner/run/outputs.py): statistic, floor, threshold, verdict and one
+    #: example.
     OUTPUT_CHECK: Final = "output_check"
     LOG_TAIL: Final = "log_tail"
     LOG: Final = "log"  # where the server's log is (deploy fact)
@@ -117,25 +133,32 @@ class Key:
     TAKEN_BY: Final = "taken_by"
     RETRY_OF: Final = "retry_of"  # set when an interrupted trial's parameters are enqueued again
     NEIGHBOUR_OF: Final = "neighbour_of"  # set when a neighbour of a repeated proposal is enqueued
-    #: "adaptive" or "off": SGLang's own choice measured beside the tuning (tuner/search/references.py)
+    #: "adaptive" or "off": SGLang's own choice measured beside the tuning
+    #: (tuner/search/references.py)
     REFERENCE: Final = "reference"
 
 
 class StudyKey:
     """Study user attribute names."""
 
-    UNIT_OPTIONS: Final = "unit_options_carried"  # the unit's own options deploys keep (unit_flags = "carry")
-    REFERENCES: Final = "references"  # concurrency (as a string) → the metric a score of 1.0 stands for
+    # the unit's own options deploys keep (unit_flags = "carry")
+    UNIT_OPTIONS: Final = "unit_options_carried"
+    # concurrency (as a string) → the metric a score of 1.0 stands for
+    REFERENCES: Final = "references"
     REFERENCES_TRIAL: Final = "references_trial"  # the trial whose measurement the references are
-    #: {"baseline": n | None, "order": [n, …], "trials": {"n": {"runs": [phases, …], "failed": k}}}: the
-    #: confirmation stage's fresh runs (each run's phases stored as ``Key.PHASES`` is), in the order measured.
+    #: {"baseline": n | None, "order": [n, …], "trials": {"n": {"runs": [phases, …], "failed": k}}}:
+    #: the confirmation stage's fresh runs (each run's phases stored as ``Key.PHASES`` is), in the
+    #: order measured.
     CONFIRMATION: Final = "confirmation"
     BASELINE_ENQUEUED: Final = "baseline_enqueued"
     SAMPLER: Final = "sampler"
-    SGLANG_VERSION: Final = "sglang_version"  # the SGLang installed on the target, as its preflight found it
-    #: The output check's reference: {"trial": n, "outputs": [...], "floor": {...}} (tuner/run/outputs.py).
+    # the SGLang installed on the target, as its preflight found it
+    SGLANG_VERSION: Final = "sglang_version"
+    #: The output check's reference: {"trial": n, "outputs": [...], "floor": {...}}
+    #: (tuner/run/outputs.py).
     OUTPUT_REFERENCE: Final = "output_reference"
-    #: Why the study turned the output check off ([check] outputs = false): stored so every reader sees it.
+    #: Why the study turned the output check off ([check] outputs = false): stored so every reader
+    #: sees it.
     OUTPUT_CHECK_OFF: Final = "output_check_off"
 
     @staticmethod
@@ -144,13 +167,14 @@ class StudyKey:
 
     @staticmethod
     def sglang_table(version: str, build: str) -> str:
-        """The option table a target's SGLang ``version`` (``build``) supplied (tuner/store/tables.py)."""
+        """The option table a target's SGLang ``version`` (``build``) supplied
+        (tuner/store/tables.py)."""
         return f"sglang_table:{version}:{build}"
 
 
 def write(trial: optuna.Trial, record: TrialRecord, *, since: TrialRecord | None = None) -> None:
-    """Store ``record`` on ``trial`` — the only way the engine writes a trial's record; with ``since`` (what was
-    stored before), only the attributes that changed."""
+    """Store ``record`` on ``trial`` — the only way the engine writes a trial's record; with
+    ``since`` (what was stored before), only the attributes that changed."""
     before = since.to_attrs() if since is not None else {}
     for key, value in record.to_attrs().items():
         if key not in before or before[key] != value:
@@ -164,12 +188,13 @@ def skipped_text(phases: Iterable[int]) -> str:
 
 @dataclass(frozen=True)
 class TrialRecord:
-    """A trial, typed: decoded from storage (``from_stored``), or the draft the trial runner builds as the trial
-    goes and stores with ``write`` (``to_attrs`` is its stored form)."""
+    """A trial, typed: decoded from storage (``from_stored``), or the draft the trial runner builds
+    as the trial goes and stores with ``write`` (``to_attrs`` is its stored form)."""
 
     number: int
     state: TrialState
-    outcome: Outcome | None  # None: COMPLETE without a (known) stored outcome, e.g. told by hand; or PRUNED
+    # None: COMPLETE without a (known) stored outcome, e.g. told by hand; or PRUNED
+    outcome: Outcome | None
     counts: bool  # used the server: counts towards n_trials
     score: float | None
     score_ci: Interval | None = None
@@ -180,15 +205,18 @@ class TrialRecord:
     rejected_by: RejectedBy | None = None
     config: ServerConfig | None = None
     config_key: str | None = None
-    #: The values SGLang runs (tuner.sglang.rules.Verdict.effective); None values were SGLang's to choose.
+    #: The values SGLang runs (tuner.sglang.rules.Verdict.effective); None values were SGLang's to
+    #: choose.
     effective: Mapping[str, Any] | None = None
-    metrics: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # per phase, by concurrency
+    # per phase, by concurrency
+    metrics: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
     skipped_phases: tuple[int, ...] = ()
     skip: Mapping[str, Any] | None = None
     constraints: Mapping[str, float] = field(default_factory=dict)
     failure_class: str | None = None
     failure: str | None = None
-    #: The typed cause (stored, or decided from the class and text for records written before causes were).
+    #: The typed cause (stored, or decided from the class and text for records written before causes
+    #: were).
     failure_cause: FailureCause | None = None
     run_failure: Mapping[str, Any] | None = None
     output_check: Mapping[str, Any] | None = None
@@ -203,7 +231,8 @@ class TrialRecord:
     base_url: str | None = None  # where the benchmark connected (deploy fact)
     values: tuple[float, ...] | None = None
     duration_s: float | None = None  # start to completion, for finished trials
-    confirmed: Confirmed | None = None  # the confirmation stage's runs of this configuration (``records``)
+    # the confirmation stage's runs of this configuration (``records``)
+    confirmed: Confirmed | None = None
 
     @classmethod
     def from_stored(cls, trial: FrozenTrial) -> TrialRecord:
@@ -215,8 +244,10 @@ class TrialRecord:
                               values=values, duration_s=duration)
 
     @classmethod
-    def from_attrs(cls, number: int, state: TrialState, attrs: Mapping[str, Any], constraints: Mapping[str, float],
-                   *, values: tuple[float, ...] | None = None, duration_s: float | None = None) -> TrialRecord:
+    def from_attrs(cls, number: int, state: TrialState, attrs: Mapping[str, Any],
+                   constraints: Mapping[str, float],
+                   *, values: tuple[float, ...] | None = None, duration_s: float
+                   | None = None) -> TrialRecord:
         config = attrs.get(Key.CONFIG)
         score = attrs.get(Key.SCORE)
         skip = attrs.get(Key.SKIP)
@@ -225,8 +256,8 @@ class TrialRecord:
             state=state,
             outcome=_outcome(state, attrs.get(Key.OUTCOME)),
             counts=bool(attrs.get(Key.COUNTS)),
-            score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
-            score_ci=Interval.from_stored(attrs.get(Key.SCORE_CI)),
+            score=float(score) if isinstance(score, int | float) and not isinstance(score, bool)
+            else None, score_ci=Interval.from_stored(attrs.get(Key.SCORE_CI)),
             params_decoded=dict(attrs.get(Key.PARAMS_DECODED) or {}),
             repairs=tuple(attrs.get(Key.REPAIRS) or ()),
             reason=attrs.get(Key.REASON),
@@ -257,18 +288,21 @@ class TrialRecord:
         )
 
     def to_attrs(self) -> dict[str, object]:
-        """The user attributes this record is stored as — the inverse of ``from_attrs`` (names and value forms
-        are the ones earlier versions wrote). A field at its default is not written; outcome and ``counts`` go
-        together, and a benchmarked trial always names its skipped phases (none: an empty list)."""
+        """The user attributes this record is stored as — the inverse of ``from_attrs`` (names and
+        value forms are the ones earlier versions wrote). A field at its default is not written;
+        outcome and ``counts`` go together, and a benchmarked trial always names its skipped phases
+        (none: an empty list)."""
         attrs: dict[str, object] = {
             Key.HOST: self.host, Key.PARAMS_DECODED: dict(self.params_decoded) or None,
             Key.REPAIRS: list(self.repairs) or None, Key.REASON: self.reason,
             Key.REJECTED_BY: str(self.rejected_by) if self.rejected_by else None,
-            Key.CONFIG: self.config.to_json() if self.config else None, Key.CONFIG_KEY: self.config_key,
+            Key.CONFIG: self.config.to_json() if self.config else None,
+            Key.CONFIG_KEY: self.config_key,
             Key.EFFECTIVE: dict(self.effective) if self.effective is not None else None,
             Key.LAUNCH: self.launch, Key.BASE_URL: self.base_url, Key.LOG: self.log,
             Key.TIMINGS: dict(self.timings) or None, Key.OUTPUT_CHECK: _plain(self.output_check),
-            Key.PHASES: encode_phases(self.metrics) if self.metrics else None, Key.SKIP: _plain(self.skip),
+            Key.PHASES: encode_phases(self.metrics) if self.metrics else None,
+            Key.SKIP: _plain(self.skip),
             Key.SCORE: self.score, Key.SCORE_CI: self.score_ci.to_list() if self.score_ci else None,
             Key.FAILURE_CLASS: self.failure_class, Key.FAILURE: self.failure,
             Key.FAILURE_CAUSE: str(self.failure_cause) if self.failure_cause else None,
@@ -283,7 +317,7 @@ class TrialRecord:
             attrs[Key.SKIPPED_PHASES] = list(self.skipped_phases)
         return {key: value for key, value in attrs.items() if value is not None}
 
-    # ----- what the trial is for the study -------------------------------------------------------------
+    # ----- what the trial is for the study --------------------------------------------------------
     @property
     def complete(self) -> bool:
         return self.state == TrialState.COMPLETE
@@ -295,7 +329,8 @@ class TrialRecord:
 
     @property
     def is_measured(self) -> bool:
-        """Used the server: counts towards ``n_trials`` (measured or failed to start; not free reuses)."""
+        """Used the server: counts towards ``n_trials`` (measured or failed to start; not free
+        reuses)."""
         return self.complete and self.counts
 
     @property
@@ -310,23 +345,26 @@ class TrialRecord:
 
     @property
     def is_candidate(self) -> bool:
-        """Can be the study's best: scored, and no phase was skipped (a skipped trial's stored score is only
-        its optimistic bound)."""
+        """Can be the study's best: scored, and no phase was skipped (a skipped trial's stored score
+        is only its optimistic bound)."""
         return self.is_scored and not self.skipped_phases
 
     def candidate_under(self, score: float | None, *, feasible: bool) -> bool:
-        """A candidate for best with ``score`` and ``feasible`` as some ranking judges them (tuner/query/ranking.py
-        rescores from the stored metrics, so a phase its weights do not need may be missing)."""
+        """A candidate for best with ``score`` and ``feasible`` as some ranking judges them
+        (tuner/query/ranking.py rescores from the stored metrics, so a phase its weights do not need
+        may be missing)."""
         return self.is_benchmarked and feasible and score is not None
 
     @property
     def shown_score(self) -> float | None:
-        """The score a user is shown: None for a skipped trial (its stored score is only an optimistic bound)."""
+        """The score a user is shown: None for a skipped trial (its stored score is only an
+        optimistic bound)."""
         return None if self.skipped_phases else self.score
 
     @property
     def skip_bounds(self) -> dict[int, float]:
-        """The optimistic values the skipped phases were assumed to reach (empty when none was skipped)."""
+        """The optimistic values the skipped phases were assumed to reach (empty when none was
+        skipped)."""
         return skip_bounds(self.skip)
 
 
@@ -361,14 +399,17 @@ def _rejected_by(state: TrialState, attrs: Mapping[str, Any]) -> RejectedBy | No
     stored = attrs.get(Key.REJECTED_BY)
     if isinstance(stored, str) and stored in {r.value for r in RejectedBy}:
         return RejectedBy(stored)
-    return RejectedBy.SGLANG if _SGLANG_REFUSAL in str(attrs.get(Key.REASON) or "") else RejectedBy.RULES
+    return RejectedBy.SGLANG if _SGLANG_REFUSAL in str(attrs.get(Key.REASON)
+                                                       or "") else RejectedBy.RULES
 
 
 def records(study: optuna.Study, states: tuple[TrialState, ...] | None = None) -> list[TrialRecord]:
-    """Every trial of ``study`` (or those in ``states``), by number, with its confirmation runs attached."""
+    """Every trial of ``study`` (or those in ``states``), by number, with its confirmation runs
+    attached."""
     confirmed = confirmations(study.user_attrs.get(StudyKey.CONFIRMATION))
     out = [TrialRecord.from_stored(t) for t in study.get_trials(deepcopy=False, states=states)]
-    return [dataclasses.replace(r, confirmed=confirmed[r.number]) if r.number in confirmed else r for r in out]
+    return [dataclasses.replace(r, confirmed=confirmed[r.number]) if r.number in confirmed else r
+            for r in out]
 
 
 def measured_records(study: optuna.Study) -> list[TrialRecord]:
@@ -377,10 +418,13 @@ def measured_records(study: optuna.Study) -> list[TrialRecord]:
 
 
 def best_record(study: optuna.Study) -> TrialRecord | None:
-    """The candidate with the highest stored score (ties: the earlier trial); None when there is none."""
+    """The candidate with the highest stored score (ties: the earlier trial); None when there is
+    none."""
     return best_of(records(study, (TrialState.COMPLETE,)))
 
 
 def best_of(candidates: Iterable[TrialRecord]) -> TrialRecord | None:
-    """``best_record`` among ``candidates`` (e.g. the first N measured: what the study would have picked then)."""
-    return max((r for r in candidates if r.is_candidate), key=lambda r: (r.score or 0.0, -r.number), default=None)
+    """``best_record`` among ``candidates`` (e.g. the first N measured: what the study would have
+    picked then)."""
+    return max((r for r in candidates if r.is_candidate), key=lambda r: (r.score or 0.0, -r.number),
+               default=None)

@@ -1,9 +1,10 @@
 """A trial's score within its study: ``objectives.scoring.Scorer`` over the study's references.
 
-``objectives.scoring`` defines the formula (docs/scoring.md); this module is where the study's side of it lives
-— the references a score of 1.0 stands for, which the first fully measured trial (the baseline runs first) fixes
-once (``fix_references`` is their only writer), and the value stored for a trial whose weighted phase was
-skipped. The trial runner, the confirmation stage and the ranking all score through here.
+``objectives.scoring`` defines the formula (docs/scoring.md); this module is where the study's side
+of it lives — the references a score of 1.0 stands for, which the first fully measured trial (the
+baseline runs first) fixes once (``fix_references`` is their only writer), and the value stored for
+a trial whose weighted phase was skipped. The trial runner, the confirmation stage and the ranking
+all score through here.
 """
 
 from __future__ import annotations
@@ -34,19 +35,21 @@ log = logging.getLogger(__name__)
 
 
 def stored_references(study: optuna.Study) -> dict[int, float]:
-    """The references stored on ``study`` (empty before its first full measurement, and when the trial they
-    came from did not end COMPLETE: a kill after they were written and before the trial's result was)."""
+    """The references stored on ``study`` (empty before its first full measurement, and when the
+    trial they came from did not end COMPLETE: a kill after they were written and before the trial's
+    result was)."""
     return _decode(_valid(study))
 
 
 def fix_references(study: optuna.Study, metrics: PhaseMetrics, weights: Mapping[int, float],
                    trial: int | None = None) -> dict[int, float]:
-    """Store ``metrics``' primary values as the study's references unless it has valid ones already (or a
-    weighted phase of ``metrics`` has no usable value); the references in force afterwards.
+    """Store ``metrics``' primary values as the study's references unless it has valid ones already
+    (or a weighted phase of ``metrics`` has no usable value); the references in force afterwards.
 
-    Written before the trial that measured them is COMPLETE (its own score needs them), so the number of that
-    trial is written first: should the trial then fail or be killed, the references are no longer valid and
-    its re-measurement writes them again (``_valid``) — 1.0 is always a stored, complete measurement."""
+    Written before the trial that measured them is COMPLETE (its own score needs them), so the
+    number of that trial is written first: should the trial then fail or be killed, the references
+    are no longer valid and its re-measurement writes them again (``_valid``) — 1.0 is always a
+    stored, complete measurement."""
     stored = _valid(study)
     if stored is None:
         refs = references_from(metrics, weights)
@@ -62,14 +65,16 @@ def fix_references(study: optuna.Study, metrics: PhaseMetrics, weights: Mapping[
 
 
 def _say_if_not_the_baseline(study: optuna.Study, trial: int) -> None:
-    """Loudly, when a study with a baseline gets its references from another trial (the baseline failed to start,
-    or measured nothing usable): from now on 1.0 is that trial, not what the server runs today."""
+    """Loudly, when a study with a baseline gets its references from another trial (the baseline
+    failed to start, or measured nothing usable): from now on 1.0 is that trial, not what the server
+    runs today."""
     trials = study.get_trials(deepcopy=False)
     baselines = [t.number for t in trials if t.user_attrs.get(Key.BASELINE)]
     if baselines and trial not in baselines:
-        log.warning("warning: score 1.0 is trial %d's measurement, not the baseline's (trial %d measured nothing "
-                    "usable): scores compare with trial %d, not with what the server runs today", trial,
-                    baselines[-1], trial)
+        log.warning("warning: score 1.0 is trial %d's measurement, not the baseline's (trial %d "
+                    "measured nothing usable): scores compare with trial %d, not with what the "
+                    "server runs today",
+                    trial, baselines[-1], trial)
 
 
 def _valid(study: optuna.Study) -> Mapping[str, Any] | None:
@@ -79,16 +84,18 @@ def _valid(study: optuna.Study) -> Mapping[str, Any] | None:
     if stored is None or owner is None:
         return stored  # none yet, or written by a version that did not record their trial
     trials = study.get_trials(deepcopy=False)
-    # RUNNING: the trial writing them now. A later number: a newer trial's write, half done (trial first).
+    # RUNNING: the trial writing them now. A later number: a newer trial's write, half done (trial
+    # first).
     if owner < len(trials) and trials[owner].state in (TrialState.COMPLETE, TrialState.RUNNING):
         return stored
     return None
 
 
-def reference_phases(study: optuna.Study, number: int, metrics: PhaseMetrics) -> PhaseMetrics | None:
-    """The phases of the run the study's references come from — ``metrics`` themselves when trial ``number`` is
-    that run — for pairing a trial's requests with the reference's (objectives/paired.py); None when the study
-    has no valid references yet."""
+def reference_phases(study: optuna.Study, number: int,
+                     metrics: PhaseMetrics) -> PhaseMetrics | None:
+    """The phases of the run the study's references come from — ``metrics`` themselves when trial
+    ``number`` is that run — for pairing a trial's requests with the reference's
+    (objectives/paired.py); None when the study has no valid references yet."""
     if _valid(study) is None:
         return None
     owner = study.user_attrs.get(StudyKey.REFERENCES_TRIAL)
@@ -108,8 +115,9 @@ def study_scorer(study: optuna.Study, weights: Mapping[int, float]) -> Scorer:
 
 def references_for(study: optuna.Study, trials: Iterable[TrialRecord],
                    weights: Mapping[int, float]) -> dict[int, float]:
-    """The study's stored references, completed for re-weighting: a weighted phase without one takes the
-    baseline's value, else the first benchmarked trial's — the rule the study used for its own."""
+    """The study's stored references, completed for re-weighting: a weighted phase without one takes
+    the baseline's value, else the first benchmarked trial's — the rule the study used for its
+    own."""
     stored = stored_references(study)
     measured = sorted((t for t in trials if t.complete and t.outcome is Outcome.MEASURED),
                       key=lambda t: (not t.baseline, t.number))
@@ -126,8 +134,8 @@ def references_for(study: optuna.Study, trials: Iterable[TrialRecord],
 
 @dataclass(frozen=True)
 class ScoredTrial:
-    """A benchmarked trial judged once: its phases with the paired intervals added, its score and interval, and
-    one violation per study constraint (Optuna's convention: > 0 violates)."""
+    """A benchmarked trial judged once: its phases with the paired intervals added, its score and
+    interval, and one violation per study constraint (Optuna's convention: > 0 violates)."""
 
     metrics: PhaseMetrics
     assessment: Assessment
@@ -139,21 +147,25 @@ class ScoredTrial:
         return self.assessment.score
 
 
-def score_benchmarked(study: optuna.Study, number: int, metrics: PhaseMetrics, weights: Mapping[int, float],
-                      constraints: tuple[ConstraintSpec, ...], skip_bounds: Mapping[int, float]) -> ScoredTrial:
-    """Everything a benchmarked trial's end needs from its figures, in one place: the study's references (the
-    first full measurement fixes them), each phase's interval paired with the reference run's same requests
-    (common random numbers), the score and its interval, and the constraints."""
+def score_benchmarked(study: optuna.Study, number: int, metrics: PhaseMetrics,
+                      weights: Mapping[int, float], constraints: tuple[ConstraintSpec, ...],
+                      skip_bounds: Mapping[int, float]) -> ScoredTrial:
+    """Everything a benchmarked trial's end needs from its figures, in one place: the study's
+    references (the first full measurement fixes them), each phase's interval paired with the
+    reference run's same requests (common random numbers), the score and its interval, and the
+    constraints."""
     violations = constraint_values(constraints, metrics)
     fix_references(study, metrics, weights, number)
     paired = with_paired(metrics, reference_phases(study, number, metrics))
-    return ScoredTrial(paired, trial_score(study_scorer(study, weights), paired, skip_bounds), violations)
+    return ScoredTrial(paired, trial_score(study_scorer(study, weights), paired, skip_bounds),
+                       violations)
 
 
-def trial_score(scorer: Scorer, metrics: PhaseMetrics, skip_bounds: Mapping[int, float]) -> Assessment:
-    """The score stored for a benchmarked trial, and its interval. Only a skipped trial lacks a weighted phase:
-    it is valued at its (losing) optimistic bound, and at 0.0 when it has none — with no interval, since a bound
-    is not a measurement."""
+def trial_score(scorer: Scorer, metrics: PhaseMetrics,
+                skip_bounds: Mapping[int, float]) -> Assessment:
+    """The score stored for a benchmarked trial, and its interval. Only a skipped trial lacks a
+    weighted phase: it is valued at its (losing) optimistic bound, and at 0.0 when it has none —
+    with no interval, since a bound is not a measurement."""
     assessed = scorer.assess(metrics)
     if assessed.score is not None:
         return assessed

@@ -1,9 +1,9 @@
 """A cache, in the study's storage, of the option tables the targets' SGLang supplied at preflight.
 
-Reading the table from the target's SGLang means importing it there (seconds, a process with torch loaded); a
-resumed study or another worker on the same release and build finds it here instead. One study user attribute
-per SGLang version and build, holding the table in the shipped JSON format (tuner/sglang/data), compressed:
-~5-10 KB a table, so it fits any Optuna storage's attribute column.
+Reading the table from the target's SGLang means importing it there (seconds, a process with torch
+loaded); a resumed study or another worker on the same release and build finds it here instead. One
+study user attribute per SGLang version and build, holding the table in the shipped JSON format
+(tuner/sglang/data), compressed: ~5-10 KB a table, so it fits any Optuna storage's attribute column.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from tuner.store.record import StudyKey
 
 
 class StudyAttrs(Protocol):
-    """What of an ``optuna.Study`` the cache uses (a real study, or one read with ``load_study``)."""
+    """What of an ``optuna.Study`` the cache uses (a real study, or one read with
+    ``load_study``)."""
 
     @property
     def user_attrs(self) -> dict[str, Any]: ...
@@ -34,12 +35,14 @@ def store_table(study: StudyAttrs, table: OptionTable, build: str | None = None)
 
 
 def cached_table(study: StudyAttrs, version: str, build: str) -> OptionTable | None:
-    """The table stored for SGLang ``version`` and ``build``; None when absent or unreadable (read it again)."""
+    """The table stored for SGLang ``version`` and ``build``; None when absent or unreadable (read
+    it again)."""
     packed = study.user_attrs.get(StudyKey.sglang_table(version, build))
     if not isinstance(packed, str):
         return None
     try:
-        table = OptionTable.from_json(json.loads(zlib.decompress(base64.b64decode(packed)).decode("utf-8")))
+        table = OptionTable.from_json(
+            json.loads(zlib.decompress(base64.b64decode(packed)).decode("utf-8")))
     except (ValueError, KeyError, TypeError, zlib.error):
         return None
     return table if table.version == version else None

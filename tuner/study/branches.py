@@ -1,20 +1,22 @@
 """The kinds of speculation one study can compare, as branches of a conditional search space.
 
-``speculative-algorithm = { choices = ["EAGLE3", "EAGLE3-adaptive", "NGRAM", "off"] }`` in ``[search]`` makes the
-algorithm the first parameter of every trial (Optuna's define-by-run: ``SearchSpace.suggest`` asks it first) and
-every other tuned flag a parameter of the branches it applies to only (docs/study-file.md, "Branches"):
+``speculative-algorithm = { choices = ["EAGLE3", "EAGLE3-adaptive", "NGRAM", "off"] }`` in
+``[search]`` makes the algorithm the first parameter of every trial (Optuna's define-by-run:
+``SearchSpace.suggest`` asks it first) and every other tuned flag a parameter of the branches it
+applies to only (docs/study-file.md, "Branches"):
 
-* a static draft tree (EAGLE, EAGLE3, NEXTN, STANDALONE, ...): the tree flags (steps, top-k, draft tokens) and
-  every other ``--speculative-*`` flag;
-* ``<ALGO>-adaptive`` (EAGLE, EAGLE3, NEXTN: what SGLang's adaptive steps run on): ``--speculative-algorithm
-  ALGO --speculative-adaptive``; SGLang picks the steps per batch size at runtime, so the tree flags do not apply
-  (``--speculative-adaptive-config`` does);
-* ``NGRAM``: its own ``--speculative-ngram-*`` flags and ``--speculative-num-draft-tokens`` (how many tokens it
-  verifies); no draft model, so no draft-model flags;
+* a static draft tree (EAGLE, EAGLE3, NEXTN, STANDALONE, ...): the tree flags (steps, top-k, draft
+  tokens) and every other ``--speculative-*`` flag;
+* ``<ALGO>-adaptive`` (EAGLE, EAGLE3, NEXTN: what SGLang's adaptive steps run on):
+  ``--speculative-algorithm ALGO --speculative-adaptive``; SGLang picks the steps per batch size at
+  runtime, so the tree flags do not apply (``--speculative-adaptive-config`` does);
+* ``NGRAM``: its own ``--speculative-ngram-*`` flags and ``--speculative-num-draft-tokens`` (how
+  many tokens it verifies); no draft model, so no draft-model flags;
 * ``off``: no ``--speculative-*`` flag at all.
 
-Flags that are not speculative (memory, graphs, scheduling) apply on every branch. A fixed ``[server.flags]``
-flag that does not apply on a branch is left out of that branch's command line (the draft model path on NGRAM).
+Flags that are not speculative (memory, graphs, scheduling) apply on every branch. A fixed
+``[server.flags]`` flag that does not apply on a branch is left out of that branch's command line
+(the draft model path on NGRAM).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ ALGORITHM = "--speculative-algorithm"
 ADAPTIVE = "--speculative-adaptive"
 ADAPTIVE_CONFIG = "--speculative-adaptive-config"
 ADAPTIVE_SUFFIX = "-adaptive"
-TREE_FLAGS = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+TREE_FLAGS = ("--speculative-num-steps", "--speculative-eagle-topk",
+              "--speculative-num-draft-tokens")
 DRAFT_TOKENS = "--speculative-num-draft-tokens"
 NGRAM_PREFIX = "--speculative-ngram-"
 #: What SGLang's adaptive steps run on (adaptive_spec_params.py; NEXTN is EAGLE by then).
@@ -41,11 +44,13 @@ DRAFT_MODEL_FLAGS = ("--speculative-draft-model-path", "--speculative-draft-mode
                      "--speculative-draft-load-format")
 
 
-#: A trial parameter (and user attribute) that runs one of SGLang's own choices beside the tuning — its adaptive
-#: steps or no speculation — on any space, with or without branches (``[study] compare``).
+#: A trial parameter (and user attribute) that runs one of SGLang's own choices beside the tuning —
+#: its adaptive steps or no speculation — on any space, with or without branches (``[study]
+#: compare``).
 REFERENCE = "reference"
 REFERENCE_KINDS = ("adaptive", "off")
-#: The user attribute of a reference trial outside the space (its kind is then the ``reference`` parameter).
+#: The user attribute of a reference trial outside the space (its kind is then the ``reference``
+#: parameter).
 OUTSIDE = "reference_outside_space"
 
 
@@ -81,7 +86,8 @@ def branch_of(choice: object) -> Branch:
 
 
 def reference_branch(kind: str, algorithm: str) -> Branch:
-    """The branch a reference trial runs: SGLang's adaptive steps on ``algorithm``, or speculation off."""
+    """The branch a reference trial runs: SGLang's adaptive steps on ``algorithm``, or speculation
+    off."""
     if kind == "adaptive":
         return Branch(f"{algorithm}{ADAPTIVE_SUFFIX}", algorithm, BranchKind.ADAPTIVE)
     return Branch(SPECULATION_OFF, None, BranchKind.OFF)
@@ -90,8 +96,10 @@ def reference_branch(kind: str, algorithm: str) -> Branch:
 def choice_problem(choice: object) -> str | None:
     """What is wrong with one ``speculative-algorithm`` choice's branch spelling (None: fine)."""
     branch = branch_of(choice)
-    if branch.kind is BranchKind.ADAPTIVE and str(branch.algorithm).upper() not in ADAPTIVE_ALGORITHMS:
-        return (f"{branch.choice!r}: SGLang's adaptive steps run on {', '.join(ADAPTIVE_ALGORITHMS)} only "
+    if (branch.kind is BranchKind.ADAPTIVE
+        and str(branch.algorithm).upper() not in ADAPTIVE_ALGORITHMS):
+        return (f"{branch.choice!r}: SGLang's adaptive steps run on "
+                f"{', '.join(ADAPTIVE_ALGORITHMS)} only "
                 "(write e.g. 'EAGLE3-adaptive')")
     return None
 

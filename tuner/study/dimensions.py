@@ -1,5 +1,6 @@
-"""One tuned flag as an Optuna parameter: its encoding (int, scaled float, ladder index, categorical, draft
-position) and the rule that turns a value into the flag's value (tuner/study/space.py explains the encodings)."""
+"""One tuned flag as an Optuna parameter: its encoding (int, scaled float, ladder index,
+categorical, draft position) and the rule that turns a value into the flag's value
+(tuner/study/space.py explains the encodings)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ class Dimension:
         return len(self.encoded_values())
 
     def decode(self, value: Any) -> FlagValue:
-        """The flag value for an encoded value (draft-fraction is decoded by the space, which knows the tree)."""
+        """The flag value for an encoded value (draft-fraction is decoded by the space, which knows
+        the tree)."""
         if self.encoding == "scaled":
             step = float(self.param.step or 1)
             return round(value * step, _decimals(step))
@@ -96,7 +98,8 @@ def dimension_of(p: ParamSpec) -> Dimension:
 
 
 def draft_from_fraction(d: Dimension, position: int, steps: int, topk: int) -> int:
-    """Map a position in 0..(max−min) onto [min, cap] where cap is the largest draft the tree can verify."""
+    """Map a position in 0..(max−min) onto [min, cap] where cap is the largest draft the tree can
+    verify."""
     low, high = int(d.param.low or 2), int(d.param.high or 2)
     cap = min(high, rules.max_draft_tokens(steps, topk))
     low = min(low, cap)
@@ -106,8 +109,9 @@ def draft_from_fraction(d: Dimension, position: int, steps: int, topk: int) -> i
 
 
 def fraction_for_draft(d: Dimension, draft: int, steps: int, topk: int) -> int | None:
-    """The position that decodes to ``draft`` draft tokens under this tree (``draft_from_fraction``'s inverse);
-    None when no position does (more than the tree verifies, or outside the search range)."""
+    """The position that decodes to ``draft`` draft tokens under this tree
+    (``draft_from_fraction``'s inverse); None when no position does (more than the tree verifies, or
+    outside the search range)."""
     found = [p for p in range(d.low, d.high + 1) if draft_from_fraction(d, p, steps, topk) == draft]
     return found[len(found) // 2] if found else None  # the middle of the positions that give it
 

@@ -1,8 +1,9 @@
-"""SGLang flags in a study file: names looked up in the option table of its SGLang version, values checked,
-and the space the tuned flags span checked as a whole.
+"""SGLang flags in a study file: names looked up in the option table of its SGLang version, values
+checked, and the space the tuned flags span checked as a whole.
 
 Hand-written on purpose: which flags exist and what they take comes from SGLang's option tables
-(tuner/sglang/data), not from the study-file schema; the rules between flags are SGLang's (tuner/sglang/rules.py).
+(tuner/sglang/data), not from the study-file schema; the rules between flags are SGLang's
+(tuner/sglang/rules.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from typing import Any
 
 from tuner.sglang import rules, versions
 from tuner.sglang.launch import FlagValue
-from tuner.sglang.options import AmbiguousOption, OptionSpec, OptionTable, UnknownOption, normalize_flag
+from tuner.sglang.options import (
+    AmbiguousOption,
+    OptionSpec,
+    OptionTable,
+    UnknownOption,
+    normalize_flag,
+)
 from tuner.study import branches
 from tuner.study.models import ENV_NAME_PATTERN, SearchParam, ServerSection
 from tuner.study.problems import Problems
@@ -22,7 +29,8 @@ from tuner.study.spec import ParamSpec, StudySpec
 
 #: The target decides where the server listens; a study cannot override it per trial.
 TARGET_OWNED_OPTIONS = ("--host", "--port")
-#: A range with more grid points than this is a typo'd step, not a search space (and would stall enumeration).
+#: A range with more grid points than this is a typo'd step, not a search space (and would stall
+#: enumeration).
 MAX_GRID_POINTS = 1_000_000
 
 #: Values SGLang would accept syntactically but that can never run: (low, high, inclusive-low?).
@@ -42,9 +50,10 @@ SEMANTIC_BOUNDS: dict[str, tuple[float, float, bool]] = {
 def _resolve_flag(problems: Problems, key: str, flag: str, table: OptionTable) -> OptionSpec | None:
     """The option a study-file key names; unknown, ambiguous and abbreviated names are problems.
 
-    A setting SGLang renamed is found under the name this table's release gives it (``--cuda-graph-max-bs``
-    in 0.5.10 and older, ``--cuda-graph-max-bs-decode`` from 0.5.14): a study file may use either name and
-    runs on every release that has the setting. The renames come from SGLang's own parsers (tuner.sglang.versions).
+    A setting SGLang renamed is found under the name this table's release gives it
+    (``--cuda-graph-max-bs`` in 0.5.10 and older, ``--cuda-graph-max-bs-decode`` from 0.5.14): a
+    study file may use either name and runs on every release that has the setting. The renames come
+    from SGLang's own parsers (tuner.sglang.versions).
     """
     spelled = versions.spelling_in(flag, table)
     if spelled is not None:
@@ -53,12 +62,14 @@ def _resolve_flag(problems: Problems, key: str, flag: str, table: OptionTable) -
         spec = table.lookup(flag)
     except AmbiguousOption as exc:
         problems.add(key, f"ambiguous SGLang {table.version} option {exc.flag} (could match "
-                     f"{', '.join(exc.matches)}); use the full name: one of {', '.join(exc.matches)}")
+                     f"{', '.join(exc.matches)}); use the full name: one of "
+                     f"{', '.join(exc.matches)}")
         return None
     except UnknownOption as exc:
         prefixed = [o for o in exc.suggestions if o.startswith(exc.flag)]
         if prefixed:
-            problems.add(key, f"{exc.flag} is an abbreviation; write the full option name {prefixed[0]}")
+            problems.add(key,
+                         f"{exc.flag} is an abbreviation; write the full option name {prefixed[0]}")
         else:
             problems.add(key, _unknown(exc, table))
         return None
@@ -70,7 +81,8 @@ def _resolve_flag(problems: Problems, key: str, flag: str, table: OptionTable) -
 
 
 def _unknown(exc: UnknownOption, table: OptionTable) -> str:
-    """An option this release lacks: the releases that have it (or a close spelling) say which to run."""
+    """An option this release lacks: the releases that have it (or a close spelling) say which to
+    run."""
     having = [r for s in versions.same_setting(exc.flag) for r in versions.releases_with(s)]
     if having:
         return (f"{exc.flag} does not exist in SGLang {table.version} (SGLang releases with it: "
@@ -80,7 +92,8 @@ def _unknown(exc: UnknownOption, table: OptionTable) -> str:
 
 
 def _semantic_problem(spec: OptionSpec, value: Any) -> str | None:
-    spellings = [s for opt in spec.opts for s in versions.same_setting(opt)]  # aliases and renames alike
+    # aliases and renames alike
+    spellings = [s for opt in spec.opts for s in versions.same_setting(opt)]
     bounds = next((SEMANTIC_BOUNDS[s] for s in spellings if s in SEMANTIC_BOUNDS), None)
     if bounds is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -92,19 +105,21 @@ def _semantic_problem(spec: OptionSpec, value: Any) -> str | None:
 
 
 def _value_problem(table: OptionTable, spec: OptionSpec, value: Any) -> str | None:
-    """``table.check_value``, naming the releases that accept a choice this one lacks (``fa4``, ``trtllm_mha``)."""
+    """``table.check_value``, naming the releases that accept a choice this one lacks (``fa4``,
+    ``trtllm_mha``)."""
     problem = table.check_value(spec, value)
     if problem is None or spec.choices is None or isinstance(value, list | dict | bool):
         return problem
     accepting = versions.releases_accepting(spec.name, str(value))
     if accepting and str(value) not in spec.choices:
-        return (f"{spec.name} does not accept {value!r} in SGLang {table.version} (SGLang releases that do: "
-                f"{versions.describe(accepting)})")
+        return (f"{spec.name} does not accept {value!r} in SGLang {table.version} (SGLang releases "
+                f"that do: {versions.describe(accepting)})")
     return problem
 
 
-def server(problems: Problems, section: ServerSection, table: OptionTable) -> tuple[dict[str, FlagValue],
-                                                                                  dict[str, str]]:
+def server(problems: Problems, section: ServerSection,
+           table: OptionTable) -> tuple[dict[str, FlagValue],
+                                      dict[str, str]]:
     """``[server]``: fixed flags by their canonical names, and the environment."""
     flags: dict[str, FlagValue] = {}
     for key, value in section.flags.items():
@@ -115,7 +130,8 @@ def server(problems: Problems, section: ServerSection, table: OptionTable) -> tu
         if spec.name in flags:
             problems.add(where, f"{spec.name} is given twice (aliases name the same option)")
             continue
-        problem = _not_finite(value) or _value_problem(table, spec, value) or _semantic_problem(spec, value)
+        problem = _not_finite(value) or _value_problem(table, spec,
+                                                       value) or _semantic_problem(spec, value)
         if problem:
             problems.add(where, problem)
             continue
@@ -137,7 +153,7 @@ def _not_finite(value: Any) -> str | None:
     return next((p for p in map(_not_finite, items) if p), None)
 
 
-# ----- [search] and [baseline] -----------------------------------------------------------------------
+# ----- [search] and [baseline] --------------------------------------------------------------------
 def search(problems: Problems, data: dict[str, SearchParam], table: OptionTable,
            server_flags: dict[str, FlagValue]) -> tuple[ParamSpec, ...]:
     """``[search]``: the tuned flags, each a range on a grid or a list of choices."""
@@ -150,7 +166,8 @@ def search(problems: Problems, data: dict[str, SearchParam], table: OptionTable,
         if spec is None:
             continue
         if spec.name in server_flags:
-            problems.add(where, f"{spec.name} is both fixed in [server.flags] and tuned in [search]; keep one")
+            problems.add(where, f"{spec.name} is both fixed in [server.flags] and tuned in "
+                                "[search]; keep one")
             continue
         if spec.name in params:
             problems.add(where, f"{spec.name} is given twice (aliases name the same option)")
@@ -175,17 +192,21 @@ def _param(problems: Problems, where: str, spec: OptionSpec, value: SearchParam,
         for choice in choices:
             if spec.name == "--speculative-algorithm":
                 problem = branches.choice_problem(choice)
-                if (problem is None and branches.branch_of(choice).kind is branches.BranchKind.ADAPTIVE
+                if (problem is None
+                    and branches.branch_of(choice).kind is branches.BranchKind.ADAPTIVE
                         and table.by_option(branches.ADAPTIVE) is None):
-                    problem = (f"{choice!r}: --speculative-adaptive does not exist in SGLang {table.version} "
-                               f"(SGLang releases that have it: "
+                    problem = (f"{choice!r}: --speculative-adaptive does not exist in SGLang "
+                               f"{table.version} (SGLang releases that have it: "
                                f"{versions.describe(versions.releases_with(branches.ADAPTIVE))})")
                 if problem:
                     problems.add(f"{where}.choices", problem)
                     ok = False
-                if branches.branch_of(choice).kind in (branches.BranchKind.OFF, branches.BranchKind.ADAPTIVE):
+                if branches.branch_of(choice).kind in (branches.BranchKind.OFF,
+                                                       branches.BranchKind.ADAPTIVE):
                     continue
-            problem = _not_finite(choice) or _value_problem(table, spec, choice) or _semantic_problem(spec, choice)
+            problem = _not_finite(choice) or _value_problem(table,
+                                                            spec, choice) or _semantic_problem(
+                                                                spec, choice)
             if problem:
                 problems.add(f"{where}.choices", problem)
                 ok = False
@@ -195,7 +216,8 @@ def _param(problems: Problems, where: str, spec: OptionSpec, value: SearchParam,
         return ParamSpec(spec.name, spec.value_kind, choices=tuple(choices)) if ok else None
 
     if spec.value_kind not in ("int", "float"):
-        problems.add(where, f"{spec.name} takes {spec.value_kind} values: give choices, not a range")
+        problems.add(where,
+                     f"{spec.name} takes {spec.value_kind} values: give choices, not a range")
         return None
     low, high, step = value.min, value.max, value.step
     for key, bound in (("min", low), ("max", high), ("step", step)):
@@ -207,7 +229,8 @@ def _param(problems: Problems, where: str, spec: OptionSpec, value: SearchParam,
     if low is None or high is None:
         return None
     if spec.value_kind == "float" and step is None:
-        problems.add(where, "a float range needs a step (e.g. step = 0.01) so trials land on a grid")
+        problems.add(where,
+                     "a float range needs a step (e.g. step = 0.01) so trials land on a grid")
         return None
     if step is not None and step <= 0:
         problems.add(f"{where}.step", f"must be > 0, not {step}")
@@ -223,7 +246,8 @@ def _param(problems: Problems, where: str, spec: OptionSpec, value: SearchParam,
     step = step if step is not None else 1
     n = (high - low) / step
     if n + 1 > MAX_GRID_POINTS:
-        problems.add(f"{where}.step", f"step {step} makes {n + 1:.3g} grid points from {low} to {high} "
+        problems.add(f"{where}.step",
+                     f"step {step} makes {n + 1:.3g} grid points from {low} to {high} "
                      f"(at most {MAX_GRID_POINTS:,}); use a larger step")
         return None
     if abs(n - round(n)) > 1e-9:
@@ -246,7 +270,8 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
         if param is None and any(f": search.{key}" in line for line in problems.lines):
             continue  # its [search] entry was refused already
         if param is None:
-            problems.add(where, f"{spec.name} is not tuned in [search]; fixed flags belong in [server.flags]")
+            problems.add(where, f"{spec.name} is not tuned in [search]; fixed flags belong in "
+                                "[server.flags]")
             continue
         if not (spec.name == "--speculative-algorithm" and branches.branch_of(value).kind in (
                 branches.BranchKind.OFF, branches.BranchKind.ADAPTIVE)):
@@ -256,44 +281,55 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
                 continue
         if param.choices is not None:
             if value not in param.choices:
-                problems.add(where, f"{value!r} is not among the search choices {list(param.choices)}")
+                problems.add(where,
+                             f"{value!r} is not among the search choices {list(param.choices)}")
                 continue
-        elif param.low is not None and param.high is not None and not param.low <= value <= param.high:
+        elif (param.low is not None and param.high is not None and not param.low <= value
+              <= param.high):
             problems.add(where, f"{value} is outside the search range {param.low}..{param.high}")
             continue
         baseline[spec.name] = value
     algorithm = baseline.get("--speculative-algorithm", data.get("speculative-algorithm"))
-    on_branch = [p for p in search if algorithm is None or branches.applies(p.flag, branches.branch_of(algorithm))]
-    missing = [p.flag for p in on_branch if p.flag not in baseline and p.flag not in _derived_when_topk1(baseline)]
+    on_branch = [p for p in search if algorithm is None
+                 or branches.applies(p.flag, branches.branch_of(algorithm))]
+    missing = [p.flag for p in on_branch if p.flag not in baseline
+               and p.flag not in _derived_when_topk1(baseline)]
     if baseline and missing:
-        problems.add("baseline", f"gives no value for {', '.join(missing)}: the baseline is the server's "
+        problems.add("baseline",
+                     f"gives no value for {', '.join(missing)}: the baseline is the server's "
                      "current configuration and needs every tuned flag")
     return baseline
 
 
 def _derived_when_topk1(baseline: dict[str, FlagValue]) -> tuple[str, ...]:
     """With topk=1 SGLang derives draft tokens from steps, so a baseline may leave them out."""
-    return ("--speculative-num-draft-tokens",) if baseline.get("--speculative-eagle-topk") == 1 else ()
+    return ("--speculative-num-draft-tokens",
+            ) if baseline.get("--speculative-eagle-topk") == 1 else ()
 
 
 def speculative_completeness(problems: Problems, flags: dict[str, FlagValue],
                               search: tuple[ParamSpec, ...]) -> None:
     """SGLang's all-three-or-none rule, checked on the study as a whole (fixed or tuned)."""
     if any(".speculative-algorithm" in line for line in problems.lines):
-        return  # the algorithm was refused already: what follows from its absence would only repeat it
+        # the algorithm was refused already: what follows from its absence would only repeat it
+        return
     present = set(flags) | {p.flag for p in search}
     tree = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
     if "--speculative-algorithm" not in present:
         stray = [f for f in present if f.startswith("--speculative-")]
         if stray:
-            problems.add("server.flags", f"{', '.join(sorted(stray))} set without --speculative-algorithm")
+            problems.add("server.flags",
+                         f"{', '.join(sorted(stray))} set without --speculative-algorithm")
         return
-    kinds = [branches.branch_of(a) for a in _possible_values(flags, search, "--speculative-algorithm")]
-    if not any(b.kind is branches.BranchKind.STATIC and str(b.algorithm).upper() in branches.TREE_ALGORITHMS
+    kinds = [branches.branch_of(a)
+             for a in _possible_values(flags, search, "--speculative-algorithm")]
+    if not any(b.kind is branches.BranchKind.STATIC
+               and str(b.algorithm).upper() in branches.TREE_ALGORITHMS
                for b in kinds):
         return  # no branch with a draft tree (NGRAM's draft tokens are its own)
     if "--speculative-num-steps" not in present and any(f in present for f in tree[1:]):
-        problems.add("search", "--speculative-num-steps must be set (fixed or tuned) whenever topk or draft "
+        problems.add("search",
+                     "--speculative-num-steps must be set (fixed or tuned) whenever topk or draft "
                      "tokens are: SGLang fails with a bare AssertionError otherwise")
     topk_values = _possible_values(flags, search, "--speculative-eagle-topk")
     if any(v != 1 for v in topk_values) and "--speculative-num-draft-tokens" not in present:
@@ -301,7 +337,8 @@ def speculative_completeness(problems: Problems, flags: dict[str, FlagValue],
                      "--speculative-eagle-topk can exceed 1")
 
 
-def _possible_values(flags: dict[str, FlagValue], search: tuple[ParamSpec, ...], flag: str) -> list[Any]:
+def _possible_values(flags: dict[str, FlagValue], search: tuple[ParamSpec, ...],
+                     flag: str) -> list[Any]:
     if flag in flags:
         return [flags[flag]]
     for p in search:
@@ -318,7 +355,8 @@ def baseline_changes(baseline: Mapping[str, FlagValue], deployed: Mapping[str, F
     out = []
     for flag, given in baseline.items():
         value = deployed.get(flag)
-        if value is None:  # left out by its branch (speculation "off" drops the tree): as the server runs it
+        # left out by its branch (speculation "off" drops the tree): as the server runs it
+        if value is None:
             continue
         same = (value == given if not isinstance(given, float) or not isinstance(value, int | float)
                 else abs(float(value) - given) <= 1e-9 * max(1.0, abs(given)))
@@ -330,13 +368,16 @@ def baseline_changes(baseline: Mapping[str, FlagValue], deployed: Mapping[str, F
 def _why_changed(flag: str, given: FlagValue, deployed: Mapping[str, FlagValue]) -> str:
     """The rule behind a change of the draft tree, in words (else: the search space's range)."""
     steps, topk = deployed.get("--speculative-num-steps"), deployed.get("--speculative-eagle-topk")
-    if flag == "--speculative-num-draft-tokens" and isinstance(steps, int) and isinstance(topk, int):
+    if flag == "--speculative-num-draft-tokens" and isinstance(steps, int) and isinstance(topk,
+                                                                                          int):
         if topk == 1:
             return f"with eagle-topk 1 SGLang runs num-steps + 1 = {steps + 1} draft tokens"
         cap = rules.max_draft_tokens(steps, topk)
-        rule = (f"a tree of num-steps {steps} and eagle-topk {topk} verifies at most topk + (steps−1)·topk² + 1 = "
-                f"{cap} draft tokens (SGLang fails at runtime above it)")
-        return rule if isinstance(given, int) and given > cap else f"{rule}; the search range cannot express it"
+        rule = (f"a tree of num-steps {steps} and eagle-topk {topk} verifies at most topk + "
+                f"(steps−1)·topk² + 1 = {cap} draft tokens (SGLang fails at runtime above it)")
+        if isinstance(given, int) and given > cap:
+            return rule
+        return f"{rule}; the search range cannot express it"
     return "the search space's range and steps cannot express it"
 
 
@@ -354,6 +395,8 @@ def check_space_is_feasible(problems: Problems, spec: StudySpec, table: OptionTa
             problems.add("baseline", f"the baseline configuration is invalid: {proposal.reason}")
         elif proposal.config is not None:
             for flag, given, deployed in baseline_changes(spec.baseline, proposal.config.flag_dict):
-                problems.add("baseline", f"{flag.removeprefix('--')} = {given} would be deployed as {deployed}: "
-                                         f"{_why_changed(flag, given, proposal.config.flag_dict)}; write the value the "
-                                         "server runs, so that the baseline is what it says")
+                problems.add("baseline", f"{flag.removeprefix('--')} = {given} would be deployed "
+                                         f"as {deployed}: "
+                                         f"{_why_changed(flag, given, proposal.config.flag_dict)}; "
+                                         "write the value the server runs, so that the baseline is "
+                                         "what it says")

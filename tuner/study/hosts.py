@@ -2,8 +2,8 @@
 
 A *host* is one machine a worker may lease (tuner/workers/leases.py) and deploy to:
 - ``systemd-ssh``: an SSH host name — ``[target] hosts = [...]``, or the one ``host``;
-- ``simulated``: a label; each one gets its own simulator process on its own free 127.0.0.1 port and its own
-  log directory (``<log_dir>/<host>``), as separate GPU boxes would;
+- ``simulated``: a label; each one gets its own simulator process on its own free 127.0.0.1 port and
+  its own log directory (``<log_dir>/<host>``), as separate GPU boxes would;
 - ``local``: this machine (its hostname); a study on several machines runs one worker on each.
 """
 
@@ -34,8 +34,10 @@ def check_host(spec: StudySpec, host: str) -> str:
 
 
 def spec_for_host(spec: StudySpec, host: str) -> StudySpec:
-    """The study as seen by the worker on ``host``: the target's settings point at that host only."""
+    """The study as seen by the worker on ``host``: the target's settings point at that host
+    only."""
     if not spec.target.hosts:
         return spec
-    target = dataclasses.replace(spec.target, settings=spec.target.settings.for_host(host, spec.study.name))
+    target = dataclasses.replace(spec.target,
+                                 settings=spec.target.settings.for_host(host, spec.study.name))
     return dataclasses.replace(spec, target=target)

@@ -1,9 +1,10 @@
 """Load and validate a study file (TOML) as a whole.
 
-Every problem becomes one line ``FILE: KEY: PROBLEM``; all of them are collected before anything is raised, so
-a user fixes a broken file in one round. Each section is validated by its model (tuner/study/models.py) on its
-own, so a broken ``[study]`` does not hide a broken ``[search]``; the SGLang flags and the phases are then
-checked by hand (tuner/study/flags.py, tuner/study/objective.py). Nothing here touches a server or a database.
+Every problem becomes one line ``FILE: KEY: PROBLEM``; all of them are collected before anything is
+raised, so a user fixes a broken file in one round. Each section is validated by its model
+(tuner/study/models.py) on its own, so a broken ``[study]`` does not hide a broken ``[search]``; the
+SGLang flags and the phases are then checked by hand (tuner/study/flags.py,
+tuner/study/objective.py). Nothing here touches a server or a database.
 """
 
 from __future__ import annotations
@@ -46,21 +47,25 @@ from tuner.targets.registry import TARGET_KINDS, settings_model
 from tuner.targets.settings import TargetSettings
 
 #: How a ``Literal`` field's unknown value is named in its error line (default: "value").
-_CHOICE_NOUNS = {"sampler": "sampler", "deploy": "action", "api": "API", "preset": "preset", "mode": "mode"}
+_CHOICE_NOUNS = {"sampler": "sampler", "deploy": "action", "api": "API", "preset": "preset",
+                 "mode": "mode"}
 
 
-#: The longest text one value may hold, in UTF-8 bytes. A flag or environment value past it could not be passed
-#: to the server at all (Linux takes at most 128 KiB per argument) and no real value comes near it; checked before
-#: anything else, so a hostile value is refused at once rather than after minutes of validation.
+#: The longest text one value may hold, in UTF-8 bytes. A flag or environment value past it could
+#: not be passed to the server at all (Linux takes at most 128 KiB per argument) and no real value
+#: comes near it; checked before anything else, so a hostile value is refused at once rather than
+#: after minutes of validation.
 MAX_VALUE_BYTES = 65_536
-#: The largest study file read at all (its values are each bounded above; this bounds the time to parse it).
+#: The largest study file read at all (its values are each bounded above; this bounds the time to
+#: parse it).
 MAX_FILE_BYTES = 8 * 1_048_576
-#: The largest magnitude of any number in the file: beyond every count, size and duration a study can mean
-#: (each key has its own, tighter bound where one is known), and within a 64-bit integer.
+#: The largest magnitude of any number in the file: beyond every count, size and duration a study
+#: can mean (each key has its own, tighter bound where one is known), and within a 64-bit integer.
 MAX_MAGNITUDE = 1e18
-#: The most text ``[server.flags]`` and ``[server.env]`` may hold together, in UTF-8 bytes: they become the
-#: server's argument list and environment, which Linux bounds together (ARG_MAX, 2 MiB with the default stack);
-#: each value is under ``MAX_VALUE_BYTES`` but many of them could still make every start fail with E2BIG.
+#: The most text ``[server.flags]`` and ``[server.env]`` may hold together, in UTF-8 bytes: they
+#: become the server's argument list and environment, which Linux bounds together (ARG_MAX, 2 MiB
+#: with the default stack); each value is under ``MAX_VALUE_BYTES`` but many of them could still
+#: make every start fail with E2BIG.
 MAX_SERVER_BYTES = 524_288
 
 
@@ -68,8 +73,8 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     """Read and validate ``path``; raise ``StudyFileError`` listing every problem.
 
     SGLang flags are checked against ``table`` — the target's own SGLang's, read at preflight
-    (tuner.study.compat) — or, without one, the shipped table of ``[study] sglang_version`` (the nearest
-    shipped one; the newest when it is not set), which ``spec.table_note`` then names."""
+    (tuner.study.compat) — or, without one, the shipped table of ``[study] sglang_version`` (the
+    nearest shipped one; the newest when it is not set), which ``spec.table_note`` then names."""
     path = Path(path)
     problems = Problems(path)
     if not path.exists():
@@ -77,8 +82,9 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     if not path.is_file():
         raise StudyFileError([f"{path}: not a file"])
     if path.stat().st_size > MAX_FILE_BYTES:
-        raise StudyFileError([f"{path}: {path.stat().st_size:,} bytes; a study file may hold at most "
-                              f"{MAX_FILE_BYTES:,}"])
+        raise StudyFileError(
+            [f"{path}: {path.stat().st_size:,} bytes; a study file may hold at most "
+             f"{MAX_FILE_BYTES:,}"])
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -92,10 +98,12 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
 
     for key, problem in _unbounded(raw, ()):
         problems.add(key, problem)
-    server_bytes = 0 if problems else _server_bytes(raw.get("server"))  # one line per cause: a huge value first
+    # one line per cause: a huge value first
+    server_bytes = 0 if problems else _server_bytes(raw.get("server"))
     if server_bytes > MAX_SERVER_BYTES:
-        problems.add("server", f"its flags and environment hold {server_bytes:,} bytes together; at most "
-                               f"{MAX_SERVER_BYTES:,} fit a server's command line and environment")
+        problems.add("server",
+                     f"its flags and environment hold {server_bytes:,} bytes together; at most "
+                     f"{MAX_SERVER_BYTES:,} fit a server's command line and environment")
     if problems:  # the rest would only repeat them, slowly (a megabyte string through every check)
         raise StudyFileError(problems.lines)
     sections = tuple(StudyFile.model_fields)
@@ -115,7 +123,8 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     for key, problem in (check.check() if check is not None else ()):
         problems.add(f"check.{key}", problem)
 
-    # What later checks need falls back to defaults, so one broken section does not hide problems elsewhere.
+    # What later checks need falls back to defaults, so one broken section does not hide problems
+    # elsewhere.
     settings = (study or StudySection(name=path.stem)).to_settings(path)
     note = None
     if table is None:
@@ -130,12 +139,15 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     benchmark_spec = (benchmark or BenchmarkSection()).to_spec()
     objective_spec = objective(problems, objective_section or ObjectiveSection(), benchmark_spec)
     if benchmark is not None and benchmark.ci_target is not None:
-        stated = [p.requests for p in benchmark.phases] if benchmark.phases else [None] * len(benchmark_spec.phases)
+        stated = [p.requests for p in benchmark.phases] if benchmark.phases else [None] * len(
+            benchmark_spec.phases)
         benchmark_spec = dataclasses.replace(benchmark_spec, phases=precision.with_target(
             benchmark_spec.phases, objective_spec.weights, benchmark.ci_target, stated))
     flags.speculative_completeness(problems, server_flags, params)
-    if target is not None and len(target.listed_hosts()) > 1 and settings.storage.startswith("sqlite"):
-        problems.add("target.hosts", f"{len(target.listed_hosts())} hosts need a PostgreSQL [study] storage "
+    if target is not None and len(target.listed_hosts()) > 1 and settings.storage.startswith(
+        "sqlite"):
+        problems.add("target.hosts",
+                     f"{len(target.listed_hosts())} hosts need a PostgreSQL [study] storage "
                      "(SQLite serves one tuner at a time; see docs/scaling.md)")
     if problems:
         raise StudyFileError(problems.lines)
@@ -143,8 +155,10 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     known = target.hardware()
     hardware = Hardware((server or ServerSection()).model_architecture or known.model_architecture,
                         known.compute_capability)
-    spec = StudySpec(path=path, study=settings, target=TargetSpec(target), server_flags=server_flags,
-                     server_env=server_env, search=params, baseline=baseline_flags, benchmark=benchmark_spec,
+    spec = StudySpec(path=path, study=settings, target=TargetSpec(target),
+                     server_flags=server_flags,
+                     server_env=server_env, search=params, baseline=baseline_flags,
+                     benchmark=benchmark_spec,
                      objective=objective_spec, finish=finish.deploy, hardware=hardware, table=table,
                      table_note=note, check=(check or CheckSection()).to_spec())
     flags.check_space_is_feasible(problems, spec, table)
@@ -154,10 +168,11 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
 
 
 def _unbounded(value: Any, loc: tuple[str | int, ...]) -> Iterable[tuple[str, str]]:
-    """``(key, problem)`` for every key and value of the file that no field could accept: text holding a NUL
-    byte (no argument, path or environment variable can) or longer than ``MAX_VALUE_BYTES``, a number beyond
-    ``MAX_MAGNITUDE``. Every section, every depth: the bound holds for keys that have no model of their own
-    (flags, environment variables) as for those that do."""
+    """``(key, problem)`` for every key and value of the file that no field could accept: text
+    holding a NUL byte (no argument, path or environment variable can) or longer than
+    ``MAX_VALUE_BYTES``, a number beyond ``MAX_MAGNITUDE``. Every section, every depth: the bound
+    holds for keys that have no model of their own (flags, environment variables) as for those that
+    do."""
     if isinstance(value, dict):
         for key, item in value.items():
             bad = list(_text_problems(_dotted(loc) or "(top level)", key, f"key {key[:20]!r}…"))
@@ -175,7 +190,8 @@ def _unbounded(value: Any, loc: tuple[str | int, ...]) -> Iterable[tuple[str, st
 
 
 def _server_bytes(server: Any) -> int:
-    """The UTF-8 size of every key and value under ``[server]``: what its start puts in argv and the environment."""
+    """The UTF-8 size of every key and value under ``[server]``: what its start puts in argv and the
+    environment."""
     if isinstance(server, dict):
         return sum(len(str(key).encode("utf-8", "surrogatepass")) + _server_bytes(item)
                    for key, item in server.items())
@@ -192,8 +208,10 @@ def _text_problems(where: str, text: str, what: str) -> Iterable[tuple[str, str]
         yield where, f"the {what} is {size:,} bytes long; at most {MAX_VALUE_BYTES:,} are allowed"
 
 
-def _section(problems: Problems, raw: dict[str, Any], name: str, kind: Any, context: dict[str, Any]) -> Any:
-    """The validated section ``name`` (its default when absent), or None after reporting its problems."""
+def _section(problems: Problems, raw: dict[str, Any], name: str, kind: Any,
+             context: dict[str, Any]) -> Any:
+    """The validated section ``name`` (its default when absent), or None after reporting its
+    problems."""
     field = StudyFile.model_fields[name]
     if name not in raw:
         if field.is_required():
@@ -225,7 +243,8 @@ def _target(problems: Problems, data: Any, context: dict[str, Any]) -> TargetSet
         problems.add("target.kind", f"missing (required; one of: {', '.join(TARGET_KINDS)})")
         return None
     if kind not in TARGET_KINDS:
-        problems.add("target.kind", f"unknown target kind {kind!r}" + did_you_mean(str(kind), TARGET_KINDS))
+        problems.add("target.kind", f"unknown target kind {kind!r}"
+                     + did_you_mean(str(kind), TARGET_KINDS))
         return None
     model = settings_model(kind)
     try:
@@ -239,7 +258,7 @@ def _target(problems: Problems, data: Any, context: dict[str, Any]) -> TargetSet
     return settings if len(problems.lines) == before else None
 
 
-# ----- pydantic errors as one line each ----------------------------------------------------------------
+# ----- pydantic errors as one line each -----------------------------------------------------------
 def _report(problems: Problems, exc: ValidationError, prefix: tuple[str, ...], root: Any) -> None:
     seen: set[str] = set()
     for error in exc.errors(include_url=False):
@@ -262,16 +281,18 @@ def _message(error: ErrorDetails, root: Any, loc: tuple[str | int, ...]) -> str:
     error_type, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
     wanted = {
         "int_type": "an integer", "int_from_float": "an integer", "float_type": "a number",
-        "bool_type": "true or false", "string_type": "a string", "list_type": "a list", "tuple_type": "a list",
+        "bool_type": "true or false", "string_type": "a string", "list_type": "a list",
+        "tuple_type": "a list",
         "dict_type": "a table", "model_type": "a table", "model_attributes_type": "a table",
     }.get(error_type)
     if wanted:
         return f"must be {wanted}, not {value!r}"
-    relation = {"greater_than": (">", "gt"), "greater_than_equal": ("≥", "ge"), "less_than": ("<", "lt"),
-                "less_than_equal": ("≤", "le")}.get(error_type)
+    relation = {"greater_than": (">", "gt"), "greater_than_equal": ("≥", "ge"),
+                "less_than": ("<", "lt"), "less_than_equal": ("≤", "le")}.get(error_type)
     if relation:
         bound = ctx.get(relation[1])
-        bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound  # "≥ 0", not "≥ 0.0"
+        # "≥ 0", not "≥ 0.0"
+        bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
         return f"must be {relation[0]} {bound}, not {value!r}"
     if error_type == "missing":
         return "missing (required)"
@@ -291,7 +312,8 @@ def _message(error: ErrorDetails, root: Any, loc: tuple[str | int, ...]) -> str:
 
 
 def _keys_at(root: Any, loc: tuple[str | int, ...]) -> list[str]:
-    """The keys the table at ``loc`` (inside ``root``) allows: for did-you-mean hints on unknown keys."""
+    """The keys the table at ``loc`` (inside ``root``) allows: for did-you-mean hints on unknown
+    keys."""
     kind = root
     for part in loc:
         kind = _unwrap(kind)

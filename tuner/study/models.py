@@ -1,9 +1,10 @@
-"""The study file's format: one pydantic model per table, the single source of every key, type, default, range
-and choice (the JSON Schema, docs/study-file.md and the loader all read these).
+"""The study file's format: one pydantic model per table, the single source of every key, type,
+default, range and choice (the JSON Schema, docs/study-file.md and the loader all read these).
 
-What a model cannot say — SGLang option lookups, the search space's feasibility, phase names in weights — is
-checked by ``tuner.study.flags`` and ``tuner.study.objective`` on the validated values. Each model converts
-into the frozen values of ``tuner.study.spec`` / ``objectives.spec`` that the rest of spectune reads.
+What a model cannot say — SGLang option lookups, the search space's feasibility, phase names in
+weights — is checked by ``tuner.study.flags`` and ``tuner.study.objective`` on the validated values.
+Each model converts into the frozen values of ``tuner.study.spec`` / ``objectives.spec`` that the
+rest of spectune reads.
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ from tuner.study.spec import FinishAction, SamplerName, StudySettings
 from tuner.targets.registry import TARGETS
 from tuner.targets.settings import TargetSettings
 
-#: Storage URL schemes spectune ships a driver for (``postgresql`` alone is SQLAlchemy's name for the same).
+#: Storage URL schemes spectune ships a driver for (``postgresql`` alone is SQLAlchemy's name for
+#: the same).
 STORAGE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 #: Seeds go to NumPy and Optuna, whose generators take unsigned 32-bit seeds.
 Seed = Annotated[int, Field(ge=0, lt=2**32)]
 PositiveInt = Annotated[int, Field(gt=0)]
 MetricMode = Literal["weighted", "pareto"]
 Preset = Literal["realistic", "seed"]
-#: The most requests or tokens one key may ask for: beyond the longest context of any served model, and more
-#: requests than a phase could send overnight.
+#: The most requests or tokens one key may ask for: beyond the longest context of any served model,
+#: and more requests than a phase could send overnight.
 MAX_COUNT = 10_000_000
 
 
@@ -45,41 +47,47 @@ def choices_of(literal: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in typing.get_args(literal))
 
 
-# ----- [study] ---------------------------------------------------------------------------------------
+# ----- [study] ------------------------------------------------------------------------------------
 class StudySection(FileModel):
     """``[study]``: what the study is called, where it is stored, and how long it runs."""
 
     name: str = Field(description="The study's name in its storage; also names its log folder.")
     storage: str | None = Field(None, description=(
-        "An Optuna RDB URL: sqlite:///path (relative to the study file) or postgresql+psycopg://user@host/db "
-        "(several workers, docs/scaling.md). ${NAME} is replaced by the environment variable NAME, so a "
-        "password need not live in the file: \"${SPECTUNE_STORAGE}\" (the whole URL) or "
+        "An Optuna RDB URL: sqlite:///path (relative to the study file) or "
+        "postgresql+psycopg://user@host/db (several workers, docs/scaling.md). ${NAME} is replaced "
+        "by the environment variable NAME, so a password need not live in the file: "
+        "\"${SPECTUNE_STORAGE}\" (the whole URL) or "
         "\"postgresql+psycopg://tuner:${DB_PASSWORD}@db/spectune\"; an unset variable is an error. "
         "Default: a SQLite file beside the study file, named after it."),
-        json_schema_extra={"pattern": r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|(sqlite|postgresql|postgresql\+psycopg)://)"})
-    # A bound so an overflowing value is a one-line error, not a study that never ends (a trial costs minutes).
-    n_trials: PositiveInt = Field(20, le=100_000, description="How many trials that use the server to run.")
+        json_schema_extra={
+            "pattern": r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|(sqlite|postgresql|postgresql\+psycopg)://)"})
+    # A bound so an overflowing value is a one-line error, not a study that never ends (a trial
+    # costs minutes).
+    n_trials: PositiveInt = Field(20, le=100_000,
+                                  description="How many trials that use the server to run.")
     timeout: PositiveDuration | None = Field(None, description=(
         "Stop starting new trials after this long (e.g. \"8h\"); default: no limit."))
     sampler: SamplerName = Field("auto", description=(
-        "Optuna sampler: auto (the grey-box sampler: models of accept length, speed and feasibility; no PyTorch), "
-        "greybox, tpe, random or gp (needs PyTorch)."))
-    seed: Seed | None = Field(None, description="The sampler's seed, for a reproducible sequence of trials.")
+        "Optuna sampler: auto (the grey-box sampler: models of accept length, speed and "
+        "feasibility; no PyTorch), greybox, tpe, random or gp (needs PyTorch)."))
+    seed: Seed | None = Field(
+        None, description="The sampler's seed, for a reproducible sequence of trials.")
     sglang_version: str | None = Field(None, description=(
-        "The SGLang release the study is written for (e.g. \"0.5.20\"). Optional: the target's own SGLang "
-        "supplies the option table at preflight; this release's table (or the nearest shipped one) checks flag "
-        "names and values before then (`spectune validate`). A target running another release gets one line "
-        "saying so, and a refusal only for a flag or value that release lacks. The shipped tables: "
-        "docs/sglang-fidelity.md."),
+        "The SGLang release the study is written for (e.g. \"0.5.20\"). Optional: the target's own "
+        "SGLang supplies the option table at preflight; this release's table (or the nearest "
+        "shipped one) checks flag names and values before then (`spectune validate`). A target "
+        "running another release gets one line saying so, and a refusal only for a flag or value "
+        "that release lacks. The shipped tables: docs/sglang-fidelity.md."),
         json_schema_extra={"pattern": r"^\d+(\.\d+)*([.-]?(a|b|rc|post|dev)\d*)*(\+[\w.]+)?$"})
     compare: list[Literal["adaptive", "off"]] = Field(["adaptive", "off"], description=(
-        "What every study with an EAGLE-family draft also measures once, to say how the tuned winner compares: "
-        "SGLang's adaptive steps (--speculative-adaptive) and no speculation; [] measures neither."))
+        "What every study with an EAGLE-family draft also measures once, to say how the tuned "
+        "winner compares: SGLang's adaptive steps (--speculative-adaptive) and no speculation; [] "
+        "measures neither."))
     heartbeat_interval: PositiveDuration = Field(StudySettings.heartbeat_interval_s, description=(
         "How often a worker on a server database beats (rounded up to whole seconds)."))
     heartbeat_grace: PositiveDuration | None = Field(None, description=(
-        "A worker silent this long is dead: its trial is re-run and its host lease can be taken over. "
-        "Default: 5 × heartbeat_interval; at least 2 ×."))
+        "A worker silent this long is dead: its trial is re-run and its host lease can be taken "
+        "over. Default: 5 × heartbeat_interval; at least 2 ×."))
 
     @field_validator("name")
     @classmethod
@@ -111,8 +119,9 @@ class StudySection(FileModel):
             raise ValueError(str(exc)) from None
         oldest = versions.shipped()[0]
         if key < versions.release_key(oldest):
-            raise ValueError(f"no option table for SGLang {value}: spectune knows SGLang {oldest} and newer "
-                             f"(shipped tables: {versions.describe(versions.shipped())})")
+            raise ValueError(
+                f"no option table for SGLang {value}: spectune knows SGLang {oldest} and newer "
+                f"(shipped tables: {versions.describe(versions.shipped())})")
         return value
 
     @field_validator("sampler")
@@ -120,26 +129,31 @@ class StudySection(FileModel):
     def _sampler_installed(cls, value: str) -> str:
         # Found here, not when the tuner first asks for a proposal after opening the study.
         if value == "gp" and not gp_available():
-            raise ValueError("'gp' needs PyTorch and SciPy: pip install 'spectune[gp]' (or use 'tpe' or 'auto')")
+            raise ValueError(
+                "'gp' needs PyTorch and SciPy: pip install 'spectune[gp]' (or use 'tpe' or 'auto')")
         return value
 
     @field_validator("heartbeat_grace")
     @classmethod
     def _grace_covers_beats(cls, value: float | None, info: ValidationInfo) -> float | None:
-        # The grace must cover a few missed beats, or a busy worker's live trial is failed as stale by another
-        # (optuna#4234, #5470).
+        # The grace must cover a few missed beats, or a busy worker's live trial is failed as stale
+        # by another (optuna#4234, #5470).
         interval = info.data.get("heartbeat_interval")
-        if value is not None and interval is not None and math.ceil(value) < 2 * _whole_seconds(interval):
-            raise ValueError(f"must be at least twice heartbeat_interval ({2 * _whole_seconds(interval)} s), "
-                             f"not {math.ceil(value)} s")
+        if value is not None and interval is not None and math.ceil(value) < 2 * _whole_seconds(
+            interval):
+            raise ValueError(
+                f"must be at least twice heartbeat_interval ({2 * _whole_seconds(interval)} s), "
+                f"not {math.ceil(value)} s")
         return value
 
     def to_settings(self, path: Path) -> StudySettings:
         storage = self.storage or f"sqlite:///{(path.parent / (path.stem + '.db')).resolve()}"
         interval = _whole_seconds(self.heartbeat_interval)
-        grace = math.ceil(self.heartbeat_grace) if self.heartbeat_grace is not None else 5 * interval
-        return StudySettings(name=self.name, storage=storage, n_trials=self.n_trials, timeout_s=self.timeout,
-                             sampler=self.sampler, seed=self.seed, sglang_version=self.sglang_version,
+        grace = (math.ceil(self.heartbeat_grace) if self.heartbeat_grace is not None else 5
+                 * interval)
+        return StudySettings(name=self.name, storage=storage, n_trials=self.n_trials,
+                             timeout_s=self.timeout, sampler=self.sampler, seed=self.seed,
+                             sglang_version=self.sglang_version,
                              heartbeat_interval_s=interval, heartbeat_grace_s=grace,
                              compare=tuple(dict.fromkeys(self.compare)))
 
@@ -149,13 +163,15 @@ def _whole_seconds(seconds: float) -> int:
     return max(1, math.ceil(seconds))
 
 
-#: ``${NAME}`` in a storage URL: the environment variable NAME (POSIX names; no default syntax, no nesting).
+#: ``${NAME}`` in a storage URL: the environment variable NAME (POSIX names; no default syntax, no
+#: nesting).
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def expand_env(value: str) -> str:
-    """``value`` with each ``${NAME}`` replaced by the environment variable; one unset (or empty) is an error
-    naming it — a study must not fall back to another database because a secret was not exported."""
+    """``value`` with each ``${NAME}`` replaced by the environment variable; one unset (or empty) is
+    an error naming it — a study must not fall back to another database because a secret was not
+    exported."""
     for name in ENV_REFERENCE.findall(value):
         if not os.environ.get(name):
             raise ValueError(f"environment variable {name} is not set (the URL reads ${{{name}}})")
@@ -163,8 +179,8 @@ def expand_env(value: str) -> str:
 
 
 def resolve_storage(storage: str, folder: Path, *, shown: str | None = None) -> str:
-    """Relative SQLite paths are relative to the study file, not to wherever spectune was started. ``shown``:
-    the URL as messages quote it (before ``${NAME}`` expansion)."""
+    """Relative SQLite paths are relative to the study file, not to wherever spectune was started.
+    ``shown``: the URL as messages quote it (before ``${NAME}`` expansion)."""
     scheme, sep, rest = storage.partition("://")
     if not sep or not re.fullmatch(r"[a-z0-9+]+", scheme):
         quoted = repr(storage if shown is None else shown)
@@ -174,7 +190,8 @@ def resolve_storage(storage: str, folder: Path, *, shown: str | None = None) -> 
                          "postgresql+psycopg://user@host/db)")
     if scheme not in STORAGE_SCHEMES:
         dialect = scheme.split("+")[0]
-        what = f"database driver {scheme!r}" if dialect in STORAGE_SCHEMES else f"database {dialect!r}"
+        what = (f"database driver {scheme!r}" if dialect in STORAGE_SCHEMES
+                else f"database {dialect!r}")
         raise ValueError(f"unsupported {what} (supported: {', '.join(STORAGE_SCHEMES)})")
     if scheme == "sqlite" and rest.startswith("/") and rest != "/:memory:":
         db_path = Path(rest[1:])
@@ -186,7 +203,7 @@ def resolve_storage(storage: str, folder: Path, *, shown: str | None = None) -> 
     return storage
 
 
-# ----- [server], [search], [baseline] ----------------------------------------------------------------
+# ----- [server], [search], [baseline] -------------------------------------------------------------
 def _env_value(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"must be a string or number, not {value!r}")
@@ -195,8 +212,8 @@ def _env_value(value: Any) -> str:
     return str(value)
 
 
-#: The largest weight: only the weights' ratios count, and past this their sum, or a score under them, could
-#: overflow a float (the grey-box sampler divides by both).
+#: The largest weight: only the weights' ratios count, and past this their sum, or a score under
+#: them, could overflow a float (the grey-box sampler divides by both).
 MAX_WEIGHT = 1e6
 
 
@@ -206,15 +223,18 @@ def _weight(value: Any) -> float:
     if not math.isfinite(value):
         raise ValueError(f"must be a finite number, not {value!r}")
     if value > MAX_WEIGHT:
-        raise ValueError(f"must be at most {MAX_WEIGHT:g}, not {value!r} (only the ratios count: c1 = 0.7, "
-                         "c64 = 0.3)")
+        raise ValueError(
+            f"must be at most {MAX_WEIGHT:g}, not {value!r} (only the ratios count: c1 = 0.7, "
+            "c64 = 0.3)")
     return float(value)
 
 
 Weight = Annotated[float, PlainValidator(_weight),
                    WithJsonSchema({"type": "number", "minimum": 0, "maximum": MAX_WEIGHT})]
-EnvValue = Annotated[str, PlainValidator(_env_value), WithJsonSchema({"type": ["string", "number"]})]
-#: Any TOML value: SGLang's option table, not the schema, knows what each flag takes (tuner.study.flags).
+EnvValue = Annotated[str, PlainValidator(_env_value),
+                     WithJsonSchema({"type": ["string", "number"]})]
+#: Any TOML value: SGLang's option table, not the schema, knows what each flag takes
+#: (tuner.study.flags).
 FlagValueField = Annotated[Any, WithJsonSchema({})]
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -223,43 +243,55 @@ class ServerSection(FileModel):
     """``[server]``: what every trial's server gets besides the tuned flags."""
 
     flags: dict[str, FlagValueField] = Field(default_factory=dict, description=(
-        "Fixed SGLang flags, named without the leading -- (e.g. model-path = \"Qwen/...\", tp-size = 4); "
-        "checked against the target SGLang's option table (offline: the shipped table of sglang_version)."))
-    env: dict[str, EnvValue] = Field(default_factory=dict, description="Environment variables of the server.",
-                                     json_schema_extra={"propertyNames": {"pattern": ENV_NAME_PATTERN}})
+        "Fixed SGLang flags, named without the leading -- (e.g. model-path = \"Qwen/...\", tp-size "
+        "= 4); checked against the target SGLang's option table (offline: the shipped table of "
+        "sglang_version)."))
+    env: dict[str, EnvValue] = Field(default_factory=dict,
+                                     description="Environment variables of the server.",
+                                     json_schema_extra={
+                                         "propertyNames": {"pattern": ENV_NAME_PATTERN}})
     model_architecture: str | None = Field(None, description=(
-        "The model's architecture, architectures[0] of its config.json (e.g. \"LlamaForCausalLM\"): SGLang "
-        "picks the draft tree of a bare --speculative-algorithm from it. Default: the simulator's profile, "
-        "else unknown — that choice is left to SGLang and recorded as unknown."))
+        "The model's architecture, architectures[0] of its config.json (e.g. "
+        "\"LlamaForCausalLM\"): SGLang picks the draft tree of a bare --speculative-algorithm from "
+        "it. Default: the simulator's profile, else unknown — that choice is left to SGLang and "
+        "recorded as unknown."))
 
 
 class SearchParam(FileModel):
-    """One tuned flag: a numeric range (``min``, ``max``, optional ``step``) or a list of ``choices``."""
+    """One tuned flag: a numeric range (``min``, ``max``, optional ``step``) or a list of ``choices``."""  # noqa: E501 - verbatim in the JSON Schema
 
     min: Number | None = Field(None, description="Lowest value of a numeric range (inclusive).")
-    max: Number | None = Field(None, description="Highest value of a numeric range (inclusive, on the grid).")
+    max: Number | None = Field(
+        None, description="Highest value of a numeric range (inclusive, on the grid).")
     step: Number | None = Field(None, description=(
         "Grid spacing of a range: 1 for integer flags unless given; required for float flags."))
     choices: list[FlagValueField] | None = Field(None, description=(
-        "The values to try, instead of a range. speculative-algorithm's choices are branches (docs/study.md, 'The "
-        "kind of speculation'): an algorithm, \"ALGO-adaptive\" (SGLang's adaptive steps) or \"off\"; every other "
-        "flag is then proposed only on the branches it applies to."))
+        "The values to try, instead of a range. speculative-algorithm's choices are branches "
+        "(docs/study.md, 'The kind of speculation'): an algorithm, \"ALGO-adaptive\" (SGLang's "
+        "adaptive steps) or \"off\"; every other flag is then proposed only on the branches it "
+        "applies to."))
 
 
-# ----- [benchmark] -----------------------------------------------------------------------------------
+# ----- [benchmark] --------------------------------------------------------------------------------
 class PhaseSection(FileModel):
-    """One closed-loop phase of ``[benchmark] phases``: ``concurrency`` requests in flight at all times."""
+    """One closed-loop phase of ``[benchmark] phases``: ``concurrency`` requests in flight at all times."""  # noqa: E501 - verbatim in the JSON Schema
 
-    # Bounded: each request in flight is a task and a connection; 10^8 of them exhaust memory, not the server.
-    concurrency: int = Field(ge=1, le=65536, description="Requests kept in flight (also names the phase: c1, c64 ...).")
-    # Counts are bounded like max_tokens: an overflowing value is a one-line error, not a phase that never ends.
+    # Bounded: each request in flight is a task and a connection; 10^8 of them exhaust memory, not
+    # the server.
+    concurrency: int = Field(
+        ge=1, le=65536, description="Requests kept in flight (also names the phase: c1, c64 ...).")
+    # Counts are bounded like max_tokens: an overflowing value is a one-line error, not a phase that
+    # never ends.
     requests: PositiveInt | None = Field(None, le=MAX_COUNT, description=(
         "Measured requests (default without duration: 8 at concurrency 1, else 4 × concurrency)."))
     duration: PositiveDuration | None = Field(None, description=(
-        "Measure for this long instead of (or besides) a request count; the first reached ends the phase."))
-    warmup: int = Field(PhaseSpec.warmup, ge=0, le=MAX_COUNT, description="Unmeasured requests sent first.")
+        "Measure for this long instead of (or besides) a request count; the first reached ends the "
+        "phase."))
+    warmup: int = Field(PhaseSpec.warmup, ge=0, le=MAX_COUNT,
+                        description="Unmeasured requests sent first.")
     ci_target: float | None = Field(None, gt=0, lt=1, description=(
-        "Stop early once the throughput's 95 % confidence interval is within ± this fraction (e.g. 0.02)."))
+        "Stop early once the throughput's 95 % confidence interval is within ± this fraction (e.g. "
+        "0.02)."))
     deadline: PositiveDuration = Field(PhaseSpec.deadline_s, description=(
         "The most one phase may take, however the server behaves."))
 
@@ -275,34 +307,39 @@ class BenchmarkSection(FileModel):
     """``[benchmark]``: the requests every trial sends, phase by phase."""
 
     preset: Preset = Field("realistic", description=(
-        "realistic (sampling at temperature 0.7, stop at EOS) or seed (the seed campaign: greedy decoding, "
-        "generation past EOS) — the defaults of temperature and ignore_eos."))
+        "realistic (sampling at temperature 0.7, stop at EOS) or seed (the seed campaign: greedy "
+        "decoding, generation past EOS) — the defaults of temperature and ignore_eos."))
     api: Api = Field(WorkloadSpec.api, description="Which HTTP API the requests use.")
     dataset: str = Field(WorkloadSpec.dataset, description=(
-        "builtin (realistic prompts shipped with spectune), synthetic (prompts of input_tokens tokens) or the "
-        "path of a JSONL prompt file, relative to the study file."))
+        "builtin (realistic prompts shipped with spectune), synthetic (prompts of input_tokens "
+        "tokens) or the path of a JSONL prompt file, relative to the study file."))
     input_tokens: PositiveInt = Field(WorkloadSpec.input_tokens, le=MAX_COUNT,
                                       description="Prompt length of synthetic prompts.")
-    # Bounded by the longest context any served model has: beyond it a request only waits to be cut off.
+    # Bounded by the longest context any served model has: beyond it a request only waits to be cut
+    # off.
     max_tokens: PositiveInt = Field(WorkloadSpec.max_tokens, le=MAX_COUNT,
                                     description="Tokens generated per request (at most).")
     temperature: float | None = Field(None, ge=0, description=(
-        f"Sampling temperature (default: {WorkloadSpec.temperature} with preset realistic, 0 with seed)."))
-    ignore_eos: bool | None = Field(None, description=(
-        f"Generate past EOS (default: {str(WorkloadSpec.ignore_eos).lower()} with preset realistic, true with "
+        f"Sampling temperature (default: {WorkloadSpec.temperature} with preset realistic, 0 with "
         "seed)."))
-    model: str | None = Field(None, description="The model name requests send (default: ask /v1/models).")
+    ignore_eos: bool | None = Field(None, description=(
+        f"Generate past EOS (default: {str(WorkloadSpec.ignore_eos).lower()} with preset "
+        "realistic, true with seed)."))
+    model: str | None = Field(None,
+                              description="The model name requests send (default: ask /v1/models).")
     seed: Seed = Field(WorkloadSpec.seed, description="Seed of prompt selection and sampling.")
     request_timeout: PositiveDuration = Field(WorkloadSpec.request_timeout_s,
                                               description="The most one request may take.")
     connect_timeout: PositiveDuration = Field(WorkloadSpec.connect_timeout_s,
-                                              description="The most connecting to the server may take.")
+                                              description="The most connecting to the server may "
+                                                          "take.")
     phases: list[PhaseSection] | None = Field(None, min_length=1, description=(
         "The phases, in order (default: { concurrency = 1, requests = 8 } then "
         "{ concurrency = 64, requests = 256, warmup = 8 })."))
     ci_target: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False, description=(
-        "The precision asked of each trial's score: the 95 % interval's half-width as a fraction (0.03: ±3 %). "
-        "Sets the phases' request counts (a phase's own `requests` is a floor; docs/scoring.md)."))
+        "The precision asked of each trial's score: the 95 % interval's half-width as a fraction "
+        "(0.03: ±3 %). Sets the phases' request counts (a phase's own `requests` is a floor; "
+        "docs/scoring.md)."))
 
     @field_validator("dataset")
     @classmethod
@@ -312,8 +349,8 @@ class BenchmarkSection(FileModel):
         resolved = resolve_path(value, info)
         if not resolved.is_file():
             raise ValueError(f"prompt file not found: {resolved}")
-        # Read and parsed here, as every trial would: a file that is not JSONL, or holds no prompt, is refused
-        # by `validate` rather than by the first trial's benchmark.
+        # Read and parsed here, as every trial would: a file that is not JSONL, or holds no prompt,
+        # is refused by `validate` rather than by the first trial's benchmark.
         try:
             parse_jsonl(resolved.read_text(encoding="utf-8"), str(resolved))
         except OSError as exc:
@@ -330,16 +367,19 @@ class BenchmarkSection(FileModel):
         seen: set[int] = set()
         for i, phase in enumerate(self.phases or ()):
             if phase.concurrency in seen:
-                yield f"phases[{i}].concurrency", f"concurrency {phase.concurrency} appears in two phases"
+                yield (f"phases[{i}].concurrency",
+                       f"concurrency {phase.concurrency} appears in two phases")
             seen.add(phase.concurrency)
 
     def to_spec(self) -> BenchmarkSpec:
         seeded = self.preset == "seed"  # the seed campaign: greedy decoding, generation past EOS
         temperature = self.temperature if self.temperature is not None else (
             0.0 if seeded else WorkloadSpec.temperature)
-        ignore_eos = self.ignore_eos if self.ignore_eos is not None else (seeded or WorkloadSpec.ignore_eos)
+        ignore_eos = self.ignore_eos if self.ignore_eos is not None else (
+            seeded or WorkloadSpec.ignore_eos)
         workload = WorkloadSpec(
-            api=self.api, dataset=self.dataset, input_tokens=self.input_tokens, max_tokens=self.max_tokens,
+            api=self.api, dataset=self.dataset, input_tokens=self.input_tokens,
+            max_tokens=self.max_tokens,
             temperature=float(temperature), ignore_eos=ignore_eos, model=self.model, seed=self.seed,
             request_timeout_s=self.request_timeout, connect_timeout_s=self.connect_timeout)
         if not self.phases:
@@ -347,13 +387,13 @@ class BenchmarkSection(FileModel):
         return BenchmarkSpec(workload=workload, phases=tuple(p.to_spec() for p in self.phases))
 
 
-# ----- [objective] and [finish] ----------------------------------------------------------------------
+# ----- [objective] and [finish] -------------------------------------------------------------------
 class ObjectiveSection(FileModel):
     """``[objective]``: how a trial's phases become one score, and which trials are feasible."""
 
     weights: dict[str, Weight] | None = Field(None, description=(
-        "Weight of each phase's score, keyed by phase: c1 = 0.7, c64 = 0.3 (C=1 scores per-request tok/s, "
-        "larger C aggregate tok/s). Default: equal weights."),
+        "Weight of each phase's score, keyed by phase: c1 = 0.7, c64 = 0.3 (C=1 scores per-request "
+        "tok/s, larger C aggregate tok/s). Default: equal weights."),
         json_schema_extra={"propertyNames": {"pattern": r"^c\d+$"}})
     constraints: list[str] = Field(default_factory=list, description=(
         "Feasibility rules METRIC OP NUMBER, optionally on one phase: \"error_rate <= 0.01\", "
@@ -366,14 +406,16 @@ class FinishSection(FileModel):
     """``[finish]``: what the target runs when the study ends."""
 
     deploy: FinishAction = Field("original", description=(
-        "original (restore the server's own configuration), best (deploy the winner) or leave (as it is)."))
+        "original (restore the server's own configuration), best (deploy the winner) or leave (as "
+        "it is)."))
 
 
-# ----- the whole file --------------------------------------------------------------------------------
+# ----- the whole file -----------------------------------------------------------------------------
 def _target_union() -> Any:
     """The ``[target]`` table: the settings model of its ``kind`` (tuner/targets/registry.py)."""
     models = tuple(model for model, _ in TARGETS.values())
-    return Annotated[typing.Union[models], Field(discriminator="kind")]  # noqa: UP007 - built at runtime
+    # typing.Union, not X | Y: the union is built at runtime
+    return Annotated[typing.Union[models], Field(discriminator="kind")]  # noqa: UP007
 
 
 if TYPE_CHECKING:
@@ -386,15 +428,21 @@ class StudyFile(FileModel):
     """A spectune study file: what to tune, on which target, measured how."""
 
     study: StudySection = Field(description="The study's name, storage and budget.")
-    target: TargetSection = Field(description="Where trials deploy the server; the keys depend on kind.")
-    server: ServerSection = Field(default_factory=ServerSection, description="Fixed flags and environment.")
+    target: TargetSection = Field(
+        description="Where trials deploy the server; the keys depend on kind.")
+    server: ServerSection = Field(default_factory=ServerSection,
+                                  description="Fixed flags and environment.")
     search: dict[str, SearchParam] = Field(description=(
-        "The tuned flags, named without the leading -- (e.g. speculative-num-steps = { min = 1, max = 8 })."))
+        "The tuned flags, named without the leading -- (e.g. speculative-num-steps = { min = 1, "
+        "max = 8 })."))
     baseline: dict[str, FlagValueField] = Field(default_factory=dict, description=(
         "The server's current value of every tuned flag; measured first."))
-    benchmark: BenchmarkSection = Field(default_factory=BenchmarkSection, description="What every trial sends.")
-    objective: ObjectiveSection = Field(default_factory=ObjectiveSection, description="How trials are scored.")
-    finish: FinishSection = Field(default_factory=FinishSection, description="What runs when the study ends.")
+    benchmark: BenchmarkSection = Field(default_factory=BenchmarkSection,
+                                        description="What every trial sends.")
+    objective: ObjectiveSection = Field(default_factory=ObjectiveSection,
+                                        description="How trials are scored.")
+    finish: FinishSection = Field(default_factory=FinishSection,
+                                  description="What runs when the study ends.")
     check: CheckSection = Field(default_factory=CheckSection, description=(
         "Checks besides speed: outputs unchanged at temperature 0 (on by default)."))
 

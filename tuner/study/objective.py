@@ -1,7 +1,9 @@
-"""``[objective]`` against the benchmark's phases: weights keyed by phase, constraints on reported metrics.
+"""``[objective]`` against the benchmark's phases: weights keyed by phase, constraints on reported
+metrics.
 
-The model (``ObjectiveSection``) checks types and signs; what needs the phases or the metric names is here.
-Constraint metrics are the metrics a phase reports (``objectives.spec.METRICS``), so the two cannot drift.
+The model (``ObjectiveSection``) checks types and signs; what needs the phases or the metric names
+is here. Constraint metrics are the metrics a phase reports (``objectives.spec.METRICS``), so the
+two cannot drift.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from tuner.study.problems import Collect, Problems
 from tuner.study.spec import ObjectiveSpec
 
 CONSTRAINT_METRICS: tuple[str, ...] = METRICS
-_CONSTRAINT_RE = re.compile(r"^\s*(?:c(\d+)\.)?([a-z0-9_]+)\s*(<=|>=|<|>)\s*([-+]?[0-9.]+(?:[eE][-+]?\d+)?)\s*$")
+_CONSTRAINT_RE = re.compile(
+    r"^\s*(?:c(\d+)\.)?([a-z0-9_]+)\s*(<=|>=|<|>)\s*([-+]?[0-9.]+(?:[eE][-+]?\d+)?)\s*$")
 _WEIGHT_KEY_RE = re.compile(r"^c(\d+)$")
 
 
-def objective(problems: Problems, section: ObjectiveSection, benchmark: BenchmarkSpec) -> ObjectiveSpec:
+def objective(problems: Problems, section: ObjectiveSection,
+              benchmark: BenchmarkSpec) -> ObjectiveSpec:
     concurrencies = sorted(p.concurrency for p in benchmark.phases)
     default_weights = {c: 1.0 / len(concurrencies) for c in concurrencies}
     weights: dict[int, float] = {}
@@ -47,14 +51,18 @@ def objective(problems: Problems, section: ObjectiveSection, benchmark: Benchmar
         if constraint is not None:
             constraints.append(constraint)
     if section.mode == "pareto" and len([w for w in weights.values() if w > 0]) != 2:
-        problems.add("objective.mode", "pareto mode needs exactly two weighted phases (e.g. c1 and c64)")
-    return ObjectiveSpec(weights=weights or default_weights, constraints=tuple(constraints), mode=section.mode)
+        problems.add("objective.mode",
+                     "pareto mode needs exactly two weighted phases (e.g. c1 and c64)")
+    return ObjectiveSpec(weights=weights or default_weights, constraints=tuple(constraints),
+                         mode=section.mode)
 
 
-def _constraint(problems: Problems, where: str, text: str, concurrencies: list[int]) -> ConstraintSpec | None:
+def _constraint(problems: Problems, where: str, text: str,
+                concurrencies: list[int]) -> ConstraintSpec | None:
     m = _CONSTRAINT_RE.match(text)
     if not m:
-        problems.add(where, f"cannot read {text!r}; write METRIC OP NUMBER, e.g. 'ttft_p99_ms < 2000' or "
+        problems.add(where,
+                     f"cannot read {text!r}; write METRIC OP NUMBER, e.g. 'ttft_p99_ms < 2000' or "
                      "'c64.error_rate <= 0.01'")
         return None
     phase, metric, op, bound = m.groups()
@@ -72,7 +80,9 @@ def _constraint(problems: Problems, where: str, text: str, concurrencies: list[i
     if not math.isfinite(value):  # 1e999
         problems.add(where, f"the bound must be a finite number, not {bound}")
         return None
-    return ConstraintSpec(text=text.strip(), metric=metric, op=op, bound=value,  # type: ignore[arg-type]
+    return ConstraintSpec(text=text.strip(), metric=metric,
+                          op=op,  # type: ignore[arg-type]
+                          bound=value,
                           phase=int(phase) if phase is not None else None)
 
 

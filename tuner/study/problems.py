@@ -1,4 +1,5 @@
-"""``FILE: KEY: PROBLEM`` lines, collected before anything is raised so a user fixes a broken file in one round."""
+"""``FILE: KEY: PROBLEM`` lines, collected before anything is raised so a user fixes a broken file
+in one round."""
 
 from __future__ import annotations
 

@@ -1,17 +1,18 @@
 """The search space: Optuna parameters in, one valid SGLang server configuration (or a reason) out.
 
 Encoding follows what Optuna's samplers model well on a small, expensive, mostly discrete space
-(reference/optuna-5.0-notes.md §3): every dimension has a fixed range, so GP and multivariate TPE see all of
-them on every trial; numeric ladders become an index; float ranges become an integer count of steps (never
-``suggest_float``, which proposes 0.7999999999999999); draft tokens become a position inside the range the
-draft tree allows, so no proposal is ever an over-large tree.
+(reference/optuna-5.0-notes.md §3): every dimension has a fixed range, so GP and multivariate TPE
+see all of them on every trial; numeric ladders become an index; float ranges become an integer
+count of steps (never ``suggest_float``, which proposes 0.7999999999999999); draft tokens become a
+position inside the range the draft tree allows, so no proposal is ever an over-large tree.
 
-SGLang's rules (tuner.sglang.rules) are applied after decoding, to the arguments of the command line that
-would be deployed: an invalid point is repaired when SGLang itself would
-adjust it (topk=1 ⇒ draft = steps+1, the 48-request cap), and rejected with SGLang's message otherwise. A
-rejected point is never deployed. An accepted one carries the *effective* values SGLang will run (auto-chosen
-tree, forced page size, backend, graphs off, running-request cap), and its key — what spots a configuration
-already measured — is of those values, so two spellings of one server are one configuration.
+SGLang's rules (tuner.sglang.rules) are applied after decoding, to the arguments of the command line
+that would be deployed: an invalid point is repaired when SGLang itself would
+adjust it (topk=1 ⇒ draft = steps+1, the 48-request cap), and rejected with SGLang's message
+otherwise. A rejected point is never deployed. An accepted one carries the *effective* values SGLang
+will run (auto-chosen tree, forced page size, backend, graphs off, running-request cap), and its key
+— what spots a configuration already measured — is of those values, so two spellings of one server
+are one configuration.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ MAX_RUNNING = "--max-running-requests"
 MODEL_PATH = "--model-path"
 #: Each effective value and the flag it replaces in a configuration's key (None: kept when unknown).
 EFFECTIVE_FLAGS = {
-    "speculative_algorithm": ALGORITHM, "speculative_num_steps": STEPS, "speculative_eagle_topk": TOPK,
-    "speculative_num_draft_tokens": DRAFT, "page_size": "--page-size", "attention_backend": "--attention-backend",
+    "speculative_algorithm": ALGORITHM, "speculative_num_steps": STEPS,
+    "speculative_eagle_topk": TOPK,
+    "speculative_num_draft_tokens": DRAFT, "page_size": "--page-size",
+    "attention_backend": "--attention-backend",
     "cuda_graph_disabled": "--disable-cuda-graph", "max_running_requests": MAX_RUNNING,
     # Known only from the target's own SGLang (tuner/targets/resolver.py): aiter scales it by 0.85.
     "mem_fraction_static": "--mem-fraction-static",
@@ -55,14 +58,16 @@ EFFECTIVE_FLAGS = {
 
 @dataclass(frozen=True)
 class Proposal:
-    """The outcome of decoding one point: a deployable config, or the reason it is not deployable."""
+    """The outcome of decoding one point: a deployable config, or the reason it is not
+    deployable."""
 
     params: dict[str, Any]
     values: dict[str, FlagValue]
     config: ServerConfig | None
     repairs: tuple[str, ...] = ()
     reason: str | None = None
-    #: What SGLang will run (``tuner.sglang.rules.Verdict.effective``; None values: SGLang's choice, unknown).
+    #: What SGLang will run (``tuner.sglang.rules.Verdict.effective``; None values: SGLang's choice,
+    #: unknown).
     effective: dict[str, Any] | None = None
     #: Identifies the deployment by its effective values (``effective_key``); None when rejected.
     key: str | None = None
@@ -98,19 +103,22 @@ class SearchSpace:
     def __init__(self, spec: StudySpec, table: OptionTable, *, loading: bool = True) -> None:
         self.spec = spec
         self.table = table
-        #: Whether spectune's rules also judge what SGLang refuses while loading (tuner/sglang/loading.py); off
-        #: where the target's own SGLang is asked, so its own table judges and its refusal is labelled as its own.
+        #: Whether spectune's rules also judge what SGLang refuses while loading
+        #: (tuner/sglang/loading.py); off where the target's own SGLang is asked, so its own table
+        #: judges and its refusal is labelled as its own.
         self.loading = loading
         self.dimensions: tuple[Dimension, ...] = tuple(dimension_of(p) for p in spec.search)
         self._by_name = {d.name: d for d in self.dimensions}
-        #: ``speculative-algorithm`` tuned among choices: each choice a branch with its own parameters
-        #: (tuner/study/branches.py); None for a space without branches.
-        self.algorithm = next((d for d in self.dimensions if d.flag == ALGORITHM and d.encoding == "categorical"),
+        #: ``speculative-algorithm`` tuned among choices: each choice a branch with its own
+        #: parameters (tuner/study/branches.py); None for a space without branches.
+        self.algorithm = next((d for d in self.dimensions if d.flag == ALGORITHM and d.encoding
+                               == "categorical"),
                               None)
         self.branches: tuple[Branch, ...] = tuple(
-            branches.branch_of(c) for c in self.algorithm.choices) if self.algorithm is not None else ()
+            branches.branch_of(c)
+            for c in self.algorithm.choices) if self.algorithm is not None else ()
 
-    # ----- branches -----------------------------------------------------------------------------------
+    # ----- branches -------------------------------------------------------------------------------
     def branch(self, params: Mapping[str, Any]) -> Branch | None:
         """The branch a point is on (None: a space without branches, and not a reference trial)."""
         reference = params.get(branches.REFERENCE)
@@ -122,22 +130,27 @@ class SearchSpace:
         return branches.branch_of(params[self.algorithm.name])
 
     def reference_algorithm(self) -> str | None:
-        """The EAGLE-family algorithm SGLang's adaptive steps would run for this study (fixed, or the first such
-        choice), or None: the study has no EAGLE-family draft, and no reference trials."""
+        """The EAGLE-family algorithm SGLang's adaptive steps would run for this study (fixed, or
+        the first such choice), or None: the study has no EAGLE-family draft, and no reference
+        trials."""
         fixed = self.spec.server_flags.get(ALGORITHM)
         choices = [fixed] if fixed is not None else [b.algorithm for b in self.branches
                                                      if b.kind is BranchKind.STATIC]
-        return next((str(c) for c in choices if str(c).upper() in branches.ADAPTIVE_ALGORITHMS), None)
+        return next((str(c) for c in choices if str(c).upper() in branches.ADAPTIVE_ALGORITHMS),
+                    None)
 
     def active(self, branch: Branch | None) -> tuple[Dimension, ...]:
-        """The dimensions proposed on ``branch`` (all of them without branches), the algorithm first."""
+        """The dimensions proposed on ``branch`` (all of them without branches), the algorithm
+        first."""
         if branch is None:
             return self.dimensions
-        dims = tuple(d for d in self.dimensions if d is not self.algorithm and branches.applies(d.flag, branch))
+        dims = tuple(d for d in self.dimensions if d is not self.algorithm
+                     and branches.applies(d.flag, branch))
         return (self.algorithm, *dims) if self.algorithm is not None else dims
 
     def covers(self, params: Mapping[str, Any]) -> bool:
-        """Whether ``params`` give every dimension of their branch (of the space, without branches)."""
+        """Whether ``params`` give every dimension of their branch (of the space, without
+        branches)."""
         if self.algorithm is not None and self.algorithm.name not in params:
             return False
         return set(params) == {d.name for d in self.active(self.branch(params))}
@@ -145,19 +158,23 @@ class SearchSpace:
     def branch_sizes(self) -> dict[str, int]:
         return {b.choice: math.prod(d.size() for d in self.active(b)[1:]) for b in self.branches}
 
-    # ----- Optuna side --------------------------------------------------------------------------------
+    # ----- Optuna side ----------------------------------------------------------------------------
     def distributions(self) -> dict[str, BaseDistribution]:
         return {d.name: d.distribution() for d in self.dimensions}
 
     def suggest(self, trial: Any) -> Proposal:
-        """Ask ``trial`` (an ``optuna.Trial``) for every dimension, always all of them (GP needs that) — with
-        branches, the algorithm first and then the dimensions of its branch only (define-by-run)."""
+        """Ask ``trial`` (an ``optuna.Trial``) for every dimension, always all of them (GP needs
+        that) — with branches, the algorithm first and then the dimensions of its branch only
+        (define-by-run)."""
         params: dict[str, Any] = {}
         if (getattr(trial, "user_attrs", None) or {}).get(branches.OUTSIDE):
-            # A reference trial (queued with its kind fixed): recorded as a parameter so a retry runs it again.
-            params[branches.REFERENCE] = trial.suggest_categorical(branches.REFERENCE, list(branches.REFERENCE_KINDS))
+            # A reference trial (queued with its kind fixed): recorded as a parameter so a retry
+            # runs it again.
+            params[branches.REFERENCE] = trial.suggest_categorical(branches.REFERENCE,
+                                                                   list(branches.REFERENCE_KINDS))
         if self.algorithm is not None:
-            params[self.algorithm.name] = trial.suggest_categorical(self.algorithm.name, list(self.algorithm.choices))
+            params[self.algorithm.name] = trial.suggest_categorical(self.algorithm.name,
+                                                                    list(self.algorithm.choices))
         for d in (d for d in self.active(self.branch(params)) if d.name not in params):
             if d.encoding == "categorical":
                 params[d.name] = trial.suggest_categorical(d.name, list(d.choices))
@@ -166,27 +183,30 @@ class SearchSpace:
         return self.decode(params)
 
     def encode(self, values: Mapping[str, FlagValue]) -> dict[str, Any]:
-        """Parameters for known flag values (e.g. the baseline); flags not given, and flags of other branches
-        than the values' own, are left out."""
+        """Parameters for known flag values (e.g. the baseline); flags not given, and flags of other
+        branches than the values' own, are left out."""
         dims = self.dimensions
         if self.algorithm is not None and ALGORITHM in values:
             dims = self.active(branches.branch_of(values[ALGORITHM]))
         params = {d.name: d.encode(values[d.flag]) for d in dims if d.flag in values}
-        # A draft-token count is a position in the range its tree allows: found under that tree, so that a given
-        # value (the baseline's) decodes back to itself rather than to its proportional neighbour.
+        # A draft-token count is a position in the range its tree allows: found under that tree, so
+        # that a given value (the baseline's) decodes back to itself rather than to its proportional
+        # neighbour.
         steps = values.get(STEPS, self.spec.server_flags.get(STEPS))
         topk = values.get(TOPK, self.spec.server_flags.get(TOPK))
         if self.algorithm is not None and ALGORITHM in values and \
                 branches.branch_of(values[ALGORITHM]).kind is not BranchKind.STATIC:
             return params  # NGRAM's draft tokens are its own, not a tree's
         for d in dims:
-            if d.encoding == "draft-fraction" and d.flag in values and isinstance(steps, int) and isinstance(topk, int):
-                position = fraction_for_draft(d, int(values[d.flag]), steps, topk)  # type: ignore[arg-type]
+            if (d.encoding == "draft-fraction" and d.flag in values and isinstance(steps, int)
+                    and isinstance(topk, int)):
+                position = fraction_for_draft(
+                    d, int(values[d.flag]), steps, topk)  # type: ignore[arg-type]
                 if position is not None:
                     params[d.name] = position
         return params
 
-    # ----- decoding -----------------------------------------------------------------------------------
+    # ----- decoding -------------------------------------------------------------------------------
     def decode(self, params: Mapping[str, Any]) -> Proposal:
         values: dict[str, FlagValue] = {}
         fraction: Dimension | None = None
@@ -209,7 +229,8 @@ class SearchSpace:
                 flags[ALGORITHM] = str(branch.algorithm)
                 flags[branches.ADAPTIVE] = True
             elif branch.kind is BranchKind.NGRAM and fraction is not None:
-                # NGRAM verifies this many tokens in its own tree: the range as written, no EAGLE tree cap.
+                # NGRAM verifies this many tokens in its own tree: the range as written, no EAGLE
+                # tree cap.
                 flags[DRAFT] = int(fraction.param.low or 2) + int(params[fraction.name])
                 values[DRAFT] = flags[DRAFT]
                 fraction = None
@@ -222,8 +243,10 @@ class SearchSpace:
             self._ensure_running_requests(flags, repairs)
 
         config = ServerConfig.build(flags, self.spec.server_env)
-        if branch is not None and branches.REFERENCE in params:  # say which of SGLang's own choices it runs
-            values = {ALGORITHM: branch.choice, **{k: v for k, v in values.items() if k != ALGORITHM}}
+        # say which of SGLang's own choices it runs
+        if branch is not None and branches.REFERENCE in params:
+            values = {ALGORITHM: branch.choice,
+                      **{k: v for k, v in values.items() if k != ALGORITHM}}
         verdict = self.judge(config)
         if isinstance(verdict, str):
             return Proposal(dict(params), values, None, tuple(repairs), reason=verdict)
@@ -231,12 +254,12 @@ class SearchSpace:
                         key=effective_key(config, verdict))
 
     def judge(self, config: ServerConfig) -> dict[str, Any] | str:
-        """SGLang's verdict on the command line ``config`` deploys: the effective values, or why it is refused
-        (SGLang's own error line).
+        """SGLang's verdict on the command line ``config`` deploys: the effective values, or why it
+        is refused (SGLang's own error line).
 
-        The arguments are SGLang's parser defaults overlaid with the config's flags (study-file values are
-        already typed and checked against the option table), as parsing the rendered command line would give
-        them — without running argparse for each of 10⁵ points."""
+        The arguments are SGLang's parser defaults overlaid with the config's flags (study-file
+        values are already typed and checked against the option table), as parsing the rendered
+        command line would give them — without running argparse for each of 10⁵ points."""
         args = dict(_parser_defaults())
         for name, value in config.flags:
             args[self.table.lookup(name).dest] = value
@@ -247,7 +270,8 @@ class SearchSpace:
         return verdict.effective
 
     def _resolve_tree(self, flags: dict[str, FlagValue], values: dict[str, FlagValue],
-                      fraction: Dimension | None, params: Mapping[str, Any], repairs: list[str]) -> None:
+                      fraction: Dimension | None, params: Mapping[str, Any],
+                      repairs: list[str]) -> None:
         """Make steps/topk/draft tokens a complete, consistent triple (all three or none)."""
         steps = flags.get(STEPS)
         if steps is None:
@@ -255,11 +279,13 @@ class SearchSpace:
         topk = flags.get(TOPK)
         if topk is None:
             flags[TOPK] = topk = 1
-            repairs.append("--speculative-eagle-topk 1 (set explicitly: SGLang wants all three or none)")
+            repairs.append(
+                "--speculative-eagle-topk 1 (set explicitly: SGLang wants all three or none)")
         assert isinstance(steps, int) and isinstance(topk, int)
         if topk == 1:
             if flags.get(DRAFT) not in (None, steps + 1) and fraction is None:
-                repairs.append(f"--speculative-num-draft-tokens {steps + 1} (SGLang forces steps+1 when topk=1)")
+                repairs.append(f"--speculative-num-draft-tokens {steps + 1} (SGLang forces steps+1 "
+                               "when topk=1)")
             flags[DRAFT] = steps + 1
         elif fraction is not None:
             flags[DRAFT] = draft_from_fraction(fraction, params[fraction.name], steps, topk)
@@ -271,13 +297,15 @@ class SearchSpace:
         if MAX_RUNNING not in flags and needed > rules.SPECULATIVE_MAX_RUNNING_REQUESTS:
             flags[MAX_RUNNING] = needed
             repairs.append(f"--max-running-requests {needed} (SGLang caps running requests at "
-                           f"{rules.SPECULATIVE_MAX_RUNNING_REQUESTS} under speculation; C={needed} would queue)")
+                           f"{rules.SPECULATIVE_MAX_RUNNING_REQUESTS} under speculation; "
+                           f"C={needed} would queue)")
 
     def emittable_flags(self, *, references: bool = True) -> list[str]:
-        """Every option string a launch command of this space can contain (for the target's preflight),
-        including the ``--no-x`` spelling of switches that can be false. ``references=False``: only what the
-        space itself proposes — without the flag SGLang's adaptive steps are measured with beside the tuning
-        (``[study] compare``), which a release without it simply cannot be compared with."""
+        """Every option string a launch command of this space can contain (for the target's
+        preflight), including the ``--no-x`` spelling of switches that can be false.
+        ``references=False``: only what the space itself proposes — without the flag SGLang's
+        adaptive steps are measured with beside the tuning (``[study] compare``), which a release
+        without it simply cannot be compared with."""
         names = set(self.spec.server_flags) | {d.flag for d in self.dimensions}
         if ALGORITHM in names:
             names |= {STEPS, TOPK, DRAFT, MAX_RUNNING}
@@ -292,7 +320,7 @@ class SearchSpace:
                 options.add(spec.negation)
         return sorted(options)
 
-    # ----- size and enumeration -----------------------------------------------------------------------
+    # ----- size and enumeration -------------------------------------------------------------------
     def raw_size(self) -> int:
         if self.branches:
             return sum(self.branch_sizes().values())
@@ -303,7 +331,8 @@ class SearchSpace:
             for branch in self.branches:
                 dims = self.active(branch)[1:]
                 for combo in itertools.product(*(d.encoded_values() for d in dims)):
-                    yield {self.algorithm.name: branch.choice, **dict(zip([d.name for d in dims], combo, strict=True))}
+                    yield {self.algorithm.name: branch.choice,
+                           **dict(zip([d.name for d in dims], combo, strict=True))}
             return
         names = [d.name for d in self.dimensions]
         for combo in itertools.product(*(d.encoded_values() for d in self.dimensions)):
@@ -315,13 +344,15 @@ class SearchSpace:
             return
         rng = np.random.default_rng(seed)
         values = [(d.name, d.encoded_values()) for d in self.dimensions]
-        # One draw of all indices at once: per-point draws dominated the time of a large space's sample.
+        # One draw of all indices at once: per-point draws dominated the time of a large space's
+        # sample.
         indices = rng.integers(0, [len(v) for _, v in values] or [1], size=(n, max(len(values), 1)))
         for row in range(n):
             yield {name: vals[int(indices[row, i])] for i, (name, vals) in enumerate(values)}
 
     def _sample_branches(self, n: int, seed: int) -> Iterator[dict[str, Any]]:
-        """Random points of a space with branches: a branch with probability ∝ its size, then its values."""
+        """Random points of a space with branches: a branch with probability ∝ its size, then its
+        values."""
         assert self.algorithm is not None
         rng = np.random.default_rng(seed)
         sizes = self.branch_sizes()
@@ -336,11 +367,12 @@ class SearchSpace:
             yield point
 
     def enumerate(self, limit: int = 100_000, *, until_valid: bool = False) -> SpaceSummary:
-        """Decode every point (or ``limit`` random ones if the space is larger) and count the outcomes.
+        """Decode every point (or ``limit`` random ones if the space is larger) and count the
+        outcomes.
 
-        ``until_valid`` stops at the first valid point: all a feasibility check needs, and on a large space
-        (tens of thousands of points, every command loading the study runs the check) the difference between
-        milliseconds and half a minute."""
+        ``until_valid`` stops at the first valid point: all a feasibility check needs, and on a
+        large space (tens of thousands of points, every command loading the study runs the check)
+        the difference between milliseconds and half a minute."""
         total = self.raw_size()
         summary = SpaceSummary(total_points=total)
         points = self.points() if total <= limit else self.sample_points(limit)
@@ -363,9 +395,11 @@ def _parser_defaults() -> dict[str, Any]:
 
 
 def effective_key(config: ServerConfig, effective: dict[str, Any]) -> str:
-    """A configuration's identity by what SGLang runs: its flags, those SGLang resolves replaced by the
-    effective values (a flag is kept where its effective value is unknown), and its environment."""
+    """A configuration's identity by what SGLang runs: its flags, those SGLang resolves replaced by
+    the effective values (a flag is kept where its effective value is unknown), and its
+    environment."""
     known = {k: v for k, v in effective.items() if v is not None}
     replaced = {EFFECTIVE_FLAGS[k] for k in known if k in EFFECTIVE_FLAGS}
     flags = [[name, value] for name, value in config.flags if name not in replaced]
-    return json.dumps({"flags": flags, "effective": known, "env": config.env}, sort_keys=True, default=str)
+    return json.dumps({"flags": flags, "effective": known, "env": config.env}, sort_keys=True,
+                      default=str)

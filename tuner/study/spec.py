@@ -1,7 +1,8 @@
 """The validated contents of a study file, as frozen values.
 
-``tuner.study.load`` builds these from TOML through the models of ``tuner.study.models`` (the one description of
-the file format); everything else (search space, targets, the study loop) reads these.
+``tuner.study.load`` builds these from TOML through the models of ``tuner.study.models`` (the one
+description of the file format); everything else (search space, targets, the study loop) reads
+these.
 """
 
 from __future__ import annotations
@@ -35,19 +36,22 @@ class StudySettings:
     timeout_s: float | None
     sampler: SamplerName
     seed: int | None
-    #: ``[study] sglang_version``: the release the study was written for, or None (whatever the target runs).
+    #: ``[study] sglang_version``: the release the study was written for, or None (whatever the
+    #: target runs).
     sglang_version: str | None
-    #: Optuna's RDB heartbeat (server databases only): a worker silent for ``heartbeat_grace_s`` is dead — its
-    #: trial is re-run by another worker and its host lease can be taken over.
+    #: Optuna's RDB heartbeat (server databases only): a worker silent for ``heartbeat_grace_s`` is
+    #: dead — its trial is re-run by another worker and its host lease can be taken over.
     heartbeat_interval_s: int = 60
     heartbeat_grace_s: int = 300
-    #: ``[study] compare``: SGLang's own choices measured once beside the tuning (tuner/search/references.py).
+    #: ``[study] compare``: SGLang's own choices measured once beside the tuning
+    #: (tuner/search/references.py).
     compare: tuple[str, ...] = ("adaptive", "off")
 
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """Which deployment target: its kind's validated, frozen settings model (tuner/targets/registry.py)."""
+    """Which deployment target: its kind's validated, frozen settings model
+    (tuner/targets/registry.py)."""
 
     settings: TargetSettings
 
@@ -61,8 +65,8 @@ class TargetSpec:
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        """Identical machines one study uses at once, one worker each (``[target] hosts``); empty: the one
-        ``host`` (systemd-ssh) or this machine. See tuner/study/hosts.py."""
+        """Identical machines one study uses at once, one worker each (``[target] hosts``); empty:
+        the one ``host`` (systemd-ssh) or this machine. See tuner/study/hosts.py."""
         return self.settings.listed_hosts()
 
 
@@ -70,8 +74,8 @@ class TargetSpec:
 class ParamSpec:
     """One tuned flag. Exactly one of (``low``/``high``) or ``choices`` is set.
 
-    ``step`` is the grid of a numeric range (1 for ints unless given; required for floats, so that Optuna sees
-    an integer and never proposes 0.7999999999999999).
+    ``step`` is the grid of a numeric range (1 for ints unless given; required for floats, so that
+    Optuna sees an integer and never proposes 0.7999999999999999).
     """
 
     flag: str
@@ -84,7 +88,8 @@ class ParamSpec:
 
 @dataclass(frozen=True)
 class ObjectiveSpec:
-    """Weights keyed by phase concurrency: C=1 scores per-request tok/s, larger C aggregate tok/s."""
+    """Weights keyed by phase concurrency: C=1 scores per-request tok/s, larger C aggregate
+    tok/s."""
 
     weights: dict[int, float]
     constraints: tuple[ConstraintSpec, ...] = ()
@@ -93,7 +98,8 @@ class ObjectiveSpec:
 
 @dataclass(frozen=True)
 class OutputCheckSpec:
-    """``[check]``: the output check (tuner/run/outputs.py). ``reason``: why it is off, when it is."""
+    """``[check]``: the output check (tuner/run/outputs.py). ``reason``: why it is off, when it
+    is."""
 
     outputs: bool = True
     reason: str | None = None
@@ -113,20 +119,25 @@ class StudySpec:
     benchmark: BenchmarkSpec
     objective: ObjectiveSpec
     finish: FinishAction
-    #: What SGLang reads besides the command line (``[server] model_architecture``, ``[target] gpu`` /
-    #: ``compute_capability``, or the simulator's profile); unknown parts are left to SGLang, never guessed.
+    #: What SGLang reads besides the command line (``[server] model_architecture``, ``[target] gpu``
+    #: / ``compute_capability``, or the simulator's profile); unknown parts are left to SGLang,
+    #: never guessed.
     hardware: Hardware = UNKNOWN
     #: The option table the flags were checked against (names, values): the shipped table nearest
-    #: ``sglang_version`` when loaded, the target's own once preflight has read it (tuner.study.compat).
+    #: ``sglang_version`` when loaded, the target's own once preflight has read it
+    #: (tuner.study.compat).
     table: OptionTable | None = None
-    #: One line on which table that is when it is not the named release's own (``spectune validate`` says it).
+    #: One line on which table that is when it is not the named release's own (``spectune validate``
+    #: says it).
     table_note: str | None = None
     check: OutputCheckSpec = OutputCheckSpec()
 
     @property
     def option_table(self) -> OptionTable:
-        """The table to check and render this study's flags with (``table``, else the nearest shipped one)."""
-        return self.table if self.table is not None else versions.table_for(self.study.sglang_version).table
+        """The table to check and render this study's flags with (``table``, else the nearest
+        shipped one)."""
+        return (self.table if self.table is not None
+                else versions.table_for(self.study.sglang_version).table)
 
     @property
     def max_concurrency(self) -> int:

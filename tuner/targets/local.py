@@ -1,9 +1,10 @@
 """The ``local`` target: the server as a child process group on this machine.
 
-Each deploy stops the previous server (SIGTERM to its whole process group — SGLang forks scheduler and detokenizer
-processes — then SIGKILL after ``stop_grace``), checks that the port is free, and starts the launch command in a
-new session with its output in one log file per deploy. The child's environment carries ``SPECTUNE_STUDY`` so a
-server left by an interrupted run can be recognised as ours (and stopped) by the next run.
+Each deploy stops the previous server (SIGTERM to its whole process group — SGLang forks scheduler
+and detokenizer processes — then SIGKILL after ``stop_grace``), checks that the port is free, and
+starts the launch command in a new session with its output in one log file per deploy. The child's
+environment carries ``SPECTUNE_STUDY`` so a server left by an interrupted run can be recognised as
+ours (and stopped) by the next run.
 """
 
 from __future__ import annotations
@@ -63,10 +64,11 @@ PID_FILE = "server.pid"
 
 @dataclass(frozen=True)
 class LocalSettings:
-    """What a running ``LocalTarget`` needs, resolved: the log folder as a path under the study's folder, the
-    study's name, the resolver's choices. The study file's model (``LocalTargetSettings`` below) takes its
-    defaults from these fields and builds one (``make_target``): the file's spelling (durations, a relative
-    log_dir) stays in the model, so a test or the simulated target can drive a local server without a file."""
+    """What a running ``LocalTarget`` needs, resolved: the log folder as a path under the study's
+    folder, the study's name, the resolver's choices. The study file's model
+    (``LocalTargetSettings`` below) takes its defaults from these fields and builds one
+    (``make_target``): the file's spelling (durations, a relative log_dir) stays in the model, so a
+    test or the simulated target can drive a local server without a file."""
 
     command: tuple[str, ...]
     log_dir: Path
@@ -76,9 +78,11 @@ class LocalSettings:
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     help_timeout_s: float = 120.0
     study: str = "spectune"
-    #: ``[target] when_sglang_cannot_judge = "rules"``: spectune's rules judge where SGLang cannot (else exit 3).
+    #: ``[target] when_sglang_cannot_judge = "rules"``: spectune's rules judge where SGLang cannot
+    #: (else exit 3).
     resolver_fallback: bool = False
-    #: ``[target] gpu`` for the resolver where nvidia-smi cannot be asked (``TargetSettings.resolver_gpu``).
+    #: ``[target] gpu`` for the resolver where nvidia-smi cannot be asked
+    #: (``TargetSettings.resolver_gpu``).
     resolver_gpu: str | None = None
 
 
@@ -105,22 +109,26 @@ class LocalTarget(AskingTarget):
         try:
             return launch_command(self.settings.command, respelled(config, self.table), self.table,
                                   ["--host", self.settings.host, "--port", str(self.settings.port)])
-        except LookupError as exc:  # an option this SGLang version does not have (or an ambiguous prefix)
+        # an option this SGLang version does not have (or an ambiguous prefix)
+        except LookupError as exc:
             raise DeployFailed("invalid-flags", str(exc)) from None
 
-    # ----- preflight ----------------------------------------------------------------------------------
+    # ----- preflight ------------------------------------------------------------------------------
     def preflight(self, flags: Iterable[str]) -> None:
-        if self._help is not None:  # asked again with the flags of the target's own table (tuner/app/preflight.py)
+        # asked again with the flags of the target's own table (tuner/app/preflight.py)
+        if self._help is not None:
             check_flags(flags, self._help, where="this machine")
             return
-        if self.detect_leftover() is None:  # a leftover server of ours is stopped by the first deploy instead
-            # Before any trial: a port someone else holds stops the study here, leaving no interrupted trial
-            # and no re-queued one behind (it used to end the first trial, on every attempt).
+        # a leftover server of ours is stopped by the first deploy instead
+        if self.detect_leftover() is None:
+            # Before any trial: a port someone else holds stops the study here, leaving no
+            # interrupted trial and no re-queued one behind (it used to end the first trial, on
+            # every attempt).
             self.check_port_free()
         argv = [*self.settings.command, "--help"]
         try:
-            done = subprocess.run(argv, capture_output=True, timeout=self.settings.help_timeout_s, check=False,
-                                  env=self._env(()), stdin=subprocess.DEVNULL)
+            done = subprocess.run(argv, capture_output=True, timeout=self.settings.help_timeout_s,
+                                  check=False, env=self._env(()), stdin=subprocess.DEVNULL)
         except FileNotFoundError:
             raise TargetUnavailable(f"server command not found: {argv[0]}") from None
         except subprocess.TimeoutExpired:
@@ -128,13 +136,15 @@ class LocalTarget(AskingTarget):
                                     f"{self.settings.help_timeout_s:g} s") from None
         text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
         if done.returncode != 0:
-            raise TargetUnavailable(f"`{' '.join(argv)}` exited {done.returncode}: {text.strip()[-800:]}")
+            raise TargetUnavailable(
+                f"`{' '.join(argv)}` exited {done.returncode}: {text.strip()[-800:]}")
         self._start_resolver()
         check_flags(flags, text, where="this machine")
         self._help = text
 
     def _start_resolver(self) -> None:
-        """Ask this machine's SGLang (the command's interpreter) from now on, when it can be imported."""
+        """Ask this machine's SGLang (the command's interpreter) from now on, when it can be
+        imported."""
         if self._resolver is not None:
             return
         python, _ = server_args_of(self.settings.command)
@@ -142,10 +152,12 @@ class LocalTarget(AskingTarget):
         if python is None and is_sglang_script(first):  # a console script: the Python of its #!
             with contextlib.suppress(OSError):
                 script = shutil.which(first)
-                python = interpreter_of_script(Path(script).read_text(errors="replace")[:512]) if script else None
+                python = (interpreter_of_script(Path(script).read_text(errors="replace")[:512])
+                          if script else None)
         env = {**self._env(()), **resolver_env(self.settings.resolver_gpu)}
         self._resolver = start_resolver(
-            None if python is None else lambda: ProcessPipe.spawn([python, "-c", RESOLVER_SCRIPT], env),
+            None if python is None
+            else lambda: ProcessPipe.spawn([python, "-c", RESOLVER_SCRIPT], env),
             self.settings.command, where="this machine", fallback=self.settings.resolver_fallback)
 
 
@@ -155,10 +167,11 @@ class LocalTarget(AskingTarget):
         answer = self._resolver.check(self._server_argv(self.launch(config)))
         return answer.effective if answer is not None else None
 
-    # ----- deploy -------------------------------------------------------------------------------------
+    # ----- deploy ---------------------------------------------------------------------------------
     def deploy(self, config: ServerConfig) -> Deployment:
         launch = self.launch(config)
-        # SGLang's own verdict first (cached): a configuration it refuses fails here in seconds, before any restart.
+        # SGLang's own verdict first (cached): a configuration it refuses fails here in seconds,
+        # before any restart.
         effective = self.resolve(config)
         self._handle_leftover()
         self._stop()
@@ -167,11 +180,13 @@ class LocalTarget(AskingTarget):
         self._log_path = self._start(launch.argv, launch.env)
         deploy_s = time.monotonic() - started
         try:
-            ready = wait_ready(self.base_url, timeout_s=self.settings.startup_timeout_s, watch=self._exit_info)
+            ready = wait_ready(self.base_url, timeout_s=self.settings.startup_timeout_s,
+                               watch=self._exit_info)
         except NotReady as exc:
             raise self._failure(exc) from None
         return Deployment(config=config, launch=launch, base_url=self.base_url, deploy_s=deploy_s,
-                          ready_s=ready.elapsed_s, log_location=str(self._log_path), effective=effective)
+                          ready_s=ready.elapsed_s, log_location=str(self._log_path),
+                          effective=effective)
 
     def _server_argv(self, launch: LaunchCommand) -> list[str]:
         _, fixed = server_args_of(self.settings.command)
@@ -190,26 +205,30 @@ class LocalTarget(AskingTarget):
     def _start(self, argv: Sequence[str], env: Iterable[tuple[str, str]]) -> Path:
         self.settings.log_dir.mkdir(parents=True, exist_ok=True)
         self._deploys += 1
-        log_path = self.settings.log_dir / f"{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}-{self._deploys:03d}.log"
+        log_path = (self.settings.log_dir
+                    / f"{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}-{self._deploys:03d}.log")
         with open(log_path, "ab") as log_file:
             try:
-                # A new session: the server and everything it forks share one process group we can signal, and
-                # a Ctrl-C in the terminal reaches only us (we then restore in order).
+                # A new session: the server and everything it forks share one process group we can
+                # signal, and a Ctrl-C in the terminal reaches only us (we then restore in order).
                 proc = subprocess.Popen(list(argv), stdout=log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=self._env(env), start_new_session=True)
+                                        stdin=subprocess.DEVNULL, env=self._env(env),
+                                        start_new_session=True)
             except FileNotFoundError:
                 raise TargetUnavailable(f"server command not found: {argv[0]}") from None
         # At once: an interrupt landing on the next line must find the server to stop.
         self._proc = proc
-        # A death right here leaves a server without a pid file: the next run still finds it by its marker.
+        # A death right here leaves a server without a pid file: the next run still finds it by its
+        # marker.
         fault_point("after_spawn")
         (self.settings.log_dir / PID_FILE).write_text(f"{proc.pid}\n")
         return log_path
 
     def _env(self, extra: Iterable[tuple[str, str]]) -> dict[str, str]:
-        # Unbuffered Python output: the log tail we classify must hold the last lines before an exit.
-        return {**os.environ, "PYTHONUNBUFFERED": "1", **dict(extra), STUDY_ENV: self.settings.study,
-                TARGET_ENV: self._target_marker}
+        # Unbuffered Python output: the log tail we classify must hold the last lines before an
+        # exit.
+        return {**os.environ, "PYTHONUNBUFFERED": "1", **dict(extra),
+                STUDY_ENV: self.settings.study, TARGET_ENV: self._target_marker}
 
     @property
     def _target_marker(self) -> str:
@@ -228,27 +247,31 @@ class LocalTarget(AskingTarget):
         host = self.settings.host or "0.0.0.0"
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as sock:
-            # SO_REUSEADDR as servers set it: a port in TIME_WAIT after our last server is free for the next.
+            # SO_REUSEADDR as servers set it: a port in TIME_WAIT after our last server is free for
+            # the next.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind((host, self.settings.port))
             except OSError as exc:
                 raise PortInUse(
-                    f"port {self.settings.port} on {host} is already in use ({exc.strerror}); stop what listens "
-                    f"there or choose another port in [target]") from None
+                    f"port {self.settings.port} on {host} is already in use ({exc.strerror}); stop "
+                    f"what listens there or choose another port in [target]") from None
 
     def plan(self, config: ServerConfig) -> DeployPlan:
         s = self.settings
         python, _ = server_args_of(s.command)
-        preflight = [f"`{shlex.join([*s.command, '--help'])}` (at most {format_duration(s.help_timeout_s)}): every "
+        preflight = [f"`{shlex.join([*s.command, '--help'])}` (at most "
+                     f"{format_duration(s.help_timeout_s)}): every "
                      "option the study can set must be listed"]
         if python is not None:
-            preflight.append(f"`{python} -c <resolver>`: this machine's SGLang lists its option table (the study is "
-                             "checked against it) and judges every command line before it is deployed, the first one "
-                             "now; where it cannot judge (no GPU visible to it, a missing module) the study stops "
-                             "here: exit 3 ([target] when_sglang_cannot_judge)")
-        preflight.append(f"stop a server an interrupted run of study {s.study!r} left (SPECTUNE_STUDY in its "
-                         "environment)")
+            preflight.append(f"`{python} -c <resolver>`: this machine's SGLang lists its option "
+                             "table (the study is checked against it) and judges every command "
+                             "line before it is deployed, the first one now; where it cannot judge "
+                             "(no GPU visible to it, a missing module) the study stops here: exit "
+                             "3 ([target] when_sglang_cannot_judge)")
+        preflight.append(
+            f"stop a server an interrupted run of study {s.study!r} left (SPECTUNE_STUDY in its "
+            "environment)")
         return DeployPlan(
             title="command line (a child process group of spectune on this machine)",
             text=self.launch(config).shell(multiline=True),
@@ -258,7 +281,8 @@ class LocalTarget(AskingTarget):
                    f"start it in a new session, output to {s.log_dir}/<date>-<pid>-<n>.log"),
             preflight=tuple(preflight),
             readiness=readiness_text(self.base_url, s.startup_timeout_s,
-                                     "the process is watched: an exit ends the wait at once, classified from its log"))
+                                     "the process is watched: an exit ends the wait at once, "
+                                     "classified from its log"))
 
     def check_access(self) -> tuple[str, ...]:
         s = self.settings
@@ -273,7 +297,7 @@ class LocalTarget(AskingTarget):
             lines.append(f"{leftover}: the first deploy stops it")
         return tuple(lines)
 
-    # ----- stop / restore -----------------------------------------------------------------------------
+    # ----- stop / restore -------------------------------------------------------------------------
     def _stop(self) -> None:
         if self._proc is None:
             return
@@ -282,26 +306,30 @@ class LocalTarget(AskingTarget):
         (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
 
     def restore(self) -> None:
-        """Stop the server we started (a local server has no configuration of its own to go back to), and one
-        an interrupted run left — looked for afresh: whatever this run lost track of is stopped too."""
+        """Stop the server we started (a local server has no configuration of its own to go back
+        to), and one an interrupted run left — looked for afresh: whatever this run lost track of is
+        stopped too."""
         self._stop()
         self._leftover_checked = False
         self._handle_leftover()
 
     def close(self) -> None:
-        """Ends the SGLang resolver. The server keeps running (``[finish] deploy = "best"`` leaves it up)."""
+        """Ends the SGLang resolver. The server keeps running (``[finish] deploy = "best"`` leaves
+        it up)."""
         if self._resolver is not None:
             self._resolver.close()
             self._resolver = None
 
-    # ----- leftovers ----------------------------------------------------------------------------------
+    # ----- leftovers ------------------------------------------------------------------------------
     def detect_leftover(self) -> str | None:
         pid = self._leftover_pid()
-        return None if pid is None else f"a server of study {self.settings.study!r} is still running (pid {pid})"
+        return (None if pid is None
+                else f"a server of study {self.settings.study!r} is still running (pid {pid})")
 
     def _leftover_pid(self) -> int | None:
-        """A live server of this study that is not ours: the one in the pid file, or — a run killed between
-        spawning its server and writing the pid file leaves none — any process carrying the study's marker."""
+        """A live server of this study that is not ours: the one in the pid file, or — a run killed
+        between spawning its server and writing the pid file leaves none — any process carrying the
+        study's marker."""
         mine = self._proc.pid if self._proc is not None else None
         try:
             pid: int | None = int((self.settings.log_dir / PID_FILE).read_text().split()[0])
@@ -326,10 +354,11 @@ class LocalTarget(AskingTarget):
                 break
         (self.settings.log_dir / PID_FILE).unlink(missing_ok=True)
 
-    # ----- logs ---------------------------------------------------------------------------------------
+    # ----- logs -----------------------------------------------------------------------------------
     @property
     def log_location(self) -> str | None:
-        """The log file of the server started last, kept after a failed start (stored on its trial)."""
+        """The log file of the server started last, kept after a failed start (stored on its
+        trial)."""
         return str(self._log_path) if self._log_path is not None else None
 
     def log_tail(self, lines: int = 50) -> str:
@@ -339,7 +368,8 @@ class LocalTarget(AskingTarget):
 
 
 class PortInUse(TargetUnavailable):
-    """The server's port is taken by another program: waiting will not free it, so the study stops at once."""
+    """The server's port is taken by another program: waiting will not free it, so the study stops
+    at once."""
 
     retryable = False
 
@@ -347,13 +377,17 @@ class PortInUse(TargetUnavailable):
 class LocalTargetSettings(TargetSettings):
     """``kind = "local"``: the server as a child process group of spectune, on this machine."""
 
-    kind: Literal["local"] = Field(description="The server runs as a child process on this machine.")
-    command: Command = Field(description="The server command the flags are appended to, as an argv list "
-                                         "(e.g. [\"python3\", \"-m\", \"sglang.launch_server\"]).")
-    host: HostName = Field(LocalSettings.host, description="The address the server binds (its --host).")
+    kind: Literal["local"] = Field(
+        description="The server runs as a child process on this machine.")
+    command: Command = Field(
+        description="The server command the flags are appended to, as an argv list "
+                    "(e.g. [\"python3\", \"-m\", \"sglang.launch_server\"]).")
+    host: HostName = Field(LocalSettings.host,
+                           description="The address the server binds (its --host).")
     port: Port = Field(LocalSettings.port, description="The server's TCP port (its --port).")
-    log_dir: str | None = Field(None, description="Where server logs go, relative to the study file "
-                                                  "(default: .spectune/<study>/logs beside it).")
+    log_dir: str | None = Field(None,
+                                description="Where server logs go, relative to the study file "
+                                            "(default: .spectune/<study>/logs beside it).")
     stop_grace: PositiveDuration = Field(LocalSettings.stop_grace_s, description=(
         "How long a stopping server may take after SIGTERM before its process group is killed."))
 
@@ -370,6 +404,7 @@ class LocalTargetSettings(TargetSettings):
 
     def make_target(self, placement: Placement, table: OptionTable) -> LocalTarget:
         return LocalTarget(LocalSettings(
-            command=self.command, log_dir=log_dir_of(placement, self.log_dir), host=self.host, port=self.port,
-            stop_grace_s=self.stop_grace, startup_timeout_s=self.startup_timeout, study=placement.study,
-            resolver_fallback=self.when_sglang_cannot_judge == "rules", resolver_gpu=self.resolver_gpu()), table)
+            command=self.command, log_dir=log_dir_of(placement, self.log_dir), host=self.host,
+            port=self.port, stop_grace_s=self.stop_grace, startup_timeout_s=self.startup_timeout,
+            study=placement.study, resolver_fallback=self.when_sglang_cannot_judge == "rules",
+            resolver_gpu=self.resolver_gpu()), table)

@@ -1,8 +1,9 @@
-"""Processes of a local server: finding the ones a study started (by the marker in their environment),
-stopping a whole process group, and reading the end of a log file.
+"""Processes of a local server: finding the ones a study started (by the marker in their
+environment), stopping a whole process group, and reading the end of a log file.
 
-SGLang forks scheduler and detokenizer processes, so a server is stopped as its process group; a server left by
-an interrupted run is recognised by ``SPECTUNE_STUDY`` (and ``SPECTUNE_TARGET``) in its environment.
+SGLang forks scheduler and detokenizer processes, so a server is stopped as its process group; a
+server left by an interrupted run is recognised by ``SPECTUNE_STUDY`` (and ``SPECTUNE_TARGET``) in
+its environment.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 STUDY_ENV = "SPECTUNE_STUDY"
-#: Which target (its log directory) a server belongs to: several simulated hosts of one study share a machine,
-#: and one worker's scan for leftovers must never stop another worker's server.
+#: Which target (its log directory) a server belongs to: several simulated hosts of one study share
+#: a machine, and one worker's scan for leftovers must never stop another worker's server.
 TARGET_ENV = "SPECTUNE_TARGET"
 
 
-def marked_processes(study: str, pids: Iterable[int] | None = None, *, target: str | None = None) -> list[int]:
-    """Live processes (of ``pids``, default all) whose environment carries this study's ``SPECTUNE_STUDY``
-    (and ``target``'s ``SPECTUNE_TARGET``, when given)."""
+def marked_processes(study: str, pids: Iterable[int] | None = None, *, target: str
+                     | None = None) -> list[int]:
+    """Live processes (of ``pids``, default all) whose environment carries this study's
+    ``SPECTUNE_STUDY`` (and ``target``'s ``SPECTUNE_TARGET``, when given)."""
     marker = f"{STUDY_ENV}={study}".encode()
     target_marker = f"{TARGET_ENV}={target}".encode() if target is not None else None
     if pids is None:
@@ -37,7 +39,8 @@ def marked_processes(study: str, pids: Iterable[int] | None = None, *, target: s
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue  # gone (or not ours to read)
-        if marker in environ and state != "Z" and (target_marker is None or target_marker in environ):
+        if marker in environ and state != "Z" and (target_marker is None
+                                                   or target_marker in environ):
             found.append(pid)
     return found
 
@@ -48,7 +51,8 @@ def group_of(pid: int) -> int | None:
     except OSError:
         return None
 def stop_group(pgid: int, grace_s: float, proc: subprocess.Popen[bytes] | None) -> None:
-    """SIGTERM the process group, SIGKILL what is left after ``grace_s``; returns once the group is gone."""
+    """SIGTERM the process group, SIGKILL what is left after ``grace_s``; returns once the group is
+    gone."""
     if not _signal_group(pgid, signal.SIGTERM):
         _reap(proc)
         return
@@ -73,8 +77,9 @@ def _signal_group(pgid: int, sig: int) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
-    """Whether any live (non-zombie) process is left in the group. A zombie leader that is not our child (a
-    leftover's) cannot be reaped by us, and would make ``killpg(pgid, 0)`` succeed forever."""
+    """Whether any live (non-zombie) process is left in the group. A zombie leader that is not our
+    child (a leftover's) cannot be reaped by us, and would make ``killpg(pgid, 0)`` succeed
+    forever."""
     proc = Path("/proc")
     if not proc.is_dir():
         try:
@@ -95,7 +100,8 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _reap(proc: subprocess.Popen[bytes] | None) -> bool:
-    """Collect the leader's exit status (a zombie still counts as a group member); True while it runs."""
+    """Collect the leader's exit status (a zombie still counts as a group member); True while it
+    runs."""
     return proc is not None and proc.poll() is None
 
 

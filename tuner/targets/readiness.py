@@ -1,11 +1,11 @@
 """Wait until a freshly started server is really ready, while watching that it is still alive.
 
-Ready means ``GET /health_generate`` answers 200 (SGLang runs a one-token generation for it), or ``/health`` on a
-server without that route — never ``/v1/models``, which answers before warmup (reference notes §0.5). Polls
-back off from 50 ms to 0.5 s: a poll of a server that is still starting costs a refused connection or a 503, and
-the cap bounds how late we notice readiness (the benchmark may start < 1 s after the server is ready).
-Between polls ``watch`` is asked whether the process/unit is still alive, so a crash ends the wait at once
-instead of after the startup timeout.
+Ready means ``GET /health_generate`` answers 200 (SGLang runs a one-token generation for it), or
+``/health`` on a server without that route — never ``/v1/models``, which answers before warmup
+(reference notes §0.5). Polls back off from 50 ms to 0.5 s: a poll of a server that is still
+starting costs a refused connection or a 503, and the cap bounds how late we notice readiness (the
+benchmark may start < 1 s after the server is ready). Between polls ``watch`` is asked whether the
+process/unit is still alive, so a crash ends the wait at once instead of after the startup timeout.
 """
 
 from __future__ import annotations
@@ -49,12 +49,13 @@ class NotReady(Exception):
 
 def wait_ready(base_url: str, *, timeout_s: float, watch: Callable[[], ExitInfo | None],
                policy: ReadinessPolicy | None = None) -> Ready:
-    """Return once the server answers 200; raise ``NotReady`` when ``watch`` reports an exit or time runs out.
+    """Return once the server answers 200; raise ``NotReady`` when ``watch`` reports an exit or time
+    runs out.
 
-    ``watch`` returns None while the server process/unit is alive, else how it ended; it is called between
-    polls (and may rate-limit itself when it is expensive, e.g. over SSH). Each poll is bounded as a whole
-    (not per socket read), so a server that answers byte by byte cannot hold the wait past ``timeout_s`` by
-    more than one poll's timeout.
+    ``watch`` returns None while the server process/unit is alive, else how it ended; it is called
+    between polls (and may rate-limit itself when it is expensive, e.g. over SSH). Each poll is
+    bounded as a whole (not per socket read), so a server that answers byte by byte cannot hold the
+    wait past ``timeout_s`` by more than one poll's timeout.
     """
     policy = policy or ReadinessPolicy()
     start = time.monotonic()
@@ -68,9 +69,11 @@ def wait_ready(base_url: str, *, timeout_s: float, watch: Callable[[], ExitInfo 
         fault_point("readiness")
         exited = watch()
         if exited is not None:
-            raise NotReady(f"server {exited.describe()} before it was ready", exit=exited, connected=connected)
+            raise NotReady(f"server {exited.describe()} before it was ready", exit=exited,
+                           connected=connected)
         remaining = deadline - time.monotonic()
-        # probe() bounds the whole request, so this poll ends by the deadline (+ 50 ms for a last look).
+        # probe() bounds the whole request, so this poll ends by the deadline (+ 50 ms for a last
+        # look).
         status = probe(base_url, paths[0], min(policy.request_timeout_s, max(remaining, 0.05)))
         polls += 1
         if status == 200:

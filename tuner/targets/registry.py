@@ -1,7 +1,8 @@
 """The target kinds, listed once: ``kind`` → (settings model, target class).
 
-The study file's ``[target]`` table is validated by the model of its ``kind`` (tuner/study/load.py), its JSON
-Schema is the union of these models, and ``make_target`` builds the target through the model's own method.
+The study file's ``[target]`` table is validated by the model of its ``kind`` (tuner/study/load.py),
+its JSON Schema is the union of these models, and ``make_target`` builds the target through the
+model's own method.
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
 """Ask the target's own SGLang what it does with a command line, without starting a server.
 
-One long-lived process per study runs ``RESOLVER_SCRIPT`` (tuner/targets/resolver_script.py) with the target's
-interpreter — a child process for ``local``, a command over the target's SSH connection for ``systemd-ssh``
-(``Pipe`` is all the two differ in). It imports SGLang once, then answers one JSON line per command line with what
-``sglang serve`` does before it touches a GPU — ``prepare_server_args`` (argparse, exit 2),
-``ServerArgs.resolve_once()`` and ``check_server_args()`` (exit 1, with the last line of the traceback) — or the
-effective values it resolved. Answers are cached by command line. It can also list the target's own option table.
+One long-lived process per study runs ``RESOLVER_SCRIPT`` (tuner/targets/resolver_script.py) with
+the target's interpreter — a child process for ``local``, a command over the target's SSH connection
+for ``systemd-ssh`` (``Pipe`` is all the two differ in). It imports SGLang once, then answers one
+JSON line per command line with what ``sglang serve`` does before it touches a GPU —
+``prepare_server_args`` (argparse, exit 2), ``ServerArgs.resolve_once()`` and
+``check_server_args()`` (exit 1, with the last line of the traceback) — or the effective values it
+resolved. Answers are cached by command line. It can also list the target's own option table.
 
-A setup error is never a verdict (tuner/targets/setup_errors.py): when SGLang cannot judge, the study stops with
-one line (exit 3), or — where the study allows — spectune's own rules (tuner.sglang.rules) judge instead.
+A setup error is never a verdict (tuner/targets/setup_errors.py): when SGLang cannot judge, the
+study stops with one line (exit 3), or — where the study allows — spectune's own rules
+(tuner.sglang.rules) judge instead.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from tuner.targets.setup_errors import SGLangCannotJudge, cannot_judge, is_verdi
 
 log = logging.getLogger(__name__)
 
-#: The resolver process's source (tuner/targets/resolver_script.py), sent as ``python -c``: the same text runs
-#: locally and over SSH, under the target's interpreter.
-RESOLVER_SCRIPT = f"DUMP_SOURCE = {dump.source()!r}\n" + (Path(__file__).parent / "resolver_script.py").read_text(
+#: The resolver process's source (tuner/targets/resolver_script.py), sent as ``python -c``: the same
+#: text runs locally and over SSH, under the target's interpreter.
+RESOLVER_SCRIPT = f"DUMP_SOURCE = {dump.source()!r}\n" + (Path(__file__).parent
+                                                          / "resolver_script.py").read_text(
     encoding="utf-8")
 
 #: How long importing SGLang may take (it imports torch) and how long one answer may take.
@@ -43,7 +46,8 @@ RESOLVER_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
 
 
 def resolver_env(gpu: str | None) -> dict[str, str]:
-    """``RESOLVER_ENV``, plus ``SPECTUNE_GPU`` (``TargetSettings.resolver_gpu``) where the study names the GPU."""
+    """``RESOLVER_ENV``, plus ``SPECTUNE_GPU`` (``TargetSettings.resolver_gpu``) where the study
+    names the GPU."""
     return {**RESOLVER_ENV, **({"SPECTUNE_GPU": gpu} if gpu else {})}
 
 
@@ -55,13 +59,14 @@ class Answer:
     error: str | None = None
     exit_code: int | None = None
     effective: dict[str, Any] | None = None
-    #: Where SGLang refuses it when not in its argument checks: "loading the draft model" (its draft backend
-    #: table, read without loading anything).
+    #: Where SGLang refuses it when not in its argument checks: "loading the draft model" (its draft
+    #: backend table, read without loading anything).
     stage: str | None = None
 
 
 class Pipe(Protocol):
-    """One running resolver process: JSON lines in, JSON lines out (a local child, or a command over SSH)."""
+    """One running resolver process: JSON lines in, JSON lines out (a local child, or a command over
+    SSH)."""
 
     def send(self, line: str) -> None:
         """Write one line; ``OSError`` when the process is gone."""
@@ -124,17 +129,19 @@ class ProcessPipe:
 
 
 class SGLangResolver:
-    """Asks one SGLang installation about command lines, through a resolver process ``spawn`` starts (locally
-    or over SSH). Answers are cached by command line.
+    """Asks one SGLang installation about command lines, through a resolver process ``spawn`` starts
+    (locally or over SSH). Answers are cached by command line.
 
-    Only a verdict on the configuration is ever returned as one. When SGLang cannot judge — the process does not
-    start, crashes or does not answer, or its error is a setup problem (``setup_errors``) — it raises
-    ``SGLangCannotJudge`` (exit 3, one line), unless the study allows spectune's rules to judge instead
-    (``fallback``): then one line is logged and ``resolve`` returns None from then on. A refusal of an unfamiliar
-    kind (not an argument-check exception) counts as a verdict only while SGLang still accepts the first
-    command line it accepted: otherwise the installation changed under the study."""
+    Only a verdict on the configuration is ever returned as one. When SGLang cannot judge — the
+    process does not start, crashes or does not answer, or its error is a setup problem
+    (``setup_errors``) — it raises ``SGLangCannotJudge`` (exit 3, one line), unless the study allows
+    spectune's rules to judge instead (``fallback``): then one line is logged and ``resolve``
+    returns None from then on. A refusal of an unfamiliar kind (not an argument-check exception)
+    counts as a verdict only while SGLang still accepts the first command line it accepted:
+    otherwise the installation changed under the study."""
 
-    def __init__(self, spawn: Callable[[], Pipe | None], pipe: Pipe, version: str | None, where: str,
+    def __init__(self, spawn: Callable[[], Pipe | None], pipe: Pipe, version: str | None,
+                 where: str,
                  gpu: str | None = None, *, fallback: bool = False, seams: Sequence[str] = (),
                  build: str | None = None) -> None:
         self._spawn = spawn
@@ -145,7 +152,8 @@ class SGLangResolver:
         self.fallback = fallback
         #: How the GPU was shown to SGLang (torch.cuda probes, SGLang's helpers, override_platform).
         self.seams = tuple(seams)
-        #: Tells builds of one version apart (a hash of SGLang's server_args.py): the option table cache's key.
+        #: Tells builds of one version apart (a hash of SGLang's server_args.py): the option table
+        #: cache's key.
         self.build = build
         self._cache: dict[tuple[str, ...], Answer] = {}
         self._known_good: tuple[str, ...] | None = None
@@ -154,30 +162,31 @@ class SGLangResolver:
     @classmethod
     def start(cls, spawn: Callable[[], Pipe | None], *, where: str, fallback: bool = False,
               start_timeout_s: float = START_TIMEOUT_S) -> SGLangResolver | None:
-        """Start the resolver (importing SGLang may take ``start_timeout_s``). When SGLang cannot be asked there:
-        ``SGLangCannotJudge`` naming the cause and the fix — or, with ``fallback``, None and one logged line
-        (spectune's rules then judge)."""
+        """Start the resolver (importing SGLang may take ``start_timeout_s``). When SGLang cannot be
+        asked there: ``SGLangCannotJudge`` naming the cause and the fix — or, with ``fallback``,
+        None and one logged line (spectune's rules then judge)."""
         pipe, first = _started(spawn, start_timeout_s)
         if pipe is None or first is None or "version" not in first or first.get("unavailable"):
             why = (first or {}).get("unavailable")
             give_up(cannot_judge(where, why) if why else SGLangCannotJudge(
                 where, f"its Python did not start or did not answer within {start_timeout_s:g} s",
-                "check that the interpreter of [target] command (or [target] python) runs there"), fallback)
+                "check that the interpreter of [target] command (or [target] python) runs there"),
+                    fallback)
             return None
         return cls(spawn, pipe, first.get("version"), where, first.get("gpu"), fallback=fallback,
                    seams=first.get("seams") or (), build=first.get("build"))
 
     def resolve(self, server_argv: Sequence[str]) -> Answer | None:
-        """SGLang's answer for ``server_argv`` (server arguments only, as ``sglang serve`` gets them); None when
-        spectune's rules judge instead (``fallback``)."""
+        """SGLang's answer for ``server_argv`` (server arguments only, as ``sglang serve`` gets
+        them); None when spectune's rules judge instead (``fallback``)."""
         key = tuple(server_argv)
         with self._lock:
             if key not in self._cache:
                 data = self._ask(json.dumps(list(server_argv)))
                 if data is None:
                     return None
-                answer = Answer(data.get("verdict") == "accepted", data.get("error"), data.get("exit_code"),
-                                data.get("effective"), data.get("stage"))
+                answer = Answer(data.get("verdict") == "accepted", data.get("error"),
+                                data.get("exit_code"), data.get("effective"), data.get("stage"))
                 if not answer.accepted and not self._is_verdict(answer):
                     self._stop(cannot_judge(self.where, answer.error or "no error line"))
                     return None
@@ -192,14 +201,15 @@ class SGLangResolver:
             return False
         if is_verdict(error, answer.exit_code):
             return True
-        if self._known_good is None:  # nothing accepted yet to compare with: SGLang cannot be shown to judge
+        # nothing accepted yet to compare with: SGLang cannot be shown to judge
+        if self._known_good is None:
             return False
         again = self._ask(json.dumps(list(self._known_good)))
         return again is not None and again.get("verdict") == "accepted"
 
     def option_table(self) -> dict[str, Any] | None:
-        """This SGLang's own option table (``ServerArgs.add_cli_args`` on a fresh parser, the format of
-        tuner/sglang/data); None when this SGLang cannot list it (or the resolver is gone)."""
+        """This SGLang's own option table (``ServerArgs.add_cli_args`` on a fresh parser, the format
+        of tuner/sglang/data); None when this SGLang cannot list it (or the resolver is gone)."""
         with self._lock:
             data = self._ask(json.dumps({"table": True}), key="table")
         table = (data or {}).get("table")
@@ -221,27 +231,31 @@ class SGLangResolver:
             self._pipe = None
             if attempt == 1:  # a dropped SSH connection or a crashed process: one fresh start
                 fresh, first = _started(self._spawn)
-                if fresh is not None and first is not None and first.get("version") == self.version \
-                        and not first.get("unavailable"):
+                if fresh is not None and first is not None \
+                        and first.get("version") == self.version and not first.get("unavailable"):
                     self._pipe = fresh
                     continue
                 if fresh is not None:
                     fresh.close()
             break
-        self._stop(SGLangCannotJudge(self.where, f"its resolver stopped answering (twice, {ANSWER_TIMEOUT_S:g} s "
-                                     "each)", "check the target's SGLang installation, then run the study again "
-                                     "(it resumes)"))
+        self._stop(SGLangCannotJudge(
+            self.where, f"its resolver stopped answering (twice, {ANSWER_TIMEOUT_S:g} s "
+            "each)", "check the target's SGLang installation, then run "
+                     "the study again "
+            "(it resumes)"))
         return None
 
     def _stop(self, exc: SGLangCannotJudge) -> None:
-        """Stop asking: raise ``exc`` — or, with ``fallback``, say once that the rules judge from now on."""
+        """Stop asking: raise ``exc`` — or, with ``fallback``, say once that the rules judge from
+        now on."""
         if self._pipe is not None:
             self._pipe.close()
             self._pipe = None
         give_up(exc, self.fallback)
 
     def check(self, server_argv: Sequence[str]) -> Answer | None:
-        """``resolve``, raising ``DeployFailed("invalid-flags")`` with SGLang's own error when it refuses."""
+        """``resolve``, raising ``DeployFailed("invalid-flags")`` with SGLang's own error when it
+        refuses."""
         answer = self.resolve(server_argv)
         if answer is not None and not answer.accepted:
             raise SGLangRefused(refusal(answer, self.version, self.where), answer.error or "")
@@ -254,8 +268,9 @@ class SGLangResolver:
 
 
 class AskingTarget(Target):
-    """What a target whose SGLang a resolver asks has in common (``local``, ``systemd-ssh``): the installed
-    version, the target's own option table, and the table its launch commands are rendered with."""
+    """What a target whose SGLang a resolver asks has in common (``local``, ``systemd-ssh``): the
+    installed version, the target's own option table, and the table its launch commands are rendered
+    with."""
 
     _resolver: SGLangResolver | None
     table: OptionTable
@@ -263,7 +278,8 @@ class AskingTarget(Target):
     def installed_sglang(self) -> str | None:
         return self._resolver.version if self._resolver is not None else None
 
-    def sglang_table(self, cached: Callable[[str, str], OptionTable | None] | None = None) -> OptionTable | None:
+    def sglang_table(self, cached: Callable[[str, str], OptionTable | None]
+                     | None = None) -> OptionTable | None:
         return table_of(self._resolver, cached)
 
     def use_table(self, table: OptionTable) -> None:
@@ -275,42 +291,46 @@ class AskingTarget(Target):
 
 def start_resolver(spawn: Callable[[], Pipe | None] | None, command: Sequence[str], *,
                    where: str, fallback: bool) -> SGLangResolver | None:
-    """The resolver of a target whose server runs ``command``: ``spawn`` starts it under the command's Python
-    (None: the command names none). A command that is not SGLang's launcher (the simulator) has no SGLang to
-    ask: spectune's rules judge, as for the simulated target. One that is, but whose Python cannot be told,
-    cannot be judged (``SGLangCannotJudge``, or the rules after one line with ``fallback``)."""
+    """The resolver of a target whose server runs ``command``: ``spawn`` starts it under the
+    command's Python (None: the command names none). A command that is not SGLang's launcher (the
+    simulator) has no SGLang to ask: spectune's rules judge, as for the simulated target. One that
+    is, but whose Python cannot be told, cannot be judged (``SGLangCannotJudge``, or the rules after
+    one line with ``fallback``)."""
     if spawn is None:
         if any(is_sglang_script(word) or word.startswith("sglang") for word in command):
             give_up(SGLangCannotJudge(where, f"no Python in [target] command {list(command)}",
-                                      "set [target] python (systemd-ssh), or name the interpreter in the command"),
+                                      "set [target] python (systemd-ssh), or name the interpreter "
+                                      "in the command"),
                     fallback)
         return None
     return SGLangResolver.start(spawn, where=where, fallback=fallback)
 
 
 def give_up(exc: SGLangCannotJudge, fallback: bool) -> None:
-    """Raise ``exc`` — or, where the study lets spectune's rules judge instead, say so in one logged line."""
+    """Raise ``exc`` — or, where the study lets spectune's rules judge instead, say so in one logged
+    line."""
     if not fallback:
         raise exc
-    log.warning("%s; spectune's own rules judge the configurations instead ([target] when_sglang_cannot_judge = "
-                "\"rules\")", str(exc).split(" — ", 1)[0])
+    log.warning("%s; spectune's own rules judge the configurations instead ([target] "
+                "when_sglang_cannot_judge = \"rules\")", str(exc).split(" — ", 1)[0])
 
 
-#: The prefix of every refusal by the target's own SGLang (``refusal``): how a stored reason is told from one by
-#: spectune's rules in records written before the reason carried its source.
+#: The prefix of every refusal by the target's own SGLang (``refusal``): how a stored reason is told
+#: from one by spectune's rules in records written before the reason carried its source.
 REFUSAL_PREFIX = "SGLang "
 
 
 def refusal(answer: Answer, version: str | None, where: str) -> str:
     """What a trial SGLang refuses is told (SGLang's own error line)."""
     stage = f", while {answer.stage}" if answer.stage else ""
-    return f"SGLang {version} on {where} refuses this configuration (exit {answer.exit_code}{stage}): {answer.error}"
+    return (f"SGLang {version} on {where} refuses this configuration (exit "
+            f"{answer.exit_code}{stage}): {answer.error}")
 
 
 def table_of(resolver: SGLangResolver | None,
              cached: Callable[[str, str], OptionTable | None] | None = None) -> OptionTable | None:
-    """The option table of the SGLang ``resolver`` asks — from ``cached`` (version, build) when it holds it,
-    else read there; None when there is no resolver or it cannot list its table."""
+    """The option table of the SGLang ``resolver`` asks — from ``cached`` (version, build) when it
+    holds it, else read there; None when there is no resolver or it cannot list its table."""
     if resolver is None or resolver.version is None:
         return None
     if cached is not None and resolver.build is not None:
@@ -347,8 +367,9 @@ def _json_line(text: str | None) -> dict[str, Any] | None:
 
 
 def server_args_of(command: Sequence[str]) -> tuple[str | None, list[str]]:
-    """For a launch command ``python -m sglang.launch_server ARGS`` (or ``.../bin/sglang serve ARGS``): its
-    interpreter (None when the command does not name one) and the server arguments it already carries."""
+    """For a launch command ``python -m sglang.launch_server ARGS`` (or ``.../bin/sglang serve
+    ARGS``): its interpreter (None when the command does not name one) and the server arguments it
+    already carries."""
     argv = list(command)
     for i, token in enumerate(argv[:-1]):
         if token == "-m" and argv[i + 1].startswith("sglang"):
@@ -360,12 +381,14 @@ def server_args_of(command: Sequence[str]) -> tuple[str | None, list[str]]:
 
 
 def is_sglang_script(path: str) -> bool:
-    """Whether ``path`` names SGLang's console script (``sglang``, ``.../bin/sglang``): its Python is in its ``#!``."""
+    """Whether ``path`` names SGLang's console script (``sglang``, ``.../bin/sglang``): its Python
+    is in its ``#!``."""
     return path.rsplit("/", 1)[-1] == "sglang"
 
 
 def interpreter_of_script(first_line: str) -> str | None:
-    """The Python a console script (``.../bin/sglang``) runs, from its ``#!`` line; None when it names none."""
+    """The Python a console script (``.../bin/sglang``) runs, from its ``#!`` line; None when it
+    names none."""
     first_line = first_line.split("\n", 1)[0]
     if not first_line.startswith("#!"):
         return None

@@ -1,18 +1,21 @@
 # mypy: ignore-errors
-"""The resolver process: runs under the *target's* interpreter (any Python ≥ 3.9 with SGLang), never spectune's.
+"""The resolver process: runs under the *target's* interpreter (any Python ≥ 3.9 with SGLang), never
+spectune's.
 
-``tuner.targets.resolver`` sends this file's text as ``python -c <text>`` — as a child process, or over SSH — so it
-imports nothing from spectune. Protocol: one JSON line first (``{"version", "gpu", "seams"}``, or
-``{"unavailable": why}``), then one JSON answer per JSON request line: a list is a server argv to judge, an
-object ``{"table": true}`` asks for the option table of this SGLang (its ``ServerArgs.add_cli_args`` on a fresh
-parser, dumped by tuner/sglang/dump.py, whose text is sent ahead of this file's as ``DUMP_SOURCE``).
+``tuner.targets.resolver`` sends this file's text as ``python -c <text>`` — as a child process, or
+over SSH — so it imports nothing from spectune. Protocol: one JSON line first (``{"version", "gpu",
+"seams"}``, or ``{"unavailable": why}``), then one JSON answer per JSON request line: a list is a
+server argv to judge, an object ``{"table": true}`` asks for the option table of this SGLang (its
+``ServerArgs.add_cli_args`` on a fresh parser, dumped by tuner/sglang/dump.py, whose text is sent
+ahead of this file's as ``DUMP_SOURCE``).
 
-It never touches a GPU: ``CUDA_VISIBLE_DEVICES`` is emptied before torch is imported, so no CUDA context can be
-created next to a running server. What SGLang's checks read about the GPU (name, compute capability, memory) comes
-from ``nvidia-smi`` (the driver's tool, no CUDA context) or, without it, from ``SPECTUNE_GPU`` (``[target] gpu``),
-and is shown to SGLang through the seams every supported release has (``present``): torch's ``torch.cuda``
-probes, patched before SGLang is imported (releases up to 0.5.20 read them once, at import), SGLang's own
-memory helper, and — from the release that has one — SGLang's ``override_platform``.
+It never touches a GPU: ``CUDA_VISIBLE_DEVICES`` is emptied before torch is imported, so no CUDA
+context can be created next to a running server. What SGLang's checks read about the GPU (name,
+compute capability, memory) comes from ``nvidia-smi`` (the driver's tool, no CUDA context) or,
+without it, from ``SPECTUNE_GPU`` (``[target] gpu``), and is shown to SGLang through the seams every
+supported release has (``present``): torch's ``torch.cuda`` probes, patched before SGLang is
+imported (releases up to 0.5.20 read them once, at import), SGLang's own memory helper, and — from
+the release that has one — SGLang's ``override_platform``.
 """
 
 import ast
@@ -34,11 +37,13 @@ def say(data):
 
 
 def gpus():
-    """``[(name, major, minor, memory_mb)]`` from nvidia-smi; else the one ``SPECTUNE_GPU`` names."""
+    """``[(name, major, minor, memory_mb)]`` from nvidia-smi; else the one ``SPECTUNE_GPU``
+    names."""
     rows = []
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap,memory.total",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30).stdout
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=30).stdout
     except Exception:
         out = ""
     for row in out.splitlines():
@@ -57,13 +62,16 @@ def gpus():
 
 
 def present(rows):
-    """Show SGLang the GPU in ``rows`` without a device: torch's probes first (before SGLang is imported)."""
+    """Show SGLang the GPU in ``rows`` without a device: torch's probes first (before SGLang is
+    imported)."""
     import torch
 
     name, major, minor, memory_mb = rows[0]
     total = memory_mb * 1024 * 1024
-    props = types.SimpleNamespace(name=name, major=major, minor=minor, total_memory=total, multi_processor_count=132,
-                                  is_integrated=False, gcnArchName="", uuid="spectune-resolver", L2_cache_size=0)
+    props = types.SimpleNamespace(name=name, major=major, minor=minor, total_memory=total,
+                                  multi_processor_count=132,
+                                  is_integrated=False, gcnArchName="", uuid="spectune-resolver",
+                                  L2_cache_size=0)
     cuda = torch.cuda
     cuda.is_available = lambda: True
     cuda.device_count = lambda: len(rows)
@@ -72,13 +80,15 @@ def present(rows):
     cuda.get_device_name = lambda *a, **k: name
     cuda.get_device_properties = lambda *a, **k: props
     cuda.mem_get_info = lambda *a, **k: (total, total)
-    if getattr(torch.version, "cuda", None) is None:  # a CPU build of torch (only where no GPU is anyway)
+    # a CPU build of torch (only where no GPU is anyway)
+    if getattr(torch.version, "cuda", None) is None:
         torch.version.cuda = "12.9"
     return ["torch.cuda"]
 
 
 def present_sglang(rows, seams):
-    """SGLang's own helpers: its GPU memory probe, and the platform object of the releases that have one."""
+    """SGLang's own helpers: its GPU memory probe, and the platform object of the releases that have
+    one."""
     _name, major, minor, memory_mb = rows[0]
     for module in ("sglang.srt.utils.common", "sglang.srt.utils"):
         try:
@@ -93,11 +103,11 @@ def present_sglang(rows, seams):
         from sglang.srt.runtime_context import override_platform
     except ImportError:
         return seams
-    facts = dict(is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
-                 is_sm90=(major, minor) == (9, 0), is_sm100=major == 10,
+    facts = dict(is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False,
+                 is_mps=False, is_sm90=(major, minor) == (9, 0), is_sm100=major == 10,
                  is_sm100_or_sm110=major in (10, 11), is_sm110=major == 11, is_sm120=major == 12,
-                 is_blackwell=major in (10, 11, 12), is_hopper_with_cuda_12_3=major == 9, has_amx=False,
-                 has_flashinfer=importlib.util.find_spec("flashinfer") is not None,
+                 is_blackwell=major in (10, 11, 12), is_hopper_with_cuda_12_3=major == 9,
+                 has_amx=False, has_flashinfer=importlib.util.find_spec("flashinfer") is not None,
                  device_sm=major * 10 + minor, device_capability=(major, minor))
     params = inspect.signature(override_platform).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
@@ -117,7 +127,8 @@ def line(exc):
 
 
 def view(args):
-    """The values SGLang resolved (0.5.22+: through its resolving view; before: the arguments themselves)."""
+    """The values SGLang resolved (0.5.22+: through its resolving view; before: the arguments
+    themselves)."""
     try:
         from sglang.srt.arg_groups.overrides import resolving_view
         return resolving_view(args)
@@ -129,13 +140,16 @@ def effective(args):
     v = view(args)
     graphs = getattr(v, "cuda_graph_config", None)
     decode = getattr(graphs, "decode", None)
-    max_bs = getattr(decode, "max_bs", None) if decode is not None else getattr(v, "cuda_graph_max_bs", None)
+    max_bs = getattr(decode, "max_bs",
+                     None) if decode is not None else getattr(v, "cuda_graph_max_bs", None)
     return {
-        "speculative_algorithm": v.speculative_algorithm, "speculative_num_steps": v.speculative_num_steps,
+        "speculative_algorithm": v.speculative_algorithm,
+        "speculative_num_steps": v.speculative_num_steps,
         "speculative_eagle_topk": v.speculative_eagle_topk,
         "speculative_num_draft_tokens": v.speculative_num_draft_tokens, "page_size": v.page_size,
         "attention_backend": v.attention_backend,
-        "cuda_graph_disabled": (str(getattr(decode, "backend", "")) in ("disabled", "Backend.DISABLED"))
+        "cuda_graph_disabled": (str(getattr(decode, "backend", "")) in ("disabled",
+                                                                        "Backend.DISABLED"))
         or bool(getattr(v, "disable_cuda_graph", False)),
         "cuda_graph_max_bs": max_bs,
         "max_running_requests": v.max_running_requests,
@@ -143,16 +157,18 @@ def effective(args):
     }
 
 
-#: The speculative algorithms whose draft worker builds its attention backends from SGLang's draft backend table.
+#: The speculative algorithms whose draft worker builds its attention backends from SGLang's draft
+#: backend table.
 DRAFT_TABLE_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE")
 
 
 def draft_tables():
-    """SGLang's draft attention backend tables, read from its source without importing it or loading a model:
-    ``[(kind, backends, error template)]``, kind ``decode`` (the multi-step draft) or ``extend``. Every release
-    builds them the same way — a ``backend_map = {...}`` dict in the draft worker's ``*decode_backend`` and
-    ``*draft_extend_backend`` methods, refused with ``ValueError(template.format(backend_type=...))`` while the
-    draft model loads (speculative/draft_utils.py from 0.5.6, speculative/eagle_worker.py before)."""
+    """SGLang's draft attention backend tables, read from its source without importing it or loading
+    a model: ``[(kind, backends, error template)]``, kind ``decode`` (the multi-step draft) or
+    ``extend``. Every release builds them the same way — a ``backend_map = {...}`` dict in the draft
+    worker's ``*decode_backend`` and ``*draft_extend_backend`` methods, refused with
+    ``ValueError(template.format(backend_type=...))`` while the draft model loads
+    (speculative/draft_utils.py from 0.5.6, speculative/eagle_worker.py before)."""
     for module in ("sglang.srt.speculative.draft_utils", "sglang.srt.speculative.eagle_worker"):
         try:
             spec = importlib.util.find_spec(module)
@@ -179,7 +195,9 @@ def tables_in(path):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
                     isinstance(t, ast.Name) and t.id == "backend_map" for t in node.targets):
                 keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "{backend_type}" in node.value:
+            elif isinstance(node,
+                            ast.Constant) and isinstance(node.value,
+                                                         str) and "{backend_type}" in node.value:
                 template = node.value
         if keys and template:
             tables.append(("decode" if "decode" in fn.name else "extend", keys, template))
@@ -187,7 +205,8 @@ def tables_in(path):
 
 
 def draft_refusal(v, tables):
-    """SGLang's refusal of the draft attention backend, or None: what loading the draft model would raise."""
+    """SGLang's refusal of the draft attention backend, or None: what loading the draft model would
+    raise."""
     if v.speculative_algorithm not in DRAFT_TABLE_ALGORITHMS:
         return None
     draft = getattr(v, "speculative_draft_attention_backend", None)
@@ -199,16 +218,17 @@ def draft_refusal(v, tables):
                 continue
             backend = draft or decode
         else:
-            backend = draft or (decode if getattr(v, "speculative_attention_mode", None) == "decode" else prefill)
+            backend = draft or (decode if getattr(v, "speculative_attention_mode", None) == "decode"
+                                else prefill)
         if backend is not None and backend not in backends:
             return "ValueError: " + template.format(backend_type=backend)
     return None
 
 
 def option_table():
-    """``ServerArgs.add_cli_args`` on a fresh parser, as tuner/sglang/data stores it: tuner/sglang/dump.py, whose
-    text ``tuner.targets.resolver`` puts before this file's as ``DUMP_SOURCE`` (one code path with the shipped
-    tables' generator)."""
+    """``ServerArgs.add_cli_args`` on a fresh parser, as tuner/sglang/data stores it:
+    tuner/sglang/dump.py, whose text ``tuner.targets.resolver`` puts before this file's as
+    ``DUMP_SOURCE`` (one code path with the shipped tables' generator)."""
     namespace = {"__name__": "spectune_dump"}
     exec(compile(globals()["DUMP_SOURCE"], "tuner/sglang/dump.py", "exec"), namespace)
     return namespace["dump_sglang"]()
@@ -221,8 +241,10 @@ def judge(prepare, argv, tables=()):
             args = prepare(argv)
     except SystemExit as exc:
         lines = [x for x in err.getvalue().splitlines() if x.strip()]
-        return {"verdict": "refused", "exit_code": int(exc.code or 0), "error": lines[-1] if lines else ""}
-    except Exception as exc:  # older releases resolve inside prepare_server_args (ServerArgs.__post_init__)
+        return {"verdict": "refused", "exit_code": int(exc.code or 0), "error": lines[-1] if lines
+                else ""}
+    # older releases resolve inside prepare_server_args (ServerArgs.__post_init__)
+    except Exception as exc:
         return {"verdict": "refused", "exit_code": 1, "error": line(exc)}
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -233,12 +255,14 @@ def judge(prepare, argv, tables=()):
         return {"verdict": "refused", "exit_code": 1, "error": line(exc)}
     refused = draft_refusal(view(args), tables)
     if refused is not None:
-        return {"verdict": "refused", "exit_code": 1, "error": refused, "stage": "loading the draft model"}
+        return {"verdict": "refused", "exit_code": 1, "error": refused,
+                "stage": "loading the draft model"}
     return {"verdict": "accepted", "effective": effective(args)}
 
 
 def build():
-    """Tells builds of one version apart: a hash of SGLang's server_args.py, read without importing more."""
+    """Tells builds of one version apart: a hash of SGLang's server_args.py, read without importing
+    more."""
     import hashlib
 
     spec = importlib.util.find_spec("sglang.srt.server_args")
@@ -259,7 +283,8 @@ def main():
         # After the GPU is presented: SGLang caches what it probes at import.
         from sglang.srt.server_args import prepare_server_args
     except Exception as exc:
-        say({"unavailable": line(exc), "version": getattr(sys.modules.get("sglang"), "__version__", None)})
+        say({"unavailable": line(exc),
+             "version": getattr(sys.modules.get("sglang"), "__version__", None)})
         return
     logging.disable(logging.CRITICAL)
     version = getattr(sglang, "__version__", None)

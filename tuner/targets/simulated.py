@@ -1,9 +1,9 @@
 """The ``simulated`` target: a ``local`` target whose server is the built-in SGLang simulator.
 
-The command is ``spectune simulate --profile P --time-scale X --seed N -- <flags> --host 127.0.0.1 --port P``,
-run with this interpreter's console script (or ``python -c "from tuner.cli import main; main()"``), so the
-simulator is always the one of the installed spectune. Port 0 means "pick a free port" — once per target, so
-every trial of a study talks to the same URL.
+The command is ``spectune simulate --profile P --time-scale X --seed N -- <flags> --host 127.0.0.1
+--port P``, run with this interpreter's console script (or ``python -c "from tuner.cli import main;
+main()"``), so the simulator is always the one of the installed spectune. Port 0 means "pick a free
+port" — once per target, so every trial of a study talks to the same URL.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ class SimulatedTarget(LocalTarget):
         local = LocalSettings(
             command=simulator_command(settings.profile, settings.time_scale, settings.seed),
             log_dir=settings.log_dir, host="127.0.0.1",
-            port=settings.port or free_port(), stop_grace_s=10.0, startup_timeout_s=settings.startup_timeout_s,
-            help_timeout_s=60.0, study=settings.study,
+            port=settings.port or free_port(), stop_grace_s=10.0,
+            startup_timeout_s=settings.startup_timeout_s, help_timeout_s=60.0, study=settings.study,
         )
         super().__init__(local, table)
 
@@ -64,19 +64,23 @@ class SimulatedTarget(LocalTarget):
         if self.sim_settings.port:
             return plan
         # The port is picked per target: tune picks its own, so the plan's number is an example.
-        note = f"port = 0: tune picks a free port on 127.0.0.1 when it starts (here {self.settings.port})"
+        note = ("port = 0: tune picks a free port on 127.0.0.1 when it starts (here "
+                f"{self.settings.port})")
         return replace(plan, steps=(*plan.steps, note))
 
     def check_access(self) -> tuple[str, ...]:
         found = super().check_access()
         if self.sim_settings.port:
             return found
-        return tuple(line if not line.startswith("port ") else "port = 0: a free port is picked at start"
+        return tuple(line if not line.startswith("port ")
+                     else "port = 0: a free port is picked at start"
                      for line in found)
 
-    def expected_rate(self, config: ServerConfig, workload: WorkloadSpec, concurrency: int) -> float | None:
-        """The simulator's steady-state model (tuner/simulator/ground_truth.py) of this command line: tokens per
-        real second at this target's time scale; None for a command line the simulator would refuse."""
+    def expected_rate(self, config: ServerConfig, workload: WorkloadSpec,
+                      concurrency: int) -> float | None:
+        """The simulator's steady-state model (tuner/simulator/ground_truth.py) of this command
+        line: tokens per real second at this target's time scale; None for a command line the
+        simulator would refuse."""
         profile = load_profile(self.sim_settings.profile or DEFAULT_PROFILE)
         try:
             expected = expected_metrics(profile, self.launch(config).args, workload, concurrency)
@@ -87,28 +91,34 @@ class SimulatedTarget(LocalTarget):
         return rate * self.time_scale
 
     def expected_startup_s(self, config: ServerConfig) -> float:
-        """The simulator's own startup model for this command line (weights, KV cache, graph captures)."""
+        """The simulator's own startup model for this command line (weights, KV cache, graph
+        captures)."""
         profile = load_profile(self.sim_settings.profile or DEFAULT_PROFILE)
-        steps = plan_startup(profile, resolve(profile, self.launch(config).args, exit_on_error=False)).steps
+        steps = plan_startup(profile,
+                             resolve(profile, self.launch(config).args, exit_on_error=False)).steps
         return sum(step.delay_s for step in steps) / self.time_scale
 
 
 class SimulatedTargetSettings(TargetSettings):
     """``kind = "simulated"``: the built-in SGLang simulator on 127.0.0.1 (no GPU needed)."""
 
-    kind: Literal["simulated"] = Field(description="The built-in SGLang simulator, on this machine.")
+    kind: Literal["simulated"] = Field(
+        description="The built-in SGLang simulator, on this machine.")
     profile: str | None = Field(None, description=(
-        "A shipped simulator profile name, or the path of a profile TOML file relative to the study file "
-        "(default: the seed campaign's Qwen3.5-122B + EAGLE-3 server)."))
+        "A shipped simulator profile name, or the path of a profile TOML file relative to the "
+        "study file (default: the seed campaign's Qwen3.5-122B + EAGLE-3 server)."))
     time_scale: float = Field(SimulatedSettings.time_scale, gt=0, description=(
         "How many times faster than the modelled server the simulator runs."))
-    seed: int = Field(SimulatedSettings.seed, ge=0, lt=2**32, description="The simulator's noise seed.")
+    seed: int = Field(SimulatedSettings.seed, ge=0, lt=2**32,
+                      description="The simulator's noise seed.")
     port: int = Field(SimulatedSettings.port, ge=0, le=65535,
                       description="The simulator's TCP port on 127.0.0.1; 0 picks a free one.")
-    log_dir: str | None = Field(None, description="Where server logs go, relative to the study file "
-                                                  "(default: .spectune/<study>/logs beside it).")
+    log_dir: str | None = Field(None,
+                                description="Where server logs go, relative to the study file "
+                                            "(default: .spectune/<study>/logs beside it).")
     hosts: HostList = Field((), description=(
-        "Labels of simulated hosts used at once, one worker and one simulator each (docs/scaling.md)."))
+        "Labels of simulated hosts used at once, one worker and one simulator each "
+        "(docs/scaling.md)."))
 
     launch_is_exact = False  # the simulator stands in for `python3 -m sglang.launch_server`
 
@@ -129,11 +139,13 @@ class SimulatedTargetSettings(TargetSettings):
 
     @classmethod
     def starter(cls, model: str | None) -> dict[str, Any]:
-        # The shipped profile of that model, if there is one; the simulator models its profile's server.
+        # The shipped profile of that model, if there is one; the simulator models its profile's
+        # server.
         models = {load_profile(name).model.path: name for name in sorted(shipped_profiles())}
         if model is not None and model not in models:
             # The simulator models its profile's server: a file naming another model would mislead.
-            raise ValueError(f"the simulator has no profile of {model} (profiles model: {', '.join(models)})")
+            raise ValueError(
+                f"the simulator has no profile of {model} (profiles model: {', '.join(models)})")
         profile = models.get(model or "", DEFAULT_PROFILE)
         # 10x: a trial in seconds, and still within a few per cent of the model on a small machine
         # (docs/simulator.md, "Time scale and host load").
@@ -143,7 +155,8 @@ class SimulatedTargetSettings(TargetSettings):
     def starter_flags(cls, model: str | None) -> dict[str, Any]:
         profile = load_profile(str(cls.starter(model)["profile"]))
         # The profile's GPU count: at TP 1 its model may not fit one GPU (an OOM, as for real).
-        return {"model-path": profile.model.path, "speculative-draft-model-path": profile.model.draft_path,
+        return {"model-path": profile.model.path,
+                "speculative-draft-model-path": profile.model.draft_path,
                 "tp-size": profile.hardware.num_gpus}
 
     @classmethod
@@ -159,22 +172,26 @@ class SimulatedTargetSettings(TargetSettings):
     def for_host(self, host: str, study: str) -> SimulatedTargetSettings:
         if not self.hosts:
             return self
-        # Per-host logs and pid file: a worker cleaning up a dead worker's leftover server must find that
-        # host's server, never another host's.
+        # Per-host logs and pid file: a worker cleaning up a dead worker's leftover server must find
+        # that host's server, never another host's.
         base = Path(self.log_dir or Path(".spectune") / study / "logs")
         return self.model_copy(update={"log_dir": str(base / host), "hosts": (host,)})
 
     def check(self) -> Iterator[tuple[str, str]]:
         if len(self.hosts) > 1 and self.port:
-            yield "port", "must be 0 with several hosts (each simulated host picks its own free port)"
+            yield "port", ("must be 0 with several hosts (each simulated host picks its own free "
+                           "port)")
 
     def hardware(self) -> Hardware:
-        """The profile's model and GPU (``gpu`` / ``compute_capability`` still win over the profile's GPU)."""
+        """The profile's model and GPU (``gpu`` / ``compute_capability`` still win over the
+        profile's GPU)."""
         profile = profile_hardware(load_profile(self.profile or DEFAULT_PROFILE))
         given = super().hardware().compute_capability
         return Hardware(profile.model_architecture, given or profile.compute_capability)
 
     def make_target(self, placement: Placement, table: OptionTable) -> SimulatedTarget:
         return SimulatedTarget(SimulatedSettings(
-            log_dir=log_dir_of(placement, self.log_dir), profile=self.profile, time_scale=self.time_scale,
-            seed=self.seed, port=self.port, startup_timeout_s=self.startup_timeout, study=placement.study), table)
+            log_dir=log_dir_of(placement, self.log_dir), profile=self.profile,
+            time_scale=self.time_scale,
+            seed=self.seed, port=self.port, startup_timeout_s=self.startup_timeout,
+            study=placement.study), table)

@@ -1,10 +1,11 @@
 """A small, honest SSH connection on paramiko: host keys verified, every command bounded in time.
 
-Like fabric's ``Connection``: parameters are stored and the connection opens lazily; ``run`` returns a
-``Result``; a non-zero exit raises unless ``check=False``. Commands are argv lists and are quoted here with
-``shlex.quote`` word by word — the remote login shell sees each word as one literal argument, so a value holding
-``;``, ``$()``, backquotes or a newline can never become a command. A dropped connection is re-opened (bounded
-retries) and the command is sent again; every command spectune sends is idempotent for that reason.
+Like fabric's ``Connection``: parameters are stored and the connection opens lazily; ``run`` returns
+a ``Result``; a non-zero exit raises unless ``check=False``. Commands are argv lists and are quoted
+here with ``shlex.quote`` word by word — the remote login shell sees each word as one literal
+argument, so a value holding ``;``, ``$()``, backquotes or a newline can never become a command. A
+dropped connection is re-opened (bounded retries) and the command is sent again; every command
+spectune sends is idempotent for that reason.
 """
 
 from __future__ import annotations
@@ -73,15 +74,18 @@ class _UnknownHostKey(Exception):
 
 
 class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> None:
         raise _UnknownHostKey(key)
 
 
 class _AcceptUnknown(paramiko.MissingHostKeyPolicy):
-    """Trust a host that is not in known_hosts for this process only (the user opted in). A *changed* key is
-    still refused: paramiko raises ``BadHostKeyException`` before consulting a policy."""
+    """Trust a host that is not in known_hosts for this process only (the user opted in). A
+    *changed* key is still refused: paramiko raises ``BadHostKeyException`` before consulting a
+    policy."""
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> None:
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
@@ -91,13 +95,14 @@ class Connection:
         self._client: paramiko.SSHClient | None = None
         self.opened = 0  # how many times a connection was (re)opened; tests read it
 
-    # ----- connecting ---------------------------------------------------------------------------------
+    # ----- connecting -----------------------------------------------------------------------------
     def is_open(self) -> bool:
         transport = self._client.get_transport() if self._client is not None else None
         return transport is not None and transport.is_active()
 
     def open(self) -> None:
-        """Open (or re-open) the connection, retrying network errors; host key and auth errors are final."""
+        """Open (or re-open) the connection, retrying network errors; host key and auth errors are
+        final."""
         if self.is_open():
             return
         self.close()
@@ -114,46 +119,55 @@ class Connection:
                 if isinstance(exc, paramiko.AuthenticationException | paramiko.BadHostKeyException):
                     raise
                 last = exc
-        raise TargetUnavailable(f"cannot reach {s.where} after {s.connect_attempts} attempts: {last}")
+        raise TargetUnavailable(
+            f"cannot reach {s.where} after {s.connect_attempts} attempts: {last}")
 
     def _connect(self) -> paramiko.SSHClient:
         s = self.settings
         client = paramiko.SSHClient()
-        known = Path(s.known_hosts).expanduser() if s.known_hosts else Path("~/.ssh/known_hosts").expanduser()
+        known = (Path(s.known_hosts).expanduser() if s.known_hosts
+                 else Path("~/.ssh/known_hosts").expanduser())
         if known.is_file():
             client.load_host_keys(str(known))
-        client.set_missing_host_key_policy(_AcceptUnknown() if s.accept_unknown_host_key else _RefuseUnknown())
+        client.set_missing_host_key_policy(_AcceptUnknown() if s.accept_unknown_host_key
+                                           else _RefuseUnknown())
         try:
             client.connect(
                 s.host, port=s.port, username=s.user, key_filename=s.key_file,
                 allow_agent=True, look_for_keys=s.key_file is None,
-                timeout=s.connect_timeout_s, banner_timeout=s.connect_timeout_s, auth_timeout=s.connect_timeout_s,
+                timeout=s.connect_timeout_s, banner_timeout=s.connect_timeout_s,
+                auth_timeout=s.connect_timeout_s,
             )
         except _UnknownHostKey as exc:
             client.close()
             host = s.host if s.port == 22 else f"[{s.host}]:{s.port}"
             raise TargetUnavailable(
-                f"the SSH host key of {host} ({fingerprint(exc.key)}) is not in {known}; refusing to connect. "
-                f"Check the fingerprint on the host (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub), then add it "
-                f"(ssh-keyscan -p {s.port} {s.host} >> {known}), or set accept_unknown_host_key = true"
+                f"the SSH host key of {host} ({fingerprint(exc.key)}) is not in {known}; refusing "
+                "to connect. Check the fingerprint on the host (ssh-keygen -lf "
+                f"/etc/ssh/ssh_host_*_key.pub), then add it (ssh-keyscan -p {s.port} {s.host} >> "
+                f"{known}), or set "
+                "accept_unknown_host_key = true"
             ) from None
         except paramiko.BadHostKeyException as exc:
             client.close()
             raise TargetUnavailable(
-                f"the SSH host key of {s.host}:{s.port} has CHANGED (expected {fingerprint(exc.expected_key)}, got "
-                f"{fingerprint(exc.key)}) — refusing to connect: this may be a man-in-the-middle attack. If the "
-                f"host was reinstalled, remove the old key (ssh-keygen -R {s.host}) and add the new one to {known}"
+                f"the SSH host key of {s.host}:{s.port} has CHANGED (expected "
+                f"{fingerprint(exc.expected_key)}, got {fingerprint(exc.key)}) — refusing to "
+                "connect: this may be a man-in-the-middle attack. If the host was reinstalled, "
+                f"remove the old key (ssh-keygen -R {s.host}) and add the new one to {known}"
             ) from None
         except paramiko.AuthenticationException as exc:
             client.close()
             how = f"key {s.key_file}" if s.key_file else "the SSH agent and ~/.ssh keys"
-            raise TargetUnavailable(f"SSH authentication as {s.where} failed with {how}: {exc}") from None
+            raise TargetUnavailable(
+                f"SSH authentication as {s.where} failed with {how}: {exc}") from None
         except BaseException:
             client.close()
             raise
         transport = client.get_transport()
         if transport is not None:
-            transport.set_keepalive(15)  # notice a dead link between trials instead of at the next command
+            # notice a dead link between trials instead of at the next command
+            transport.set_keepalive(15)
         return client
 
     def close(self) -> None:
@@ -161,16 +175,18 @@ class Connection:
             self._client.close()
             self._client = None
 
-    # ----- commands -----------------------------------------------------------------------------------
+    # ----- commands -------------------------------------------------------------------------------
     def command_line(self, argv: Sequence[str], *, sudo: bool | None = None) -> str:
-        """The remote shell text for ``argv``: each word quoted on its own (``sudo -n`` in front if asked)."""
+        """The remote shell text for ``argv``: each word quoted on its own (``sudo -n`` in front if
+        asked)."""
         use_sudo = self.settings.sudo if sudo is None else sudo
         words = ["sudo", "-n", "--", *argv] if use_sudo else list(argv)
         return shlex.join(words)
 
     def run(self, argv: Sequence[str], *, check: bool = True, timeout_s: float | None = None,
             stdin: bytes | None = None, sudo: bool | None = None) -> Result:
-        """Run ``argv`` remotely; re-open the connection once if it dropped. Never waits past ``timeout_s``."""
+        """Run ``argv`` remotely; re-open the connection once if it dropped. Never waits past
+        ``timeout_s``."""
         command = self.command_line(argv, sudo=sudo)
         timeout = timeout_s if timeout_s is not None else self.settings.command_timeout_s
         for attempt in (1, 2):
@@ -181,8 +197,9 @@ class Connection:
             except (OSError, paramiko.SSHException, EOFError) as exc:
                 self.close()
                 if attempt == 2:
-                    raise TargetUnavailable(f"lost the SSH connection to {self.settings.where} twice "
-                                            f"running `{command}`: {exc}") from None
+                    raise TargetUnavailable(
+                        f"lost the SSH connection to {self.settings.where} twice "
+                        f"running `{command}`: {exc}") from None
         if check and not result.ok:
             raise RemoteCommandFailed(result, self.settings.where)
         return result
@@ -206,29 +223,33 @@ class Connection:
                     out += channel.recv(65536)
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
-                # The exit status can arrive before the last of the output (sshd forwards the pipes and the
-                # exit separately): done only once the far end also sent EOF and nothing is left to read.
+                # The exit status can arrive before the last of the output (sshd forwards the pipes
+                # and the exit separately): done only once the far end also sent EOF and nothing is
+                # left to read.
                 finished = channel.exit_status_ready() and (channel.eof_received or channel.closed)
                 if finished and not channel.recv_ready() and not channel.recv_stderr_ready():
                     break
                 if time.monotonic() > deadline:
-                    raise TargetUnavailable(f"`{command}` on {self.settings.where} did not finish within "
-                                            f"{timeout_s:g} s")
+                    raise TargetUnavailable(
+                        f"`{command}` on {self.settings.where} did not finish within "
+                        f"{timeout_s:g} s")
                 select.select([channel], [], [], 0.02)
             return Result(command, channel.recv_exit_status(), out.decode(errors="replace"),
                           err.decode(errors="replace"))
         except TimeoutError as exc:
-            raise TargetUnavailable(f"`{command}` on {self.settings.where} timed out: {exc}") from None
+            raise TargetUnavailable(
+                f"`{command}` on {self.settings.where} timed out: {exc}") from None
         finally:
             channel.close()
 
     def put(self, data: bytes, path: str, *, mode: str = "0644", sudo: bool | None = None,
             timeout_s: float | None = None) -> None:
-        """Write ``data`` to ``path`` atomically: a temporary file in the same directory, then ``mv``.
+        """Write ``data`` to ``path`` atomically: a temporary file in the same directory, then
+        ``mv``.
 
-        The data travels on stdin and the paths as positional arguments, so no part of either is ever parsed
-        by a shell. The temporary name starts with a dot and does not end in ``.conf``, so systemd ignores it
-        even if a daemon-reload happens mid-write.
+        The data travels on stdin and the paths as positional arguments, so no part of either is
+        ever parsed by a shell. The temporary name starts with a dot and does not end in ``.conf``,
+        so systemd ignores it even if a daemon-reload happens mid-write.
         """
         directory = str(Path(path).parent)
         tmp = f"{directory}/.{Path(path).name}.spectune-tmp"
@@ -237,8 +258,8 @@ class Connection:
                  timeout_s=timeout_s)
 
     def start(self, argv: Sequence[str], *, env: dict[str, str] | None = None) -> RemoteProcess:
-        """Start ``argv`` remotely (never through sudo) and keep it running: its stdin and stdout become a line
-        pipe (``RemoteProcess``). Re-opens a dropped connection once, like ``run``."""
+        """Start ``argv`` remotely (never through sudo) and keep it running: its stdin and stdout
+        become a line pipe (``RemoteProcess``). Re-opens a dropped connection once, like ``run``."""
         words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else list(argv)
         command = self.command_line(words, sudo=False)
         for attempt in (1, 2):
@@ -254,14 +275,16 @@ class Connection:
             except (OSError, paramiko.SSHException, EOFError) as exc:
                 self.close()
                 if attempt == 2:
-                    raise TargetUnavailable(f"lost the SSH connection to {self.settings.where} twice "
-                                            f"starting `{argv[0]}`: {exc}") from None
+                    raise TargetUnavailable(
+                        f"lost the SSH connection to {self.settings.where} twice "
+                        f"starting `{argv[0]}`: {exc}") from None
         raise AssertionError("unreachable")
 
 
 class RemoteProcess:
-    """A command running on the far side of an SSH channel, spoken to in lines (``tuner.targets.resolver.Pipe``).
-    What it writes to stderr is read and dropped, so a chatty import can never fill the channel's window."""
+    """A command running on the far side of an SSH channel, spoken to in lines
+    (``tuner.targets.resolver.Pipe``). What it writes to stderr is read and dropped, so a chatty
+    import can never fill the channel's window."""
 
     def __init__(self, channel: paramiko.Channel) -> None:
         self._channel = channel

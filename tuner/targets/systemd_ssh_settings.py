@@ -19,43 +19,53 @@ _UNIT_RE = re.compile(r"[A-Za-z0-9@_.\-:]+\.service")
 
 
 class SystemdSshTargetSettings(TargetSettings):
-    """``kind = "systemd-ssh"``: a systemd unit on a GPU host, reconfigured over SSH with a drop-in."""
+    """``kind = "systemd-ssh"``: a systemd unit on a GPU host, reconfigured over SSH with a drop-in."""  # noqa: E501 - verbatim in the JSON Schema
 
-    kind: Literal["systemd-ssh"] = Field(description="A systemd unit on a remote host, redeployed over SSH.")
+    kind: Literal["systemd-ssh"] = Field(
+        description="A systemd unit on a remote host, redeployed over SSH.")
     hosts: HostList = Field((), description=(
-        "Identical GPU hosts one study uses at once, one worker each (docs/scaling.md); instead of host."))
-    host: HostName | None = Field(None, description="The SSH host (required unless hosts is given).")
+        "Identical GPU hosts one study uses at once, one worker each (docs/scaling.md); instead of "
+        "host."))
+    host: HostName | None = Field(None,
+                                  description="The SSH host (required unless hosts is given).")
     ssh_port: Port = Field(SSHSettings.port, description="The SSH server's port.")
     user: str = Field(SSHSettings.user, min_length=1, description="The SSH user.")
     key_file: str | None = Field(None, description=(
-        "The SSH private key, relative to the study file (default: your SSH agent and ~/.ssh keys)."))
+        "The SSH private key, relative to the study file (default: your SSH agent and ~/.ssh "
+        "keys)."))
     known_hosts: str | None = Field(None, description=(
-        "The known_hosts file with the host's key, relative to the study file (default: ~/.ssh/known_hosts)."))
+        "The known_hosts file with the host's key, relative to the study file (default: "
+        "~/.ssh/known_hosts)."))
     accept_unknown_host_key: bool = Field(SSHSettings.accept_unknown_host_key, description=(
         "Trust a host key that is not in known_hosts (only on networks you trust)."))
     unit: str = Field(json_schema_extra={"pattern": _UNIT_RE.pattern},
                       description="The systemd service that runs the server (e.g. sglang.service).")
-    command: Command = Field(description="The server command on the host the flags are appended to, as an argv "
-                                         "list (e.g. [\"/opt/sglang/.venv/bin/python\", \"-m\", "
-                                         "\"sglang.launch_server\"]).")
-    server_port: Port = Field(SystemdSettings.server_port, description="The server's TCP port (its --port).")
+    command: Command = Field(
+        description="The server command on the host the flags are appended to, as an argv "
+                    "list (e.g. [\"/opt/sglang/.venv/bin/python\", \"-m\", "
+                    "\"sglang.launch_server\"]).")
+    server_port: Port = Field(SystemdSettings.server_port,
+                              description="The server's TCP port (its --port).")
     server_host: HostName | None = Field(None, description=(
         "Where the tuner connects to the server (default: the SSH host)."))
-    listen_host: HostName = Field(SystemdSettings.listen_host, description="The address the server binds "
-                                                                           "(its --host).")
+    listen_host: HostName = Field(SystemdSettings.listen_host,
+                                  description="The address the server binds "
+                                              "(its --host).")
     systemd_dir: str = Field(SystemdSettings.systemd_dir, description=(
         "Where the unit's drop-in directory lives on the host (an absolute path)."))
     sudo: bool = Field(SSHSettings.sudo, description="Run systemctl and file writes through sudo.")
     connect_timeout: PositiveDuration = Field(SSHSettings.connect_timeout_s,
-                                              description="How long one SSH connection attempt may take.")
+                                              description="How long one SSH connection attempt may "
+                                                          "take.")
     python: str | None = Field(None, min_length=1, description=(
-        "The Python on the host whose SGLang judges each configuration before it is deployed (docs/targets.md); "
-        "default: the interpreter of command."))
+        "The Python on the host whose SGLang judges each configuration before it is deployed "
+        "(docs/targets.md); default: the interpreter of command."))
 
     unit_flags: Literal["refuse", "carry"] = Field("refuse", description=(
-        "Options the unit's own command has and the study never sets (an API key, a served model name, a context "
-        "length, a chat template), which the drop-in would drop since it replaces ExecStart: \"refuse\" stops "
-        "at preflight naming them; \"carry\" keeps them in every deploy (docs/targets.md)."))
+        "Options the unit's own command has and the study never sets (an API key, a served model "
+        "name, a context length, a chat template), which the drop-in would drop since it replaces "
+        "ExecStart: \"refuse\" stops at preflight naming them; \"carry\" keeps them in every "
+        "deploy (docs/targets.md)."))
 
     outlives_spectune = True
 
@@ -122,12 +132,14 @@ class SystemdSshTargetSettings(TargetSettings):
 
     def make_target(self, placement: Placement, table: OptionTable) -> SystemdSshTarget:
         # check() guarantees one of them; a worker's for_host() view has exactly its own host.
-        ssh = SSHSettings(host=self.host or self.hosts[0], port=self.ssh_port, user=self.user, key_file=self.key_file,
-                          known_hosts=self.known_hosts, accept_unknown_host_key=self.accept_unknown_host_key,
+        ssh = SSHSettings(host=self.host or self.hosts[0], port=self.ssh_port, user=self.user,
+                          key_file=self.key_file, known_hosts=self.known_hosts,
+                          accept_unknown_host_key=self.accept_unknown_host_key,
                           connect_timeout_s=self.connect_timeout, sudo=self.sudo)
         return SystemdSshTarget(SystemdSettings(
             ssh=ssh, unit=self.unit, command=self.command, server_port=self.server_port,
-            server_host=self.server_host, listen_host=self.listen_host, systemd_dir=self.systemd_dir,
+            server_host=self.server_host, listen_host=self.listen_host,
+            systemd_dir=self.systemd_dir,
             startup_timeout_s=self.startup_timeout, study=placement.study, python=self.python,
-            resolver_fallback=self.when_sglang_cannot_judge == "rules", resolver_gpu=self.resolver_gpu(),
-            unit_flags=self.unit_flags), table)
+            resolver_fallback=self.when_sglang_cannot_judge == "rules",
+            resolver_gpu=self.resolver_gpu(), unit_flags=self.unit_flags), table)

@@ -1,9 +1,10 @@
 """The command a systemd unit runs today, and the flags of it a spectune drop-in would drop.
 
-spectune's drop-in clears the unit's ``ExecStart=`` and sets its own launch command, so an option the operator
-had in the unit but the study does not emit (an API key, a served model name, a context length, a chat
-template) would vanish without a word. The preflight reads the unit's command (``systemctl show -p ExecStart``)
-and lists them; ``[target] unit_flags`` says whether they are carried into every deploy or the study refuses.
+spectune's drop-in clears the unit's ``ExecStart=`` and sets its own launch command, so an option
+the operator had in the unit but the study does not emit (an API key, a served model name, a context
+length, a chat template) would vanish without a word. The preflight reads the unit's command
+(``systemctl show -p ExecStart``) and lists them; ``[target] unit_flags`` says whether they are
+carried into every deploy or the study refuses.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from dataclasses import dataclass
 from tuner.sglang.options import OptionTable
 from tuner.targets.unit_file import split_words
 
-#: ``ExecStart={ path=/usr/bin/python3 ; argv[]=/usr/bin/python3 -m sglang.launch_server … ; ignore_errors=no ; … }``
+#: ``ExecStart={ path=/usr/bin/python3 ; argv[]=/usr/bin/python3 -m sglang.launch_server … ;
+#: ignore_errors=no ; … }``
 _ARGV = re.compile(r"argv\[\]=(.*?)\s;\s")
 #: Options the target itself sets on every deploy (from ``[target]``), never "dropped".
 TARGET_OWNED = ("--host", "--port")
 
 
 def exec_start_argv(show_output: str) -> list[str] | None:
-    """The argv of ``systemctl show -p ExecStart UNIT``'s first command (None: the unit has none)."""
+    """The argv of ``systemctl show -p ExecStart UNIT``'s first command (None: the unit has
+    none)."""
     for line in show_output.splitlines():
         if line.startswith("ExecStart="):
             found = _ARGV.search(line + " ; ")
@@ -41,11 +44,12 @@ class UnitOption:
 
 
 def unit_options(argv: Sequence[str], prefix: Sequence[str]) -> list[UnitOption]:
-    """The options of the unit's command after the server command (``prefix``; else after a wrapper's ``--``;
-    else from the first option on)."""
+    """The options of the unit's command after the server command (``prefix``; else after a
+    wrapper's ``--``; else from the first option on)."""
     if list(argv[:len(prefix)]) == list(prefix):
         start = len(prefix)
-    elif "--" in argv:  # a wrapper's own options, then ``--``, then the server's (``spectune simulate … -- …``)
+    # a wrapper's own options, then ``--``, then the server's (``spectune simulate … -- …``)
+    elif "--" in argv:
         start = len(argv) - list(reversed(argv)).index("--")
     else:
         start = next((i for i, w in enumerate(argv) if w.startswith("--")), len(argv))
@@ -59,8 +63,10 @@ def unit_options(argv: Sequence[str], prefix: Sequence[str]) -> list[UnitOption]
     return out
 
 
-def dropped(argv: Sequence[str], prefix: Sequence[str], emitted: Iterable[str], table: OptionTable) -> list[UnitOption]:
-    """The unit's options a spectune launch command never carries (the study neither fixes nor tunes them)."""
+def dropped(argv: Sequence[str], prefix: Sequence[str], emitted: Iterable[str],
+            table: OptionTable) -> list[UnitOption]:
+    """The unit's options a spectune launch command never carries (the study neither fixes nor tunes
+    them)."""
     def canonical(name: str) -> str:
         try:
             return table.lookup(name).name

@@ -1,11 +1,12 @@
 """systemd quoting and the drop-in we write for a systemd unit.
 
-systemd does not use shell quoting. In a unit file a command line is split by systemd itself: words in double
-quotes may hold spaces and C escapes (``\\n``, ``\\"``, ``\\\\``, ``\\xNN``); ``%`` starts a specifier
-(``%h``, ``%n``, …) anywhere on the line, and in ``ExecStart=`` a ``$NAME`` is replaced by an environment
-variable. So every word is written double-quoted with ``\\``, ``"`` and control characters escaped, ``%`` doubled
-and (in command lines only) ``$`` doubled. A raw newline can never reach the file: it would end the setting and
-start a new one — the unit-file equivalent of a shell injection.
+systemd does not use shell quoting. In a unit file a command line is split by systemd itself: words
+in double quotes may hold spaces and C escapes (``\\n``, ``\\"``, ``\\\\``, ``\\xNN``); ``%`` starts
+a specifier (``%h``, ``%n``, …) anywhere on the line, and in ``ExecStart=`` a ``$NAME`` is replaced
+by an environment variable. So every word is written double-quoted with ``\\``, ``"`` and control
+characters escaped, ``%`` doubled and (in command lines only) ``$`` doubled. A raw newline can never
+reach the file: it would end the setting and start a new one — the unit-file equivalent of a shell
+injection.
 """
 
 from __future__ import annotations
@@ -15,18 +16,21 @@ from collections.abc import Sequence
 
 from tuner.sglang.launch import LaunchCommand
 
-#: Our drop-in's file name; "50-" sorts it after distribution drop-ins and before late local overrides.
+#: Our drop-in's file name; "50-" sorts it after distribution drop-ins and before late local
+#: overrides.
 DROPIN_NAME = "50-spectune.conf"
-#: The comment that marks a drop-in as ours; it carries the study name so a leftover can be attributed.
+#: The comment that marks a drop-in as ours; it carries the study name so a leftover can be
+#: attributed.
 MARKER = "# spectune-study:"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_C_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\a": "\\a", "\b": "\\b",
-              "\f": "\\f", "\v": "\\v"}
+_C_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\a": "\\a",
+              "\b": "\\b", "\f": "\\f", "\v": "\\v"}
 
 
 def quote_word(word: str, *, command: bool = True) -> str:
-    """One word for a unit file, double-quoted. ``command=False`` for ``Environment=`` (no ``$`` expansion)."""
+    """One word for a unit file, double-quoted. ``command=False`` for ``Environment=`` (no ``$``
+    expansion)."""
     out = []
     for ch in word:
         if ch in _C_ESCAPES:
@@ -43,7 +47,8 @@ def quote_word(word: str, *, command: bool = True) -> str:
 
 
 def exec_line(argv: Sequence[str]) -> str:
-    """The value of ``ExecStart=`` for ``argv``: the first word is the executable, as systemd expects."""
+    """The value of ``ExecStart=`` for ``argv``: the first word is the executable, as systemd
+    expects."""
     if not argv:
         raise ValueError("empty command line")
     return " ".join(quote_word(w) for w in argv)
@@ -58,12 +63,13 @@ def environment_line(name: str, value: str) -> str:
 def render_dropin(launch: LaunchCommand, study: str) -> str:
     """The drop-in that replaces the unit's command line and adds the configuration's environment.
 
-    ``ExecStart=`` with no value first clears the unit's own command (a service may only have one), so
-    everything else in the user's unit — User=, limits, Restart= — stays in force.
+    ``ExecStart=`` with no value first clears the unit's own command (a service may only have one),
+    so everything else in the user's unit — User=, limits, Restart= — stays in force.
     """
     safe_study = "".join(ch if ch.isprintable() else "?" for ch in study)
     lines = [
-        "# Written by spectune; delete this file (then `systemctl daemon-reload` and restart the unit)",
+        "# Written by spectune; delete this file (then `systemctl daemon-reload` and restart the "
+        "unit)",
         "# to return to the unit's own configuration.",
         f"{MARKER} {safe_study}",
         "[Service]",
@@ -82,16 +88,17 @@ def marker_study(text: str) -> str | None:
     return None
 
 
-# ----- reading back (tests and diagnostics) ---------------------------------------------------------------
-_UNESCAPES = {"n": "\n", "r": "\r", "t": "\t", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "\\": "\\", '"': '"',
-              "'": "'", "s": " "}
+# ----- reading back (tests and diagnostics) -------------------------------------------------------
+_UNESCAPES = {"n": "\n", "r": "\r", "t": "\t", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
+              "\\": "\\", '"': '"', "'": "'", "s": " "}
 
 
 def split_words(value: str, *, command: bool = True) -> list[str]:
-    """systemd's splitting of a setting value into words (quotes, C escapes, ``%%``, and ``$$`` in commands).
+    """systemd's splitting of a setting value into words (quotes, C escapes, ``%%``, and ``$$`` in
+    commands).
 
-    Only what ``quote_word`` produces plus plain unquoted words is supported; other specifiers or ``$VAR``
-    raise ``ValueError`` because we never write them.
+    Only what ``quote_word`` produces plus plain unquoted words is supported; other specifiers or
+    ``$VAR`` raise ``ValueError`` because we never write them.
     """
     words: list[str] = []
     i, n = 0, len(value)

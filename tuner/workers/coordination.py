@@ -1,8 +1,10 @@
-"""What several workers on one study share besides Optuna's tables: a host each, and study-wide locks.
+"""What several workers on one study share besides Optuna's tables: a host each, and study-wide
+locks.
 
-``shared_study`` leases a host for this worker (waiting up to one grace period, so a host whose worker just
-died is reclaimed), keeps the lease renewed while the worker runs, and hands out the two study-wide mutexes:
-``ask`` (tuner/run/loop.py) and ``baseline`` (the baseline is enqueued once per study, not once per worker).
+``shared_study`` leases a host for this worker (waiting up to one grace period, so a host whose
+worker just died is reclaimed), keeps the lease renewed while the worker runs, and hands out the two
+study-wide mutexes: ``ask`` (tuner/run/loop.py) and ``baseline`` (the baseline is enqueued once per
+study, not once per worker).
 """
 
 from __future__ import annotations
@@ -30,18 +32,22 @@ class Coordination:
 @contextmanager
 def shared_study(spec: StudySpec, host: str | None, *, say: Callable[[str], None],
                  wait_s: float | None = None, poll_s: float = 1.0) -> Iterator[Coordination]:
-    """Lease ``host`` (or the first free host of the study) for this worker; release it on the way out."""
+    """Lease ``host`` (or the first free host of the study) for this worker; release it on the way
+    out."""
     settings = spec.study
-    table = with_storage_retries(lambda: LeaseTable(settings.storage, settings.name), "opening the lease table",
+    table = with_storage_retries(lambda: LeaseTable(settings.storage, settings.name),
+                                 "opening the lease table",
                                  settings.storage, retries=OPEN_RETRIES, say=say)
     holder = new_holder()
     try:
-        # A dead worker's lease lapses within one grace period of its last renewal: wait that long, not forever
-        # (a live worker on the host would be a configuration mistake worth an error).
-        chosen = _lease_a_host(table, holder, (host,) if host else hosts_of(spec), ttl_s=settings.heartbeat_grace_s,
+        # A dead worker's lease lapses within one grace period of its last renewal: wait that long,
+        # not forever (a live worker on the host would be a configuration mistake worth an error).
+        chosen = _lease_a_host(table, holder, (host,) if host else hosts_of(spec),
+                               ttl_s=settings.heartbeat_grace_s,
                                wait_s=settings.heartbeat_grace_s + settings.heartbeat_interval_s
                                if wait_s is None else wait_s, poll_s=poll_s, say=say)
-        keeper = LeaseKeeper(table, f"host:{chosen}", holder, interval_s=settings.heartbeat_interval_s,
+        keeper = LeaseKeeper(table, f"host:{chosen}", holder,
+                             interval_s=settings.heartbeat_interval_s,
                              ttl_s=settings.heartbeat_grace_s).start()
         try:
             yield Coordination(chosen, holder, keeper, table.mutex("ask"), table.mutex("baseline"))
@@ -51,8 +57,8 @@ def shared_study(spec: StudySpec, host: str | None, *, say: Callable[[str], None
         table.close()
 
 
-def _lease_a_host(table: LeaseTable, holder: str, candidates: tuple[str, ...], *, ttl_s: float, wait_s: float,
-                  poll_s: float, say: Callable[[str], None]) -> str:
+def _lease_a_host(table: LeaseTable, holder: str, candidates: tuple[str, ...], *, ttl_s: float,
+                  wait_s: float, poll_s: float, say: Callable[[str], None]) -> str:
     deadline = time.monotonic() + wait_s
     announced = False
     while True:
@@ -65,8 +71,9 @@ def _lease_a_host(table: LeaseTable, holder: str, candidates: tuple[str, ...], *
         busy = ", ".join(f"{lease.resource.removeprefix('host:')} (worker {lease.holder}, "
                          f"{max(lease.remaining_s, 0):.0f} s left)" for lease in held)
         if time.monotonic() >= deadline:
-            raise HostBusy(f"{'host' if len(candidates) == 1 else 'every host'} of study {table.study_name!r} is "
-                           f"leased by a live worker: {busy}; one worker per host")
+            raise HostBusy(f"{'host' if len(candidates) == 1 else 'every host'} of study "
+                           f"{table.study_name!r} is leased by a live worker: {busy}; one worker "
+                           "per host")
         if not announced:
             say(f"waiting for a host lease: {busy}")
             announced = True

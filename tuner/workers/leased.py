@@ -1,8 +1,9 @@
-"""A target that may only be changed while this worker holds the host's lease (tuner/workers/leases.py).
+"""A target that may only be changed while this worker holds the host's lease
+(tuner/workers/leases.py).
 
-Every call that changes what runs on the host first renews the lease synchronously; a worker whose lease was
-taken over (it was frozen past the grace period and another worker now uses the host) gets ``LeaseLost``
-instead of deploying over the other worker's server.
+Every call that changes what runs on the host first renews the lease synchronously; a worker whose
+lease was taken over (it was frozen past the grace period and another worker now uses the host) gets
+``LeaseLost`` instead of deploying over the other worker's server.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ class LeasedTarget(Target):
         return self.inner.deploy(config)
 
     def restore(self) -> None:
-        # The database down (the study is ending with exit 4): no other worker can lease the host without it, so
-        # what this worker started is still its own to stop — a storage failure must not leave the server running.
+        # The database down (the study is ending with exit 4): no other worker can lease the host
+        # without it, so what this worker started is still its own to stop — a storage failure must
+        # not leave the server running.
         with contextlib.suppress(DBAPIError):
             self.keeper.confirm()
         self.inner.restore()
@@ -59,7 +61,8 @@ class LeasedTarget(Target):
     def installed_sglang(self) -> str | None:
         return self.inner.installed_sglang()
 
-    def sglang_table(self, cached: Callable[[str, str], OptionTable | None] | None = None) -> OptionTable | None:
+    def sglang_table(self, cached: Callable[[str, str], OptionTable | None]
+                     | None = None) -> OptionTable | None:
         return self.inner.sglang_table(cached)
 
     def sglang_build(self) -> str | None:
