@@ -1,4 +1,5 @@
-"""Fixtures the engine's unit tests share (tests/unit/{store,search,run,evaluation}/conftest.py import them)."""
+"""Fixtures the engine's unit tests share (tests/unit/{store,search,run,evaluation}/conftest.py
+import them)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,6 @@ def _no_designed_start(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
     (tuner/search/baseline.py) is tested on its own, in test_search_start.py."""
     if "designed_start" not in request.keywords:
         monkeypatch.setattr(baseline, "DESIGNED_SHAPES", ())
-        # ... and so are the branch starts and SGLang's own choices (tuner/search/references.py, tested in
-        # test_references.py)
+        # ... and so are the branch starts and SGLang's own choices (tuner/search/references.py,
+        # tested in test_references.py)
         monkeypatch.setattr(baseline, "comparison_points", lambda *_, **__: [])

@@ -32,8 +32,9 @@ def require_binary(name: str, *candidates: str) -> str:
 
 
 def faulty_profile(directory: Path, faults: str, name: str = "faulty.toml") -> Path:
-    """The default simulator profile with ``faults`` (``[[faults]]`` TOML tables, tuner/simulator/faults.py)
-    appended: how a test asks the simulator to fail like SGLang does once it is up."""
+    """The default simulator profile with ``faults`` (``[[faults]]`` TOML tables,
+    tuner/simulator/faults.py) appended: how a test asks the simulator to fail like SGLang does once
+    it is up."""
     from tuner.simulator.profile import DEFAULT_PROFILE, load_profile
 
     source = Path(load_profile(DEFAULT_PROFILE).source)

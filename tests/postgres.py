@@ -1,9 +1,10 @@
-"""A throw-away PostgreSQL server for tests: initdb + pg_ctl from the system's binaries in a temp dir.
+"""A throw-away PostgreSQL server for tests: initdb + pg_ctl from the system's binaries in a temp
+dir.
 
 Listens on 127.0.0.1 on a free port with trust authentication (or, given a password, SCRAM password
 authentication: a wrong password is refused), its socket in the temp dir. initdb refuses to
-run as root, so as root (CI containers) the server runs as the ``postgres`` user (or ``nobody``) via runuser.
-Missing binaries skip locally and fail under CI=true (tests.helpers.require_binary).
+run as root, so as root (CI containers) the server runs as the ``postgres`` user (or ``nobody``) via
+runuser. Missing binaries skip locally and fail under CI=true (tests.helpers.require_binary).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ _servers: dict[str, list[str]] = {}
 
 def pg_stop(url: str) -> None:
     """Stop the server of ``url`` at once (connections are cut, as in a crash or a failover)."""
-    subprocess.run([*_servers[url], "-m", "immediate", "stop"], capture_output=True, timeout=90, check=True)
+    subprocess.run([*_servers[url], "-m", "immediate", "stop"], capture_output=True, timeout=90,
+                   check=True)
 
 
 def pg_start(url: str) -> None:
@@ -51,8 +53,8 @@ def pg_start(url: str) -> None:
 
 @contextmanager
 def postgres_server(password: str | None = None) -> Iterator[str]:
-    """Yield a SQLAlchemy URL (psycopg 3 driver) of a fresh server; stop it and delete its files after. With
-    ``password`` the server asks for it (the URL carries it)."""
+    """Yield a SQLAlchemy URL (psycopg 3 driver) of a fresh server; stop it and delete its files
+    after. With ``password`` the server asks for it (the URL carries it)."""
     initdb = require_binary("initdb", str(PG_BIN / "initdb"))
     pg_ctl = require_binary("pg_ctl", str(PG_BIN / "pg_ctl"))
     prefix = _run_as()
@@ -71,26 +73,30 @@ def postgres_server(password: str | None = None) -> Iterator[str]:
         if prefix:
             os.chown(pwfile, owner.pw_uid, owner.pw_gid)
         auth = ["-A", "scram-sha-256", "--pwfile", str(pwfile)]
-    made = subprocess.run([*prefix, initdb, "-D", str(data), "-U", USER, *auth, "--no-sync", "-E", "UTF8"],
+    made = subprocess.run([*prefix, initdb, "-D", str(data), "-U", USER, *auth, "--no-sync", "-E",
+                           "UTF8"],
                           capture_output=True, text=True, timeout=120)
     if made.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {made.stderr.strip()}")
     port = free_port()
     options = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off -c full_page_writes=off"
-    started = subprocess.run([*prefix, pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60",
-                              "start"], capture_output=True, text=True, timeout=90)
+    started = subprocess.run([*prefix, pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w",
+                              "-t", "60", "start"], capture_output=True, text=True, timeout=90)
     if started.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
-        raise RuntimeError(f"pg_ctl start failed: {started.stderr}\n{log.read_text() if log.exists() else ''}")
+        raise RuntimeError(
+            f"pg_ctl start failed: {started.stderr}\n{log.read_text() if log.exists() else ''}")
     credentials = USER if password is None else f"{USER}:{password}"
     url = f"postgresql+psycopg://{credentials}@127.0.0.1:{port}/postgres"
-    # What pg_stop/pg_start need to take this server down and bring it back (the fault suite's outages).
-    _servers[url] = ([*prefix, pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60"])
+    # What pg_stop/pg_start need to take this server down and bring it back (the fault suite's
+    # outages).
+    _servers[url] = ([*prefix, pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t",
+                      "60"])
     try:
         yield url
     finally:
         _servers.pop(url, None)
-        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True,
-                       timeout=60)
+        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"],
+                       capture_output=True, timeout=60)
         shutil.rmtree(base, ignore_errors=True)

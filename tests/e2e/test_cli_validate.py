@@ -26,13 +26,13 @@ def test_validate_accepts_example_studies(name: str) -> None:
 
 def test_validate_rejects_broken_file_with_exit_2_and_no_traceback(tmp_path: Path) -> None:
     study = tmp_path / "broken.toml"
-    study.write_text((STUDIES / "simulated.toml").read_text().replace("speculative-num-steps =",
-                                                                       "speculative-num = { choices = [8] }\n"
-                                                                       "speculative-num-steps ="))
+    study.write_text((STUDIES / "simulated.toml").read_text().replace(
+        "speculative-num-steps =", "speculative-num = { choices = [8] }\nspeculative-num-steps ="))
     result = run("validate", str(study))
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert f"error: {study}: search.speculative-num: ambiguous SGLang 0.5.23 option" in result.stderr
+    assert f"error: {study}: search.speculative-num: ambiguous SGLang 0.5.23 " \
+           "option" in result.stderr
     assert result.stdout == ""
 
 
@@ -44,13 +44,17 @@ def test_validate_missing_file(tmp_path: Path) -> None:
 
 def test_validate_prints_no_password_of_a_postgresql_url(tmp_path: Path) -> None:
     study = tmp_path / "pg.toml"
-    url = "postgresql+psycopg://tuner:s3cret-pw@127.0.0.1:1/spectune?password=other-secret"  # port 1: refused
+    # port 1: refused
+    url = "postgresql+psycopg://tuner:s3cret-pw@127.0.0.1:1/spectune?password=other-secret"
     study.write_text((STUDIES / "simulated.toml").read_text().replace("n_trials = 12",
-                                                                      f'n_trials = 12\nstorage = "{url}"'))
+                                                                      'n_trials = 12\nstorage = '
+                                                                      f'"{url}"'))
     result = run("validate", str(study))
-    # The file is valid, and all of it is shown; its database is down, which `tune` would stop at (exit 4): said.
+    # The file is valid, and all of it is shown; its database is down, which `tune` would stop at
+    # (exit 4): said.
     assert result.returncode == 4, result.stderr
-    assert "s3cret" not in result.stdout + result.stderr and "other-secret" not in result.stdout + result.stderr
+    assert "s3cret" not in result.stdout + result.stderr \
+           and "other-secret" not in result.stdout + result.stderr
     assert "tuner:***@127.0.0.1:1/spectune" in result.stdout
     assert "Stored: cannot be read now" in result.stdout and "Search space" in result.stdout
     assert result.stderr.startswith("error: cannot open storage") and result.stderr.count("\n") == 1
@@ -61,7 +65,8 @@ def test_deploy_best_on_a_study_never_run_is_one_line_and_creates_nothing(tmp_pa
     study.write_text((STUDIES / "simulated.toml").read_text())
     result = run("deploy", str(study), "--best")
     assert result.returncode == 2
-    assert result.stderr.startswith("error: study 'simulated-demo' has never run") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: study 'simulated-demo' has never run") \
+           and result.stderr.count("\n") == 1
     assert result.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
 
 
@@ -77,21 +82,25 @@ def test_version() -> None:
     assert result.returncode == 0 and "spectune, version" in result.stdout
 
 
-def test_validate_names_the_nearest_shipped_table_and_maps_the_renamed_graph_flag(tmp_path: Path) -> None:
-    """A release without a table of its own is checked against the nearest older one, and validate says so; the
-    example's --cuda-graph-max-bs-decode is written as that release spells it."""
+def test_validate_names_the_nearest_shipped_table_and_maps_the_renamed_graph_flag(
+        tmp_path: Path) -> None:
+    """A release without a table of its own is checked against the nearest older one, and validate
+    says so; the example's --cuda-graph-max-bs-decode is written as that release spells it."""
     study = tmp_path / "old.toml"
     text = (STUDIES / "simulated.toml").read_text()
     study.write_text(text.replace("seed = 7", 'seed = 7\nsglang_version = "0.5.11"'))
     result = run("validate", str(study))
     assert result.returncode == 0, result.stderr
-    assert "Option table: SGLang 0.5.10 — no option table ships for SGLang 0.5.11: checking flags against SGLang " \
+    assert "Option table: SGLang 0.5.10 — no option table ships for SGLang 0.5.11: checking " \
+           "flags against SGLang " \
            "0.5.10's (the nearest shipped" in " ".join(result.stdout.split())  # rich wraps the line
-    assert "--cuda-graph-max-bs " in result.stdout and "--cuda-graph-max-bs-decode" not in result.stdout
+    assert "--cuda-graph-max-bs " in result.stdout \
+           and "--cuda-graph-max-bs-decode" not in result.stdout
 
 
 def _in_process(*args: str) -> subprocess.CompletedProcess[str]:
-    """The command through click in this process (a subprocess per case costs seconds on a busy machine)."""
+    """The command through click in this process (a subprocess per case costs seconds on a busy
+    machine)."""
     from click.testing import CliRunner
 
     from tuner.cli import main
@@ -113,13 +122,16 @@ def _baseline_tree(tmp_path: Path, steps: int, topk: int, draft: int) -> Path:
 
 
 @pytest.mark.parametrize(("steps", "topk", "draft"), [(2, 2, 6), (3, 2, 8), (2, 2, 3)])
-def test_a_valid_baseline_tree_is_deployed_as_written(tmp_path: Path, steps: int, topk: int, draft: int) -> None:
-    """The draft-token count of [baseline] is what the plan deploys (it was silently 5, 6 and 2 before)."""
+def test_a_valid_baseline_tree_is_deployed_as_written(tmp_path: Path, steps: int, topk: int,
+                                                      draft: int) -> None:
+    """The draft-token count of [baseline] is what the plan deploys (it was silently 5, 6 and 2
+    before)."""
     result = _in_process("validate", str(_baseline_tree(tmp_path, steps, topk, draft)), "--plan")
     assert result.returncode == 0, result.stderr
     command = result.stdout.split("Baseline launch command:", 1)[1]
     assert f"--speculative-num-draft-tokens {draft} " in command
-    assert f"--speculative-eagle-topk {topk} " in command and f"--speculative-num-steps {steps} " in command
+    assert f"--speculative-eagle-topk {topk} " in command \
+           and f"--speculative-num-steps {steps} " in command
 
 
 @pytest.mark.parametrize(("steps", "topk", "draft", "rule"), [

@@ -1,8 +1,8 @@
 """`spectune tune` for real: the console script, the simulator as its own process, SQLite storage.
 
-Includes the crash test of issue 6: the tuner is SIGKILLed at random moments several times; the resumed study
-must end with exactly the requested number of measured trials, none RUNNING, none measured twice, and no
-server of the study left running.
+Includes the crash test of issue 6: the tuner is SIGKILLed at random moments several times; the
+resumed study must end with exactly the requested number of measured trials, none RUNNING, none
+measured twice, and no server of the study left running.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from tuner.targets.process_group import marked_processes
 
 N_TRIALS = 4
 KILL_TEST_TRIALS = 6
-#: Study names carry the test run's pid: servers are found by study name, and two test runs at once (CI and a
-#: developer's) must not see each other's.
+#: Study names carry the test run's pid: servers are found by study name, and two test runs at once
+#: (CI and a developer's) must not see each other's.
 RUN = os.getpid()
 
 
-def make_study(tmp_path: Path, name: str, *, n_trials: int = N_TRIALS, finish: str = "original") -> Path:
+def make_study(tmp_path: Path, name: str, *, n_trials: int = N_TRIALS,
+               finish: str = "original") -> Path:
     text = (STUDIES / "simulated.toml").read_text()
     text = text.replace('name = "simulated-demo"', f'name = "{name}"')
     text = text.replace("n_trials = 12", f"n_trials = {n_trials}")
@@ -50,7 +51,8 @@ def make_study(tmp_path: Path, name: str, *, n_trials: int = N_TRIALS, finish: s
 
 def tune(study: Path, *args: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([*spectune_command(), "tune", str(study), *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([*spectune_command(), "tune", str(study), *args],
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=study.parent)
 
 
@@ -83,13 +85,15 @@ def test_tune_runs_a_short_study_and_prints_the_best_command(tmp_path: Path) -> 
     counted = [t for t in s.trials if t.user_attrs.get(Key.COUNTS)]
     assert len(counted) == 3
     assert s.trials[0].user_attrs.get("baseline") is True  # the current configuration runs first
-    assert s.trials[0].params["speculative-num-steps"] == load_study_file(study).baseline["--speculative-num-steps"]
+    assert s.trials[0].params["speculative-num-steps"] == load_study_file(study).baseline[
+        "--speculative-num-steps"]
     first = counted[0].user_attrs
-    assert first["phases"]["1"]["per_request_tok_s_mean"] > 0 and first["phases"]["64"]["aggregate_tok_s"] > 0
+    assert first["phases"]["1"]["per_request_tok_s_mean"] > 0 \
+           and first["phases"]["64"]["aggregate_tok_s"] > 0
     assert first["timings"]["ready_s"] > 0 and "launch" in first
-    # Stored as the real server would measure them (~100–400 tok/s for the seed profile), not 400× faster
-    # (~100,000 tok/s). At 400× one decode step is ~40 µs, below what an event loop can time, so the figure
-    # itself is rough: only its order of magnitude is checked.
+    # Stored as the real server would measure them (~100–400 tok/s for the seed profile), not 400×
+    # faster (~100,000 tok/s). At 400× one decode step is ~40 µs, below what an event loop can time,
+    # so the figure itself is rough: only its order of magnitude is checked.
     assert 5 < first["phases"]["1"]["per_request_tok_s_mean"] < 5000
     assert "#0 measured" in err  # one summary line per trial
     assert wait_gone(name) == []  # [finish] original: nothing of ours left running
@@ -101,11 +105,15 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     rng = random.Random(20261130)
     kills = 0
     for _ in range(3):
-        before = set(servers_of(name))  # a killed tuner's server is still up: resume must deal with it
-        proc = tune(study, "--confirm", "0")  # the kills land in trials; confirmation has its own tests
-        # Random moments *into a trial* (a new server of the study is up), whatever this machine's speed.
+        # a killed tuner's server is still up: resume must deal with it
+        before = set(servers_of(name))
+        # the kills land in trials; confirmation has its own tests
+        proc = tune(study, "--confirm", "0")
+        # Random moments *into a trial* (a new server of the study is up), whatever this machine's
+        # speed.
         deadline = time.monotonic() + 60
-        while not set(servers_of(name)) - before and proc.poll() is None and time.monotonic() < deadline:
+        while (not set(servers_of(name)) - before and proc.poll() is None and time.monotonic()
+               < deadline):
             time.sleep(0.05)
         time.sleep(rng.uniform(0.0, 2.5))
         if proc.poll() is not None:
@@ -118,7 +126,8 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     assert final.returncode == 0, err
     assert kills >= 2
     s = load(study)
-    counted = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get(Key.COUNTS)]
+    counted = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE
+               and t.user_attrs.get(Key.COUNTS)]
     assert len(counted) == KILL_TEST_TRIALS
     assert not [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING]
     keys = [t.user_attrs["config_key"] for t in counted]
@@ -126,7 +135,8 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     assert wait_gone(name) == []
 
 
-@pytest.mark.parametrize("delay", [0.2, 1.0, 2.5])  # into the deploy, a benchmark phase, a later trial
+# into the deploy, a benchmark phase, a later trial
+@pytest.mark.parametrize("delay", [0.2, 1.0, 2.5])
 def test_sigterm_records_the_trial_and_restores(tmp_path: Path, delay: float) -> None:
     name = f"e2e-term-{RUN}-{int(delay * 10)}"
     study = make_study(tmp_path, name, n_trials=50)
@@ -147,16 +157,19 @@ def test_sigterm_records_the_trial_and_restores(tmp_path: Path, delay: float) ->
     if interrupted:  # stopped mid-trial: its parameters are queued to be measured on resume
         # (an enqueued trial keeps its parameters as Optuna's "fixed_params" until it runs)
         assert waiting and waiting[-1].system_attrs["fixed_params"] == interrupted[-1].params
-        # and `spectune trial N` shows what it requested and deployed, as `trials` does (not "none" and "–")
+        # and `spectune trial N` shows what it requested and deployed, as `trials` does (not "none"
+        # and "–")
         from click.testing import CliRunner
 
         from tuner.cli import main
 
-        shown = CliRunner().invoke(main, ["trial", str(interrupted[-1].number), str(study), "--json"])
+        shown = CliRunner().invoke(main,
+                                   ["trial", str(interrupted[-1].number), str(study), "--json"])
         assert shown.exit_code == 0, shown.stderr
         detail = json.loads(shown.stdout)
         assert detail["flags_requested"] and detail["flags_effective"], detail
-        rows = json.loads(CliRunner().invoke(main, ["trials", str(study), "--json"]).stdout)["trials"]
+        rows = json.loads(CliRunner().invoke(main, ["trials", str(study), "--json"]).stdout)[
+            "trials"]
         row = next(r for r in rows if r["number"] == interrupted[-1].number)
         assert any(v is not None for v in row["flags"].values()), row
     assert wait_gone(name) == []
@@ -171,18 +184,21 @@ def test_bad_options_are_one_line_errors(tmp_path: Path, bad: str) -> None:
     assert "Traceback" not in err
 
 
-def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(tmp_path: Path) -> None:
-    """The baseline runs out of memory at start: no other configuration is restarted after it, the end says how
-    many trials used the server and that none was measured (not "N measured trials"), and no `deploy --best`."""
+def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(
+        tmp_path: Path) -> None:
+    """The baseline runs out of memory at start: no other configuration is restarted after it, the
+    end says how many trials used the server and that none was measured (not "N measured trials"),
+    and no `deploy --best`."""
     name = f"e2e-basefail-{RUN}"
     study = make_study(tmp_path, name, n_trials=4)
     text = study.read_text().replace("max = 0.92, step = 0.02", "max = 0.98, step = 0.02")
-    study.write_text(re.sub(r"(\[baseline\][^\[]*?)mem-fraction-static = 0\.86", r"\1mem-fraction-static = 0.98",
-                            text, flags=re.S))
+    study.write_text(re.sub(r"(\[baseline\][^\[]*?)mem-fraction-static = 0\.86",
+                            r"\1mem-fraction-static = 0.98", text, flags=re.S))
     proc = tune(study, "--no-report")
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    assert f"study {name}: 1 trial(s) used the server, none measured" in out and "(stopped: baseline-failed)" in out
+    assert f"study {name}: 1 trial(s) used the server, none measured" in out \
+           and "(stopped: baseline-failed)" in out
     assert "the baseline — what the server runs today, measured first — failed to start" in out
     assert "deploy --best" not in out and "measured trials" not in out
     assert "confirmation: the top" not in err  # nothing to confirm: not announced
@@ -191,9 +207,10 @@ def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(t
     assert wait_gone(name) == []
 
 
-def test_a_port_in_use_stops_tune_before_any_trial_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    """Two `tune` runs against a port another program holds: each stops at preflight with one line (exit 3);
-    no trial is FAIL/interrupted, none is re-queued, nothing runs."""
+def test_a_port_in_use_stops_tune_before_any_trial_and_leaves_nothing_behind(
+        tmp_path: Path) -> None:
+    """Two `tune` runs against a port another program holds: each stops at preflight with one line
+    (exit 3); no trial is FAIL/interrupted, none is re-queued, nothing runs."""
     import socket
 
     name = f"e2e-port-{RUN}"

@@ -1,8 +1,9 @@
-"""`spectune tune` against a `local` target whose SGLang cannot judge anything — it sees no GPU, or a module it
-imports is missing — stops once, at preflight, with exit 3 and one line naming the cause and the fix; no trial is
-stored as rejected and nothing suggests deploying a "best". Where the study allows it, spectune's rules judge
-instead (one line says so) and the study runs. The SGLang is the stand-in package (tests/integration/targets/
-standin_sglang) with a broken installation switched on, run by the real console script."""
+"""`spectune tune` against a `local` target whose SGLang cannot judge anything — it sees no GPU, or
+a module it imports is missing — stops once, at preflight, with exit 3 and one line naming the cause
+and the fix; no trial is stored as rejected and nothing suggests deploying a "best". Where the study
+allows it, spectune's rules judge instead (one line says so) and the study runs. The SGLang is the
+stand-in package (tests/integration/targets/ standin_sglang) with a broken installation switched on,
+run by the real console script."""
 
 from __future__ import annotations
 
@@ -65,17 +66,20 @@ weights = {{ c1 = 1.0 }}
 
 def study_file(tmp_path: Path, extra: str = "") -> Path:
     path = tmp_path / "broken.toml"
-    path.write_text(STUDY.format(run=os.getpid(), command=json.dumps([sys.executable, "-m", "sglang.launch_server"]),
+    path.write_text(STUDY.format(run=os.getpid(),
+                                 command=json.dumps([sys.executable, "-m", "sglang.launch_server"]),
                                  extra=extra, port=free_port()))
     return path
 
 
 def tune(path: Path, broken: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STANDIN), str(ROOT)]), "STANDIN_SGLANG_BROKEN": broken,
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STANDIN), str(ROOT)]),
+           "STANDIN_SGLANG_BROKEN": broken,
            "PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
-                                   if not (Path(p) / "nvidia-smi").exists())}  # SGLang is shown no GPU
-    return subprocess.run([*spectune_command(), "tune", str(path), "--confirm", "0", "--no-report"], env=env,
-                          capture_output=True, text=True, timeout=240, cwd=path.parent)
+                                   # SGLang is shown no GPU
+                                   if not (Path(p) / "nvidia-smi").exists())}
+    return subprocess.run([*spectune_command(), "tune", str(path), "--confirm", "0", "--no-report"],
+                          env=env, capture_output=True, text=True, timeout=240, cwd=path.parent)
 
 
 def stored(path: Path) -> list[TrialRecord]:
@@ -91,18 +95,21 @@ def stored(path: Path) -> list[TrialRecord]:
     ("no-accelerator", "SGLang sees no GPU"),
     ("no-sgl-kernel", "a module SGLang imports is missing (sgl_kernel)"),
 ])
-def test_sglang_that_cannot_judge_stops_tune_once_at_preflight(tmp_path: Path, broken: str, cause: str) -> None:
+def test_sglang_that_cannot_judge_stops_tune_once_at_preflight(tmp_path: Path, broken: str,
+                                                               cause: str) -> None:
     path = study_file(tmp_path)
     done = tune(path, broken)
     assert done.returncode == 3, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, done.stderr
-    assert errors[0].startswith(f"error: SGLang on this machine cannot judge configurations: {cause} (")
+    assert errors[0].startswith(
+        f"error: SGLang on this machine cannot judge configurations: {cause} (")
     assert "[target] when_sglang_cannot_judge" in errors[0]
     assert "Traceback" not in done.stderr and "rejected" not in done.stderr + done.stdout
     assert "deploy --best" not in done.stdout + done.stderr
     records = stored(path)
-    assert not [r for r in records if r.outcome is Outcome.REJECTED or r.state == optuna.trial.TrialState.COMPLETE]
+    assert not [r for r in records if r.outcome is Outcome.REJECTED or r.state
+                == optuna.trial.TrialState.COMPLETE]
 
 
 @pytest.mark.slow

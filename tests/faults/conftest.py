@@ -1,9 +1,10 @@
-"""The fault-injection suite's tools: a short simulated study, a tuner run with faults at named code points
-(``SPECTUNE_FAULT``, tuner/core/faults.py), and the checks every case ends with — the documented exit code,
-one line of error, no server of the study left, and a study that resumes to exactly ``n_trials`` measured
-trials with none counted twice.
+"""The fault-injection suite's tools: a short simulated study, a tuner run with faults at named code
+points (``SPECTUNE_FAULT``, tuner/core/faults.py), and the checks every case ends with — the
+documented exit code, one line of error, no server of the study left, and a study that resumes to
+exactly ``n_trials`` measured trials with none counted twice.
 
-Timing-free: a case waits for named code points or for the tuner's own exit, under generous deadlines.
+Timing-free: a case waits for named code points or for the tuner's own exit, under generous
+deadlines.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def forks() -> Iterator[ForkServer]:
 
 @pytest.fixture(scope="session")
 def measured(forks: ForkServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny study's database with two measured trials, for cases to copy (tests/faults/quick.py)."""
+    """A tiny study's database with two measured trials, for cases to copy
+    (tests/faults/quick.py)."""
     from tests.faults.quick import make_measured
 
     return make_measured(forks, tmp_path_factory.mktemp("measured"))
@@ -79,11 +81,13 @@ def study_name(study: Path) -> str:
 
 
 def tune(study: Path, fault: str = "", *args: str, **env: str) -> subprocess.Popen[str]:
-    """``spectune tune`` with a fault; without the confirmation stage unless ``args`` ask for it (``--confirm N``
-    comes later on the command line and wins): its restarts would triple each case's time."""
+    """``spectune tune`` with a fault; without the confirmation stage unless ``args`` ask for it
+    (``--confirm N`` comes later on the command line and wins): its restarts would triple each
+    case's time."""
     full = dict(os.environ, PYTHONUNBUFFERED="1", SPECTUNE_FAULT=fault, **env)
     return subprocess.Popen([*spectune_command(), "tune", str(study), "--confirm", "0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full, cwd=study.parent)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full,
+                            cwd=study.parent)
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
@@ -126,12 +130,15 @@ def load(study: Path) -> optuna.Study:
 
 
 def assert_resumes_whole(study: Path, n_trials: int) -> optuna.Study:
-    """A clean run after the fault ends the study: exactly ``n_trials`` measured, none twice, none RUNNING."""
+    """A clean run after the fault ends the study: exactly ``n_trials`` measured, none twice, none
+    RUNNING."""
     code, err = finish(tune(study))
     assert code == 0, err
     s = load(study)
-    counted = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get(Key.COUNTS)]
-    assert len(counted) == n_trials, [(t.number, t.state, t.user_attrs.get(Key.OUTCOME)) for t in s.trials]
+    counted = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE
+               and t.user_attrs.get(Key.COUNTS)]
+    assert len(counted) == n_trials, \
+           [(t.number, t.state, t.user_attrs.get(Key.OUTCOME)) for t in s.trials]
     keys = [t.user_attrs[Key.CONFIG_KEY] for t in counted]
     assert len(keys) == len(set(keys)), "a configuration was measured twice"
     assert not [t for t in s.trials if t.state == optuna.trial.TrialState.RUNNING]

@@ -1,17 +1,19 @@
-"""A fork server for the signal matrix: ``spectune`` as its own process, without paying its imports per case.
+"""A fork server for the signal matrix: ``spectune`` as its own process, without paying its imports
+per case.
 
-``spectune tune`` spends seconds importing (optuna, SQLAlchemy, SciPy) before it does anything; the matrix runs
-it dozens of times. This program imports the command line once, then for each request forks a child that *is*
-the command: its own pid, signals and exit status, stdin from /dev/null, stdout and stderr to files, the
-environment given, ``sys.exit`` through the interpreter's ordinary exit (atexit, thread joins — a command
-that hangs on its way out still hangs). Only what ran at import is shared, and nothing that ran then started
-a thread or opened a connection. It runs as root would without the right to ignore file permissions
-(``_as_a_user``), so that the storage faults can make a directory read-only.
+``spectune tune`` spends seconds importing (optuna, SQLAlchemy, SciPy) before it does anything; the
+matrix runs it dozens of times. This program imports the command line once, then for each request
+forks a child that *is* the command: its own pid, signals and exit status, stdin from /dev/null,
+stdout and stderr to files, the environment given, ``sys.exit`` through the interpreter's ordinary
+exit (atexit, thread joins — a command that hangs on its way out still hangs). Only what ran at
+import is shared, and nothing that ran then started a thread or opened a connection. It runs as root
+would without the right to ignore file permissions (``_as_a_user``), so that the storage faults can
+make a directory read-only.
 
 Protocol: one JSON object a line on stdin, one answer a line on stdout —
 ``{"run": [args], "env": {...}, "cwd": ..., "out": path, "err": path}`` → ``{"pid": n}``;
-``{"wait": pid, "deadline": s}`` → ``{"code": c}`` (as ``subprocess``: negative for a signal; null when the
-command had not ended by the deadline — a hang — and was SIGKILLed). EOF ends the server.
+``{"wait": pid, "deadline": s}`` → ``{"code": c}`` (as ``subprocess``: negative for a signal; null
+when the command had not ended by the deadline — a hang — and was SIGKILLed). EOF ends the server.
 """
 
 from __future__ import annotations
@@ -50,20 +52,22 @@ def _serve() -> None:
             _answer({"code": _wait(request["wait"], request["deadline"])})
             continue
         sys.stdout.flush()
-        # The imported modules out of the collector's sight: a child that ends does not spend seconds
-        # walking them once more on its way out (nor copy their pages by touching their headers).
+        # The imported modules out of the collector's sight: a child that ends does not spend
+        # seconds walking them once more on its way out (nor copy their pages by touching their
+        # headers).
         gc.freeze()
         pid = os.fork()
         if pid == 0:
             _become(request)
-            main(args=request["run"], prog_name="spectune")  # click's standalone mode: always SystemExit
+            # click's standalone mode: always SystemExit
+            main(args=request["run"], prog_name="spectune")
             raise AssertionError("unreachable")
         _answer({"pid": pid})
 
 
 def _warm_storage() -> None:
-    """Optuna imports Alembic and compiles its SQL on the first storage it opens: do that here, once, and
-    leave no connection open for the children to share."""
+    """Optuna imports Alembic and compiles its SQL on the first storage it opens: do that here,
+    once, and leave no connection open for the children to share."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # as `spectune tune` sets it
@@ -75,7 +79,8 @@ def _warm_storage() -> None:
 
 
 def _wait(pid: int, deadline_s: float) -> int | None:
-    """The child's exit status; None (and the child SIGKILLed) when it has not ended within ``deadline_s``."""
+    """The child's exit status; None (and the child SIGKILLed) when it has not ended within
+    ``deadline_s``."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -88,7 +93,8 @@ def _wait(pid: int, deadline_s: float) -> int | None:
 
 
 def _become(request: dict[str, Any]) -> None:
-    """In the child: the command's own stdio, directory and environment, its fault points read afresh."""
+    """In the child: the command's own stdio, directory and environment, its fault points read
+    afresh."""
     from tuner.core import faults
 
     null = os.open(os.devnull, os.O_RDONLY)
@@ -114,9 +120,10 @@ def _answer(obj: dict[str, Any]) -> None:
 
 
 def _as_a_user() -> None:
-    """Root without the capabilities that let it ignore file permissions (CI runs as root): a directory made
-    read-only is then read-only to the tuner, as it is to any user's. Dropped from the bounding set before the
-    exec, so the server and everything it forks start without them; nothing to drop for a user."""
+    """Root without the capabilities that let it ignore file permissions (CI runs as root): a
+    directory made read-only is then read-only to the tuner, as it is to any user's. Dropped from
+    the bounding set before the exec, so the server and everything it forks start without them;
+    nothing to drop for a user."""
     if os.geteuid() != 0:
         return
     libc = ctypes.CDLL(None, use_errno=True)
@@ -129,7 +136,8 @@ class ForkServer:
     """The client: ``start`` a command, ``wait`` for its exit status."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "tests.faults.forkserver"], cwd=REPO,
+        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "tests.faults.forkserver"],
+                                     cwd=REPO,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      preexec_fn=_as_a_user)
 
@@ -142,8 +150,10 @@ class ForkServer:
         result: dict[str, Any] = json.loads(answer)
         return result
 
-    def start(self, args: list[str], *, env: dict[str, str], cwd: Path, out: Path, err: Path) -> int:
-        return int(self._ask({"run": args, "env": env, "cwd": str(cwd), "out": str(out), "err": str(err)})["pid"])
+    def start(self, args: list[str], *, env: dict[str, str], cwd: Path, out: Path,
+              err: Path) -> int:
+        return int(self._ask({"run": args, "env": env, "cwd": str(cwd), "out": str(out),
+                              "err": str(err)})["pid"])
 
     def wait(self, pid: int, deadline_s: float) -> int | None:
         code = self._ask({"wait": pid, "deadline": deadline_s})["code"]

@@ -1,5 +1,6 @@
-"""Cheap ``spectune tune`` runs for the fault matrices: a three-point study, a measured database copied per
-case, each run forked from the fork server (tests/faults/forkserver.py) and stopped at a named point."""
+"""Cheap ``spectune tune`` runs for the fault matrices: a three-point study, a measured database
+copied per case, each run forked from the fork server (tests/faults/forkserver.py) and stopped at a
+named point."""
 
 from __future__ import annotations
 
@@ -20,13 +21,16 @@ DEADLINE_S = 120.0  # a hang shows as this passing (the cases take seconds)
 
 
 def tiny_study(tmp_path: Path, name: str) -> Path:
-    """The fault suite's short study over a three-point space (loading a study enumerates its space)."""
+    """The fault suite's short study over a three-point space (loading a study enumerates its
+    space)."""
     study = make_study(tmp_path, name, n_trials=2)
     text = study.read_text()
-    text = re.sub(r"\[search\].*?\n\n", "[search]\nspeculative-num-steps = { choices = [3, 4, 5] }\n\n", text,
+    text = re.sub(r"\[search\].*?\n\n",
+                  "[search]\nspeculative-num-steps = { choices = [3, 4, 5] }\n\n", text, flags=re.S)
+    text = re.sub(r"\[baseline\].*?\n\n", "[baseline]\nspeculative-num-steps = 3\n\n", text,
                   flags=re.S)
-    text = re.sub(r"\[baseline\].*?\n\n", "[baseline]\nspeculative-num-steps = 3\n\n", text, flags=re.S)
-    text = text.replace("enable-metrics = true", "enable-metrics = true\nspeculative-eagle-topk = 1\n"
+    text = text.replace("enable-metrics = true",
+                        "enable-metrics = true\nspeculative-eagle-topk = 1\n"
                         "mem-fraction-static = 0.86\ncuda-graph-max-bs-decode = 64")
     study.write_text(text)
     return study
@@ -81,7 +85,8 @@ def reach(study: Path, point: str, pid: int) -> None:
 
 
 def make_measured(forks: ForkServer, folder: Path) -> Path:
-    """A database with two measured trials (the baseline and one more): what the cases start from."""
+    """A database with two measured trials (the baseline and one more): what the cases start
+    from."""
     study = tiny_study(folder, f"fault-base-{os.getpid()}")
     pid = start(forks, study, ["--confirm", "0"])
     assert forks.wait(pid, DEADLINE_S) == 0, err(study).read_text()
@@ -91,4 +96,5 @@ def make_measured(forks: ForkServer, folder: Path) -> Path:
 def counted(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
     from tuner.store.record import Key
 
-    return [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get(Key.COUNTS)]
+    return [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE
+            and t.user_attrs.get(Key.COUNTS)]

@@ -1,9 +1,10 @@
 """``spectune report`` on a full disk: one line, exit 1, and the report already there left whole.
 
-The disk is "full" through the process's own file-size limit (RLIMIT_FSIZE, set before it starts: a write past
-it fails with EFBIG, as one past a full disk fails with ENOSPC; Python ignores the SIGXFSZ that comes with it),
-as in the SQLite storage faults (test_sqlite_faults.py). The page (interactive plots, megabytes) cannot be written;
-the earlier report's page stays as it was, not truncated.
+The disk is "full" through the process's own file-size limit (RLIMIT_FSIZE, set before it starts: a
+write past it fails with EFBIG, as one past a full disk fails with ENOSPC; Python ignores the
+SIGXFSZ that comes with it), as in the SQLite storage faults (test_sqlite_faults.py). The page
+(interactive plots, megabytes) cannot be written; the earlier report's page stays as it was, not
+truncated.
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ def _report(study: Path, out: Path, *, full: bool) -> subprocess.CompletedProces
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT_BYTES, LIMIT_BYTES))
 
-    return subprocess.run([*spectune_command(), "report", str(study), "-o", str(out)], capture_output=True,
-                          text=True, cwd=study.parent, timeout=DEADLINE_S, preexec_fn=limit if full else None)
+    return subprocess.run([*spectune_command(), "report", str(study), "-o", str(out)],
+                          capture_output=True,
+                          text=True, cwd=study.parent, timeout=DEADLINE_S, preexec_fn=limit if full
+                          else None)
 
 
 @pytest.mark.fault("storage")
-def test_report_on_a_full_disk_is_one_line_and_keeps_the_old_report(measured: Path, tmp_path: Path) -> None:
+def test_report_on_a_full_disk_is_one_line_and_keeps_the_old_report(measured: Path,
+                                                                    tmp_path: Path) -> None:
     study = tiny_study(tmp_path, f"fault-report-disk-{os.getpid()}")
     copy_of(measured, study)
     out = tmp_path / "report"
@@ -43,4 +47,5 @@ def test_report_on_a_full_disk_is_one_line_and_keeps_the_old_report(measured: Pa
     assert result.returncode == 1, result.stderr
     assert_one_line(result.stderr, contains=f"cannot write {out / 'index.html'}")
     assert (out / "index.html").read_bytes() == page, "the earlier report was damaged"
-    assert not [p.name for p in out.iterdir() if p.name.endswith(".part")], "a partial file was left"
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".part")], \
+           "a partial file was left"

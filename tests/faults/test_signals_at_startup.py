@@ -1,11 +1,13 @@
-"""Signals while ``spectune`` starts, and command-line mistakes: one ``error:`` line each, never a traceback.
+"""Signals while ``spectune`` starts, and command-line mistakes: one ``error:`` line each, never a
+traceback.
 
-The real program (its console script, a process of its own, not the fork server — whose children have imported
-everything already): a SIGINT or SIGTERM while its modules import (the ``importing`` fault point, before the
-commands' modules load) or as a command begins (``command``: before ``tune`` imports the engine) ends it with exit
-130 / 143 and one line, never a KeyboardInterrupt traceback or a death by the signal, and nothing is created.
-A study path click itself refuses (a directory) is one line too, like every other error. And SIGHUP, the other
-signal an overnight study meets (its terminal closed), is handled like SIGTERM.
+The real program (its console script, a process of its own, not the fork server — whose children
+have imported everything already): a SIGINT or SIGTERM while its modules import (the ``importing``
+fault point, before the commands' modules load) or as a command begins (``command``: before ``tune``
+imports the engine) ends it with exit 130 / 143 and one line, never a KeyboardInterrupt traceback or
+a death by the signal, and nothing is created. A study path click itself refuses (a directory) is
+one line too, like every other error. And SIGHUP, the other signal an overnight study meets (its
+terminal closed), is handled like SIGTERM.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def test_a_signal_while_starting_is_one_line(tmp_path: Path, point: str, sig: st
     study = tiny_study(tmp_path, f"fault-start-{point}-{sig}")
     reached = tmp_path / "reached"
     env = dict(os.environ, SPECTUNE_FAULT=f"{point}:wait", SPECTUNE_FAULT_REACHED=str(reached))
-    proc = subprocess.Popen([*spectune_command(), "tune", str(study), "--no-report"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*spectune_command(), "tune", str(study), "--no-report"],
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     _reach(proc, reached, point)
     os.kill(proc.pid, SIGNALS[sig])
@@ -56,7 +59,8 @@ def test_a_signal_while_starting_is_one_line(tmp_path: Path, point: str, sig: st
 @pytest.mark.fault("study_mutations")
 def test_a_study_path_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
     for command in ("tune", "validate", "report"):
-        result = subprocess.run([*spectune_command(), command, str(tmp_path), *(["-o", "x"] * (command == "report"))],
+        result = subprocess.run([*spectune_command(), command, str(tmp_path),
+                                 *(["-o", "x"] * (command == "report"))],
                                 capture_output=True, text=True, cwd=tmp_path, timeout=DEADLINE_S)
         assert result.returncode == 2, result.stderr
         assert_one_line(result.stderr, contains="is a directory")
@@ -64,9 +68,10 @@ def test_a_study_path_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.fault("signals")
-def test_a_hangup_mid_trial_is_handled_like_sigterm(forks: ForkServer, measured: Path, tmp_path: Path) -> None:
-    """SIGHUP — the terminal of an overnight study closed — used to kill the tuner and leave its server running:
-    now exit 129, one line, the server stopped, the trial queued again."""
+def test_a_hangup_mid_trial_is_handled_like_sigterm(forks: ForkServer, measured: Path,
+                                                    tmp_path: Path) -> None:
+    """SIGHUP — the terminal of an overnight study closed — used to kill the tuner and leave its
+    server running: now exit 129, one line, the server stopped, the trial queued again."""
     study = tiny_study(tmp_path, f"fault-hup-{os.getpid()}")
     copy_of(measured, study)
     pid = start(forks, study, ["--n-trials", "3"], "phase_c1:wait")

@@ -1,9 +1,11 @@
-"""Storage outages during a trial: real PostgreSQL stopped and started (pg_ctl), a SQLite file replaced.
+"""Storage outages during a trial: real PostgreSQL stopped and started (pg_ctl), a SQLite file
+replaced.
 
-A short outage is retried call by call and invisible (exit 0, nothing lost); one past the retry window
-(shortened with SPECTUNE_STORAGE_BACKOFF) ends in exit 4, one line, no server left, and the study resumes whole.
-PostgreSQL also carries the hang of issue 12 item 1a: an interrupt inside Optuna's ``ask`` left a RUNNING trial
-without a heartbeat row, and the resumed study waited for it forever.
+A short outage is retried call by call and invisible (exit 0, nothing lost); one past the retry
+window (shortened with SPECTUNE_STORAGE_BACKOFF) ends in exit 4, one line, no server left, and the
+study resumes whole. PostgreSQL also carries the hang of issue 12 item 1a: an interrupt inside
+Optuna's ``ask`` left a RUNNING trial without a heartbeat row, and the resumed study waited for it
+forever.
 """
 
 from __future__ import annotations
@@ -30,17 +32,19 @@ N = 3
 SHORT = {"SPECTUNE_STORAGE_BACKOFF": "0.5,0.5,0.5"}
 
 
-# Minutes of real outages and back-offs: run with `pytest -m storage_outage tests/faults` (docs/study.md); the
-# default test command leaves them out to keep the suite's time budget.
+# Minutes of real outages and back-offs: run with `pytest -m storage_outage tests/faults`
+# (docs/study.md); the default test command leaves them out to keep the suite's time budget.
 pytestmark = [pytest.mark.storage_outage, pytest.mark.fault("storage")]
 
 
 @pytest.mark.parametrize("fault", ["after_ask@2:term", "after_ask@2:kill"])
-def test_postgres_interrupt_inside_ask_does_not_hang_the_resume(tmp_path: Path, pg_url: str, fault: str) -> None:
+def test_postgres_interrupt_inside_ask_does_not_hang_the_resume(tmp_path: Path, pg_url: str,
+                                                                fault: str) -> None:
     study = make_study(tmp_path, f"fault-pg-ask-{fault[-4:]}", n_trials=N, storage=pg_url)
     code, err = finish(tune(study, fault))
     assert code in (-9, 143), err
-    if code == 143:  # a SIGKILLed tuner leaves its server: the resume must stop it (checked at its end)
+    # a SIGKILLed tuner leaves its server: the resume must stop it (checked at its end)
+    if code == 143:
         assert wait_gone(study_name(study)) == []
     assert_resumes_whole(study, N)  # the deadline of finish() catches the hang
 

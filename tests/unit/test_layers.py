@@ -1,8 +1,9 @@
 """The architecture as a test: each layer imports only the layers below it (docs/architecture.md).
 
-Every import in the product's modules — at the top or inside a function, since a lazy import is still a
-dependency — is read with ``ast`` and checked against the order of the layers. A module that needs a higher
-layer is a design change: move the code, or change the order here and in docs/architecture.md together.
+Every import in the product's modules — at the top or inside a function, since a lazy import is
+still a dependency — is read with ``ast`` and checked against the order of the layers. A module that
+needs a higher layer is a design change: move the code, or change the order here and in
+docs/architecture.md together.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def imports_of(path: Path, module: str) -> list[tuple[int, str]]:
             found.append((node.lineno, target))
             # `from tuner.store import record` imports tuner.store.record
             found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names
-                      if layer_of(f"{target}.{alias.name}") is not None and layer_of(target) is None]
+                      if layer_of(f"{target}.{alias.name}") is not None
+                      and layer_of(target) is None]
     return found
 
 
@@ -87,19 +89,22 @@ def test_no_module_imports_a_higher_layer(module: str, path: Path) -> None:
     own = layer_of(module)
     if own is None:
         return
-    upward = [f"{path.relative_to(ROOT)}:{line} imports {target} ({LAYERS[layer]} is above {LAYERS[own]})"
-              for line, target in imports_of(path, module)
-              if (layer := layer_of(target)) is not None and layer > own]
+    upward = [
+        f"{path.relative_to(ROOT)}:{line} imports {target} ({LAYERS[layer]} is above {LAYERS[own]})"
+        for line, target in imports_of(path, module)
+        if (layer := layer_of(target)) is not None and layer > own]
     assert not upward, "\n".join(upward)
 
 
 def test_modules_stay_small() -> None:
-    large = {str(p.relative_to(ROOT)): n for _, p in MODULES if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    large = {str(p.relative_to(ROOT)): n for _, p in MODULES
+             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not large, f"modules over {MAX_LINES} lines (split them by concern): {large}"
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
-    """The check itself can fail: a module of the engine importing the CLI is caught, lazily or not."""
+    """The check itself can fail: a module of the engine importing the CLI is caught, lazily or
+    not."""
     sample = tmp_path / "sample.py"
     sample.write_text("def f():\n    from tuner.cli import main\n    from . import loop\n")
     found = imports_of(sample, "tuner.run.sample")

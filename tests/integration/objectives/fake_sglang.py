@@ -1,9 +1,9 @@
 """A deliberately scriptable stand-in for an SGLang server, for the load generator's tests.
 
-Each request is answered in the ``Mode`` picked by ``modes[request_number % len(modes)]``: a correct stream
-(OpenAI chat/completions with continuous usage, or native /generate), or one specific way of being broken.
-It runs in a background thread with its own event loop, listening on 127.0.0.1 only, so both in-process
-clients and ``spectune bench`` subprocesses can use it.
+Each request is answered in the ``Mode`` picked by ``modes[request_number % len(modes)]``: a correct
+stream (OpenAI chat/completions with continuous usage, or native /generate), or one specific way of
+being broken. It runs in a background thread with its own event loop, listening on 127.0.0.1 only,
+so both in-process clients and ``spectune bench`` subprocesses can use it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from aiohttp import web
 
 class Mode(StrEnum):
     OK = "ok"
-    FINAL_USAGE_ONLY = "final_usage_only"  # usage only in the last chunk (no continuous_usage_stats)
+    # usage only in the last chunk (no continuous_usage_stats)
+    FINAL_USAGE_ONLY = "final_usage_only"
     NO_USAGE = "no_usage"
     BAD_USAGE = "bad_usage"  # completion_tokens goes down
     HTTP_500 = "http_500"
@@ -43,12 +44,14 @@ class Script:
     metrics: bool = True  # serve /metrics with speculative counters
     accept_length: float = 3.0  # reported through /metrics and /server_info
     time_scale: float | None = None  # reported by /server_info when set, as a simulator could
-    #: Stamp every event as the simulator does ([arrival, chunk] on its schedule): request k (in arrival order)
-    #: arrives at schedule_gap_s·k and its i-th content chunk is at arrival + schedule_chunk_s·(i + 1).
+    #: Stamp every event as the simulator does ([arrival, chunk] on its schedule): request k (in
+    #: arrival order) arrives at schedule_gap_s·k and its i-th content chunk is at arrival +
+    #: schedule_chunk_s·(i + 1).
     schedule: bool = False
     schedule_gap_s: float = 1.0
     schedule_chunk_s: float = 0.1
-    #: Serve the simulator's schedule account in /server_info: each read adds 1 s busy, this share dropped.
+    #: Serve the simulator's schedule account in /server_info: each read adds 1 s busy, this share
+    #: dropped.
     dropped_share: float | None = None
     account_reads: int = 0
     requests: int = 0  # answered so far (all routes that generate)
@@ -73,9 +76,10 @@ class FakeServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    # ----- routes -----------------------------------------------------------------------------------
+    # ----- routes ---------------------------------------------------------------------------------
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        return web.json_response({"object": "list",
+                                  "data": [{"id": "fake-model", "object": "model"}]})
 
     async def metrics(self, request: web.Request) -> web.Response:
         if not self.script.metrics:
@@ -83,8 +87,10 @@ class FakeServer:
         text = (
             "# HELP sglang:generation_tokens_total Generated tokens\n"
             "# TYPE sglang:generation_tokens_total counter\n"
-            f'sglang:generation_tokens_total{{model_name="fake-model"}} {float(self.generated_tokens)}\n'
-            f'sglang:spec_verify_calls_total{{model_name="fake-model"}} {float(self.verify_calls)}\n'
+            f'sglang:generation_tokens_total{{model_name="fake-model"}} '
+            f'{float(self.generated_tokens)}\n'
+            'sglang:spec_verify_calls_total{model_name="fake-model"} '
+            f'{float(self.verify_calls)}\n'
         )
         return web.Response(text=text)
 
@@ -114,7 +120,8 @@ class FakeServer:
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         try:
             return await self._answer(request, api)
-        except ConnectionResetError:  # the client went away (a phase cancelling its in-flight requests)
+        # the client went away (a phase cancelling its in-flight requests)
+        except ConnectionResetError:
             return web.Response(status=499)
 
     async def _answer(self, request: web.Request, api: str) -> web.StreamResponse:
@@ -125,9 +132,11 @@ class FakeServer:
         arrival = s.schedule_gap_s * s.requests
         s.requests += 1
         if mode is Mode.HTTP_500:
-            return web.json_response({"object": "error", "message": "out of memory", "code": 500}, status=500)
+            return web.json_response({"object": "error", "message": "out of memory", "code": 500},
+                                     status=500)
         if mode is Mode.HTTP_400:
-            return web.json_response({"object": "error", "message": "bad request", "code": 400}, status=400)
+            return web.json_response({"object": "error", "message": "bad request", "code": 400},
+                                     status=400)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await asyncio.sleep(s.first_token_delay_s)
@@ -153,7 +162,8 @@ class FakeServer:
             reported = total - 5 if (mode is Mode.BAD_USAGE and i == 4) else total
             text = " tok" * n
             last = i == s.chunks - 1
-            stamp = {"simulator_schedule": [arrival, arrival + s.schedule_chunk_s * (i + 1)]} if s.schedule else {}
+            stamp = {"simulator_schedule": [arrival, arrival + s.schedule_chunk_s
+                                            * (i + 1)]} if s.schedule else {}
             if api == "generate":
                 meta = {"id": "x", "finish_reason": {"type": "length"} if last else None,
                         "prompt_tokens": 7, "completion_tokens": reported}
@@ -176,7 +186,8 @@ class FakeServer:
             await response.write_eof()
             return response
         if api != "generate" and mode not in (Mode.NO_USAGE,):
-            await response.write(_sse({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": total}}))
+            await response.write(
+                _sse({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": total}}))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
@@ -194,7 +205,7 @@ class FakeServer:
             chunk["usage"] = {"prompt_tokens": 7, "completion_tokens": tokens}
         return chunk
 
-    # ----- lifecycle --------------------------------------------------------------------------------
+    # ----- lifecycle ------------------------------------------------------------------------------
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/v1/models", self.models)
@@ -227,7 +238,8 @@ class FakeServer:
         ready = threading.Event()
         loop = asyncio.new_event_loop()
         self._loop = loop
-        thread = threading.Thread(target=loop.run_until_complete, args=(self._serve(ready),), daemon=True)
+        thread = threading.Thread(target=loop.run_until_complete, args=(self._serve(ready),),
+                                  daemon=True)
         thread.start()
         if not ready.wait(10):
             raise RuntimeError("the fake server did not start")

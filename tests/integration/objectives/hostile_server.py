@@ -1,11 +1,12 @@
 """A server that lies and misbehaves at the byte level, for the load generator's robustness tests.
 
-Unlike ``fake_sglang`` (a correct aiohttp server with scripted faults), this one writes raw bytes on a
-socket, so it can also send what no HTTP library would: trickled headers, bad status lines, endless bodies.
-The first path segment picks the behaviour, so one server serves every case: a client given the base URL
-``http://127.0.0.1:PORT/huge_usage`` posts to ``/huge_usage/v1/chat/completions`` and gets that answer.
-Routes of the accept-length probe (``/metrics``, ``/server_info``, ``/flush_cache``) answer with NaN, inf and
-negative figures. It runs in a background thread with its own event loop, on 127.0.0.1 only.
+Unlike ``fake_sglang`` (a correct aiohttp server with scripted faults), this one writes raw bytes on
+a socket, so it can also send what no HTTP library would: trickled headers, bad status lines,
+endless bodies. The first path segment picks the behaviour, so one server serves every case: a
+client given the base URL ``http://127.0.0.1:PORT/huge_usage`` posts to
+``/huge_usage/v1/chat/completions`` and gets that answer. Routes of the accept-length probe
+(``/metrics``, ``/server_info``, ``/flush_cache``) answer with NaN, inf and negative figures. It
+runs in a background thread with its own event loop, on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ _TICK_S = 0.01  # between the events of an endless stream: slow enough to keep t
 
 
 def _chunk(content: str, usage: object | None = None, raw_usage: str | None = None) -> bytes:
-    """One chat-completion SSE event; ``raw_usage`` is spliced in as is (for NaN, Infinity, 10**30)."""
+    """One chat-completion SSE event; ``raw_usage`` is spliced in as is (for NaN, Infinity,
+    10**30)."""
     obj: dict[str, object] = {"id": "x", "object": "chat.completion.chunk",
-                              "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}
+                              "choices": [{"index": 0, "delta": {"content": content},
+                                           "finish_reason": None}]}
     if usage is not None:
         obj["usage"] = usage
     text = json.dumps(obj)
@@ -48,7 +51,8 @@ async def _stream(writer: Writer, events: list[bytes], done: bool = True) -> Non
 
 
 def _lying_usage(completion: str, prompt: str = "7") -> Callable[[Writer], Awaitable[None]]:
-    """Two believable chunks, then one whose usage says ``completion`` (as the server's raw JSON)."""
+    """Two believable chunks, then one whose usage says ``completion`` (as the server's raw
+    JSON)."""
     async def answer(writer: Writer) -> None:
         await _stream(writer, [_chunk("Hello", raw_usage=_usage("1", prompt)),
                                _chunk(" world", raw_usage=_usage("2", prompt)),
@@ -58,11 +62,13 @@ def _lying_usage(completion: str, prompt: str = "7") -> Callable[[Writer], Await
 
 async def _over_max_tokens(writer: Writer) -> None:
     # honest-looking, incrementing counts, but far past any max_tokens the tests send (16)
-    await _stream(writer, [_chunk(" t", {"prompt_tokens": 7, "completion_tokens": i}) for i in range(1, 201)])
+    await _stream(writer, [_chunk(" t", {"prompt_tokens": 7, "completion_tokens": i})
+                           for i in range(1, 201)])
 
 
 async def _too_many_chunks(writer: Writer) -> None:
-    # no usage at all, and more text chunks than max_tokens allows: the trace must not grow with them
+    # no usage at all, and more text chunks than max_tokens allows: the trace must not grow with
+    # them
     writer.write(_SSE_HEAD)
     for _ in range(100_000):
         writer.write(_chunk(" t"))
@@ -74,7 +80,8 @@ async def _truncated(writer: Writer) -> None:
 
 
 async def _truncated_mid_event(writer: Writer) -> None:
-    await _stream(writer, [_chunk("Hello", raw_usage=_usage("1")), b'data: {"id": "x", "choi'], done=False)
+    await _stream(writer, [_chunk("Hello", raw_usage=_usage("1")), b'data: {"id": "x", "choi'],
+                  done=False)
 
 
 async def _endless(writer: Writer) -> None:
@@ -97,7 +104,8 @@ async def _json_array(writer: Writer) -> None:
 
 async def _html_200(writer: Writer) -> None:
     body = b"<html><body><h1>Welcome to nginx!</h1></body></html>\n"
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n"
+                 % len(body) + body)
 
 
 async def _slow_headers(writer: Writer) -> None:
@@ -170,7 +178,9 @@ _SERVER_INFO = '{"internal_states": [{"avg_spec_accept_length": NaN}]}'
 
 async def _plain(writer: Writer, status: str, body: str) -> None:
     data = body.encode()
-    writer.write(f"HTTP/1.1 {status}\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+    writer.write(
+        f"HTTP/1.1 {status}\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+        + data)
 
 
 class HostileServer:
@@ -187,7 +197,8 @@ class HostileServer:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             request_line, *headers = head.decode("latin-1").split("\r\n")
-            length = next((int(h.split(":", 1)[1]) for h in headers if h.lower().startswith("content-length:")), 0)
+            length = next((int(h.split(":", 1)[1]) for h in headers
+                           if h.lower().startswith("content-length:")), 0)
             await reader.readexactly(length)
             path = request_line.split(" ")[1]
             behaviour, _, route = path.lstrip("/").partition("/")
@@ -203,7 +214,8 @@ class HostileServer:
             else:
                 await _plain(writer, "404 Not Found", "no such behaviour")
             await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, IndexError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
+                IndexError):
             pass  # the client gave up on us, which is the point of most behaviours
         finally:
             writer.close()
@@ -225,7 +237,8 @@ class HostileServer:
         ready = threading.Event()
         loop = asyncio.new_event_loop()
         self._loop = loop
-        thread = threading.Thread(target=loop.run_until_complete, args=(self._serve(ready),), daemon=True)
+        thread = threading.Thread(target=loop.run_until_complete, args=(self._serve(ready),),
+                                  daemon=True)
         thread.start()
         if not ready.wait(10):
             raise RuntimeError("the hostile server did not start")

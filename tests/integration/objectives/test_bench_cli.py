@@ -17,7 +17,8 @@ from tuner.simulator.process import running_simulator
 
 pytestmark = pytest.mark.timeout(60)
 
-SIMULATOR_ARGS = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3",
+SIMULATOR_ARGS = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4",
+                  "--speculative-algorithm", "EAGLE3",
                   "--speculative-draft-model-path", "Qwen/Qwen3.5-122B-A10B-EAGLE3",
                   "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
                   "--speculative-num-draft-tokens", "4", "--max-running-requests", "8"]
@@ -28,13 +29,16 @@ def errors(done: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def spectune(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*spectune_command(), "bench", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([*spectune_command(), "bench", *args], capture_output=True, text=True,
+                          timeout=60)
 
 
 def test_json_output_has_every_phase_and_its_metrics() -> None:
     with fake_server(modes=[Mode.OK, Mode.OK, Mode.HTTP_500]) as server:
-        done = spectune(server.url, "--phase", "C=1:n=3:warmup=0", "--phase", "C=3:n=9", "--api", "completions",
-                        "--max-tokens", "50", "--temperature", "0.2", "--max-error-rate", "0.5", "--json")
+        done = spectune(server.url, "--phase", "C=1:n=3:warmup=0", "--phase", "C=3:n=9", "--api",
+                        "completions",
+                        "--max-tokens", "50", "--temperature", "0.2", "--max-error-rate", "0.5",
+                        "--json")
         bodies = server.script.bodies
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -48,7 +52,8 @@ def test_json_output_has_every_phase_and_its_metrics() -> None:
 
 def test_table_output_and_progress() -> None:
     with fake_server() as server:
-        done = spectune(server.url, "--phase", "C=2:n=4", "--dataset", "synthetic", "--input-tokens", "64")
+        done = spectune(server.url, "--phase", "C=2:n=4", "--dataset", "synthetic",
+                        "--input-tokens", "64")
     assert done.returncode == 0, done.stderr
     assert "aggregate output tok/s" in done.stdout and "C=2" in done.stdout
     assert "C=2" in done.stderr  # the progress bar goes to stderr
@@ -57,20 +62,24 @@ def test_table_output_and_progress() -> None:
 def test_usage_errors_are_one_line_with_exit_code_2(tmp_path: Path) -> None:
     bad_phase = spectune("http://127.0.0.1:9", "--phase", "C=2:n=many")
     assert bad_phase.returncode == 2
-    assert bad_phase.stderr.strip().splitlines() == ["error: phase 'C=2:n=many': n must be a whole number, not 'many'"]
-    missing = spectune("http://127.0.0.1:9", "--dataset", str(tmp_path / "nope.jsonl"), "--phase", "C=1:n=1")
+    assert bad_phase.stderr.strip().splitlines() == [
+        "error: phase 'C=2:n=many': n must be a whole number, not 'many'"]
+    missing = spectune("http://127.0.0.1:9", "--dataset", str(tmp_path / "nope.jsonl"), "--phase",
+                       "C=1:n=1")
     assert missing.returncode == 2 and "cannot read prompt file" in missing.stderr
     assert spectune("127.0.0.1:9").returncode == 2
 
 
 def test_a_dead_server_fails_fast_with_one_line_and_no_table() -> None:
-    # the default phases (199 requests), against a port nothing listens on: refused before any request is sent
+    # the default phases (199 requests), against a port nothing listens on: refused before any
+    # request is sent
     url = f"http://127.0.0.1:{free_port()}"
     for args in ((), ("--json",)):
         done = spectune(url, "--connect-timeout", "2", *args)
         assert done.returncode == EXIT_FAILED == 3, done.stderr
-        assert errors(done) == [f"error: no server answers at {url} (nothing answered GET /v1/models within 12 s): "
-                                "nothing was measured"]
+        assert errors(done) == [
+            f"error: no server answers at {url} (nothing answered GET /v1/models within 12 s): "
+            "nothing was measured"]
         assert done.stdout == ""  # no table of zeros, no JSON of a benchmark that never ran
         assert "C=64" not in done.stderr  # no phase started (its progress would name it)
 
@@ -80,7 +89,8 @@ def test_an_error_rate_above_the_threshold_is_exit_3() -> None:
         over = spectune(server.url, "--phase", "C=1:n=6:warmup=0")
         tolerated = spectune(server.url, "--phase", "C=1:n=6:warmup=0", "--max-error-rate", "0.6")
     assert over.returncode == 3, over.stderr
-    assert errors(over) == ["error: C=1: error rate 50.0% is above --max-error-rate 10.0% (errors: http_5xx 3)"]
+    assert errors(over) == [
+        "error: C=1: error rate 50.0% is above --max-error-rate 10.0% (errors: http_5xx 3)"]
     assert "aggregate output tok/s" in over.stdout  # the table is still printed
     assert tolerated.returncode == 0, tolerated.stderr
     assert errors(tolerated) == []
@@ -88,7 +98,8 @@ def test_an_error_rate_above_the_threshold_is_exit_3() -> None:
 
 def test_lying_token_counts_fail_the_benchmark_instead_of_a_traceback() -> None:
     with hostile_server() as server:
-        done = spectune(server.url("huge_usage_1e30"), "--model", "m", "--phase", "C=2:n=4:warmup=0", "--json")
+        done = spectune(server.url("huge_usage_1e30"), "--model", "m", "--phase",
+                        "C=2:n=4:warmup=0", "--json")
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr
     assert errors(done) == ["error: C=2: no successful request (errors: bad_usage 4)"]
@@ -110,7 +121,8 @@ def test_against_the_simulator_success_is_0_and_refused_requests_are_3(tmp_path:
     with running_simulator(SIMULATOR_ARGS, time_scale=100.0,
                            log_path=tmp_path / "simulator.log", ready_timeout_s=60) as sim:
         ok = spectune(sim.url, "--phase", "C=2:n=4", "--max-tokens", "16", "--json")
-        # far past the context window: the simulator refuses every request with HTTP 400, as SGLang does
+        # far past the context window: the simulator refuses every request with HTTP 400, as SGLang
+        # does
         refused = spectune(sim.url, "--phase", "C=2:n=4", "--max-tokens", "100000000")
         table = spectune(sim.url, "--phase", "C=1:n=2:warmup=0", "--max-tokens", "16")
     assert ok.returncode == 0, ok.stderr
@@ -118,7 +130,9 @@ def test_against_the_simulator_success_is_0_and_refused_requests_are_3(tmp_path:
     assert "time scale 100: the figures are scaled" in table.stderr
     result = json.loads(ok.stdout)
     assert result["phases"][0]["completed"] == 4
-    # The simulator says its time scale in /server_info's "simulator" section: the figures are labelled.
+    # The simulator says its time scale in /server_info's "simulator" section: the figures are
+    # labelled.
     assert result["time_scale"] == 100.0 and result["scaled"] is True
     assert refused.returncode == 3, refused.stderr
-    assert len(errors(refused)) == 1 and "no successful request (errors: http_4xx" in errors(refused)[0]
+    assert len(errors(refused)) == 1 \
+           and "no successful request (errors: http_4xx" in errors(refused)[0]

@@ -1,5 +1,5 @@
-"""The load generator against servers that misbehave in every way we know: every failure ends up in the
-phase result by kind, and every phase ends in bounded time."""
+"""The load generator against servers that misbehave in every way we know: every failure ends up in
+the phase result by kind, and every phase ends in bounded time."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def bench(url: str, *phases: PhaseSpec, **workload: object):
     return run_benchmark(url, spec)
 
 
-BROKEN = [Mode.OK, Mode.HTTP_500, Mode.HTTP_400, Mode.BAD_JSON, Mode.ERROR_EVENT, Mode.RESET, Mode.TRUNCATED,
-          Mode.NO_USAGE, Mode.BAD_USAGE]
+BROKEN = [Mode.OK, Mode.HTTP_500, Mode.HTTP_400, Mode.BAD_JSON, Mode.ERROR_EVENT, Mode.RESET,
+          Mode.TRUNCATED, Mode.NO_USAGE, Mode.BAD_USAGE]
 
 
 @pytest.mark.parametrize("api", ["chat", "completions", "generate"])
@@ -29,8 +29,8 @@ def test_every_kind_of_broken_response_is_recorded_as_data(api: str) -> None:
     with fake_server(modes=BROKEN) as server:
         result = bench(server.url, PhaseSpec(1, requests=len(BROKEN), warmup=0), api=api)
     phase = result.phases[0]
-    assert phase.errors == {"bad_usage": 1, "disconnect": 2, "http_4xx": 1, "http_5xx": 1, "malformed": 1,
-                            "missing_usage": 1, "server_error": 1}
+    assert phase.errors == {"bad_usage": 1, "disconnect": 2, "http_4xx": 1, "http_5xx": 1,
+                            "malformed": 1, "missing_usage": 1, "server_error": 1}
     assert (phase.completed, phase.failed, phase.cancelled) == (1, 8, 0)
     assert phase.error_rate == pytest.approx(8 / 9)
     by_kind = {str(r.error_kind): r for r in phase.records if r.error_kind is not None}
@@ -103,7 +103,8 @@ def test_duration_phase_keeps_concurrency_and_cancels_at_the_end() -> None:
 
 def test_confidence_target_stops_a_steady_phase_early() -> None:
     with fake_server() as server:
-        result = bench(server.url, PhaseSpec(4, requests=100_000, warmup=0, ci_target=0.2, deadline_s=20))
+        result = bench(server.url,
+                       PhaseSpec(4, requests=100_000, warmup=0, ci_target=0.2, deadline_s=20))
     phase = result.phases[0]
     assert phase.stopped_by == "ci"
     assert phase.ci_half_width is not None and phase.ci_half_width <= 0.2
@@ -120,7 +121,8 @@ def test_accept_length_from_counter_deltas_or_from_server_info_after_a_flush() -
     with FakeServer(Script(metrics=False, accept_length=2.5)).running() as server:
         result = bench(server.url, PhaseSpec(1, requests=2), PhaseSpec(2, requests=2))
         assert server.script.flushes == 2
-    assert [(p.accept_length, p.accept_length_source) for p in result.phases] == [(2.5, "server_info")] * 2
+    assert [(p.accept_length, p.accept_length_source)
+            for p in result.phases] == [(2.5, "server_info")] * 2
 
 
 def test_warmup_is_separate_and_the_model_is_discovered() -> None:
@@ -134,7 +136,8 @@ def test_warmup_is_separate_and_the_model_is_discovered() -> None:
 
 def test_a_single_phase_sends_what_the_whole_benchmark_sends_in_that_phase() -> None:
     spec = BenchmarkSpec(workload=WorkloadSpec(dataset="synthetic", input_tokens=32),
-                         phases=(PhaseSpec(1, requests=2, warmup=0), PhaseSpec(2, requests=3, warmup=0)))
+                         phases=(PhaseSpec(1, requests=2, warmup=0),
+                                 PhaseSpec(2, requests=3, warmup=0)))
     with fake_server() as server:
         run_benchmark(server.url, spec)
         whole = [b["messages"] for b in server.script.bodies[2:]]

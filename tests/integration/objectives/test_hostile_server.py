@@ -1,6 +1,6 @@
-"""The load generator against a server that lies about token counts and misbehaves at the byte level: every
-answer ends as an error-as-data record of the right kind, in bounded memory and bounded time, and nothing
-raises."""
+"""The load generator against a server that lies about token counts and misbehaves at the byte
+level: every answer ends as an error-as-data record of the right kind, in bounded memory and bounded
+time, and nothing raises."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.fault("hostile_server")]
 
 MAX_TOKENS = 16
 REQUEST_TIMEOUT_S = 1.5
-# Before the checks, one lying chunk (2·10⁸ tokens) took 6.3 GB; the client needs ~2 MiB here (4 MiB lines).
+# Before the checks, one lying chunk (2·10⁸ tokens) took 6.3 GB; the client needs ~2 MiB here (4 MiB
+# lines).
 MEMORY_BUDGET_BYTES = 16 * 1024 * 1024
 
 EXPECTED = {
@@ -60,7 +61,8 @@ def server() -> Iterator[HostileServer]:
 def bench(url: str) -> PhaseResult:
     workload = WorkloadSpec(model="m", max_tokens=MAX_TOKENS, request_timeout_s=REQUEST_TIMEOUT_S,
                             stall_timeout_s=30.0, connect_timeout_s=5.0)
-    spec = BenchmarkSpec(workload=workload, phases=(PhaseSpec(1, requests=1, warmup=0, deadline_s=30),))
+    spec = BenchmarkSpec(workload=workload,
+                         phases=(PhaseSpec(1, requests=1, warmup=0, deadline_s=30),))
     return run_benchmark(url, spec).phases[0]
 
 
@@ -83,7 +85,8 @@ def test_a_hostile_answer_is_an_error_as_data_in_bounded_memory_and_time(server:
     assert len(phase.records) == 1
     record = phase.records[0]
     expected = EXPECTED[behaviour]
-    assert (None if record.error_kind is None else str(record.error_kind)) == expected, record.error_message
+    assert (None if record.error_kind is None else str(record.error_kind)) == expected, \
+           record.error_message
     assert peak < MEMORY_BUDGET_BYTES, f"peak {peak / 2**20:.1f} MiB"
     assert elapsed < REQUEST_TIMEOUT_S + 10  # generous: the machine is busy, but nothing may hang
     if expected is None:
@@ -99,7 +102,8 @@ def test_a_hostile_answer_is_an_error_as_data_in_bounded_memory_and_time(server:
 
 def test_lying_counts_are_named_in_the_message(server: HostileServer) -> None:
     record = bench(server.url("huge_usage")).records[0]
-    assert "200000000" in (record.error_message or "") and str(token_limit(MAX_TOKENS)) in (record.error_message or "")
+    assert "200000000" in (record.error_message or "") \
+           and str(token_limit(MAX_TOKENS)) in (record.error_message or "")
     record = bench(server.url("nan_usage")).records[0]
     assert "nan" in (record.error_message or "").lower()
 

@@ -1,7 +1,8 @@
-"""`spectune dashboard`: optuna-dashboard on the study's storage, infeasible trials shown as infeasible.
+"""`spectune dashboard`: optuna-dashboard on the study's storage, infeasible trials shown as
+infeasible.
 
-optuna-dashboard 0.21 reads only the pre-Optuna-5 constraint list; without our storage view every trial of a
-spectune study would come back with ``constraints: []`` and read as feasible.
+optuna-dashboard 0.21 reads only the pre-Optuna-5 constraint list; without our storage view every
+trial of a spectune study would come back with ``constraints: []`` and read as feasible.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tuner.query.answers import ranking_for
 from tuner.query.dashboard import make_app
 from tuner.query.load import open_stored_study
 
-# A hang guard, not a speed goal: the fixture runs a short study first, which takes a minute on a busy machine.
+# A hang guard, not a speed goal: the fixture runs a short study first, which takes a minute on a
+# busy machine.
 pytestmark = pytest.mark.timeout(240)
 
 
@@ -50,13 +52,15 @@ def check_study_detail(detail: dict[str, Any], stored_path: Path) -> None:
         assert len(constraints) == len(stored.study.trials[t.number].constraints) > 0
         assert any(v > 0 for v in constraints) == (t in infeasible), t.number
     # The dashboard's "best trial" is feasible, and is the study loop's best.
-    assert [b["number"] for b in detail["best_trials"]] == [ranking.best.number if ranking.best else None]
+    assert [b["number"] for b in detail["best_trials"]] == [ranking.best.number if ranking.best
+                                                            else None]
     # Nothing was written: the stored trials still have only Optuna 5's per-key constraints.
     assert all("constraints" not in t.system_attrs for t in stored.study.trials)
 
 
 def served_detail(study: Path, *options: str) -> dict[str, Any]:
-    """``spectune dashboard STUDY`` on a free port, asked over real HTTP for the study's detail and its page."""
+    """``spectune dashboard STUDY`` on a free port, asked over real HTTP for the study's detail and
+    its page."""
     proc = subprocess.Popen([*spectune_command(), "dashboard", str(study), "--port", "0", *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -70,7 +74,8 @@ def served_detail(study: Path, *options: str) -> dict[str, Any]:
             detail: dict[str, Any] = json.load(response)
         with urllib.request.urlopen(f"{base}/dashboard", timeout=20) as response:
             assert response.status == 200 and b"<html" in response.read().lower()
-        with urllib.request.urlopen(f"{base}/api/studies/{study_id}/param_importances", timeout=20) as response:
+        with urllib.request.urlopen(f"{base}/api/studies/{study_id}/param_importances",
+                                    timeout=20) as response:
             assert response.status == 200 and "param_importances" in json.load(response)
     finally:
         proc.terminate()
@@ -83,7 +88,8 @@ def test_dashboard_command_serves_feasibility(stored_study: Path) -> None:
 
 
 class _NeverStarts:
-    """A server that never starts: the baseline fails to deploy, as on a host where the first start fails."""
+    """A server that never starts: the baseline fails to deploy, as on a host where the first start
+    fails."""
 
     def deploy(self, config: Any) -> Any:
         from tuner.targets.base import DeployFailed
@@ -95,8 +101,9 @@ class _NeverStarts:
 
 
 def test_dashboard_answers_before_any_feasible_trial(tmp_path: Path) -> None:
-    """Every real study spends its first trial with nothing feasible: the baseline's start failed and the next
-    trial is still running. The dashboard serves the study then (no HTTP 500), with no best trial."""
+    """Every real study spends its first trial with nothing feasible: the baseline's start failed
+    and the next trial is still running. The dashboard serves the study then (no HTTP 500), with no
+    best trial."""
     import optuna
 
     from tests.study_factory import write_study_file

@@ -1,7 +1,8 @@
-"""One winner rule, one implementation: under any --weights / --constraint, `best`, `trials`, the report
-(summary.md, trials.csv, index.html) and the dashboard name the same trial — and the same unconfirmed leader —
-and the dashboard's importances are the report's. The stored study has intervals and a confirmation stage that
-re-measured only its top trial, so other weights make other trials lead, unconfirmed."""
+"""One winner rule, one implementation: under any --weights / --constraint, `best`, `trials`, the
+report (summary.md, trials.csv, index.html) and the dashboard name the same trial — and the same
+unconfirmed leader — and the dashboard's importances are the report's. The stored study has
+intervals and a confirmation stage that re-measured only its top trial, so other weights make other
+trials lead, unconfirmed."""
 
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ from tuner.query.table import rows
 from tuner.report.build import summary_markdown, trials_csv
 from tuner.store.optuna_private import study_id_of
 
-#: Ten re-weightings (and extra constraints) of the stored study: a significant confirmed winner, the baseline
-#: staying, an unconfirmed leader beside the confirmed answer, and an answer with no confirmation under them.
+#: Ten re-weightings (and extra constraints) of the stored study: a significant confirmed winner,
+#: the baseline staying, an unconfirmed leader beside the confirmed answer, and an answer with no
+#: confirmation under them.
 WEIGHTINGS: list[tuple[str, tuple[str, ...]]] = [
-    ("c1=1", ()), ("c1=0.9,c64=0.1", ()), ("c1=0.7,c64=0.3", ()), ("c1=0.6,c64=0.4", ("c1.error_rate<=0",)),
-    ("c1=0.52,c64=0.48", ()), ("c1=0.44,c64=0.56", ()), ("c1=0.46,c64=0.54", ()), ("c1=0.3,c64=0.7", ()),
-    ("c1=0,c64=1", ()), ("c1=0.7,c64=0.3", ("c64.ttft_p99_ms<110",)),
+    ("c1=1", ()), ("c1=0.9,c64=0.1", ()), ("c1=0.7,c64=0.3", ()),
+    ("c1=0.6,c64=0.4", ("c1.error_rate<=0",)),
+    ("c1=0.52,c64=0.48", ()), ("c1=0.44,c64=0.56", ()), ("c1=0.46,c64=0.54", ()),
+    ("c1=0.3,c64=0.7", ()), ("c1=0,c64=1", ()), ("c1=0.7,c64=0.3", ("c64.ttft_p99_ms<110",)),
 ]
 
 
@@ -40,8 +43,9 @@ def _run(*args: str) -> tuple[str, str]:
     return result.stdout, result.stderr
 
 
-#: The weightings whose report is written in full and whose table and importances are compared too (each kind
-#: once: a significant confirmed winner, an unconfirmed leader beside the answer, no confirmation under them).
+#: The weightings whose report is written in full and whose table and importances are compared too
+#: (each kind once: a significant confirmed winner, an unconfirmed leader beside the answer, no
+#: confirmation under them).
 FULL = (0, 5, 9)
 
 
@@ -59,14 +63,16 @@ def _check_full(study: Path, out: Path, options: list[str], ranking: Ranking, ap
         assert f"<td>☆{leader}</td>" in (out / "index.html").read_text()
     stored = open_stored_study(study)
     flags = [p.flag for p in stored.spec.search]
-    shown = wsgi_get(app, f"/api/studies/{study_id_of(stored.study)}/param_importances")["param_importances"][0]
+    shown = wsgi_get(app, f"/api/studies/{study_id_of(stored.study)}/param_importances")[
+        "param_importances"][0]
     found = importance_values(ranking, flags)
     assert found is not None
     assert [i["name"] for i in shown] == sorted(found[0], key=lambda f: -found[0][f])
     assert all(abs(i["importance"] - found[0][i["name"]]) < 1e-9 for i in shown)
 
 
-def test_five_surfaces_name_the_same_trial_under_ten_weightings(confirmed_study: Path, tmp_path: Path) -> None:
+def test_five_surfaces_name_the_same_trial_under_ten_weightings(confirmed_study: Path,
+                                                                tmp_path: Path) -> None:
     stored = open_stored_study(confirmed_study)
     seen = {"significant": 0, "baseline stays": 0, "unconfirmed leader": 0, "not confirmed": 0}
     for index, (weights, constraints) in enumerate(WEIGHTINGS):
@@ -89,7 +95,8 @@ def test_five_surfaces_name_the_same_trial_under_ten_weightings(confirmed_study:
 
         trials = json.loads(_run("trials", str(confirmed_study), *options, "--json")[0])
         assert (trials["best"], trials["unconfirmed_leader"]) == (expected, leader), weights
-        # The report's Markdown and CSV (the `report` command writes exactly these; in full below, for some).
+        # The report's Markdown and CSV (the `report` command writes exactly these; in full below,
+        # for some).
         summary = summary_markdown(stored, ranking)
         assert f"Best: trial {expected} (" in summary, summary
         # ... with the figure `best` answers by: the confirmed score when the winner rule judged it.
@@ -103,8 +110,9 @@ def test_five_surfaces_name_the_same_trial_under_ten_weightings(confirmed_study:
         roles = {int(r["number"]): r["answer"]
                  for r in csv.DictReader(io.StringIO(trials_csv(rows(ranking, flags), ranking)))}
         assert [n for n, role in roles.items() if role.startswith("best")] == [expected]
-        assert [n for n, role in roles.items() if role.startswith("leader")] == ([leader] if leader is not None
-                                                                                  else [])
+        assert [n for n, role in roles.items()
+                if role.startswith("leader")] == ([leader] if leader is not None
+                                                   else [])
         app = make_app(stored, ranking.weights, ranking.constraints)
         detail = wsgi_get(app, f"/api/studies/{study_id_of(stored.study)}")
         assert [t["number"] for t in detail["best_trials"]] == [expected], weights

@@ -1,4 +1,5 @@
-"""The same questions on a PostgreSQL storage: a real server from the system's binaries, psycopg 3 as driver."""
+"""The same questions on a PostgreSQL storage: a real server from the system's binaries, psycopg 3
+as driver."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def pg_study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def test_best_trials_and_report_on_postgresql(pg_study: Path, tmp_path: Path) -> None:
     runner = CliRunner()
-    best = runner.invoke(main, ["best", str(pg_study), "--format", "json", "--weights", "c1=0.7,c64=0.3"])
+    best = runner.invoke(main,
+                         ["best", str(pg_study), "--format", "json", "--weights", "c1=0.7,c64=0.3"])
     assert best.exit_code == 0, best.stderr
     winner = json.loads(best.stdout)
     assert winner["study"] == "pg-demo" and winner["weights"] == {"c1": 0.7, "c64": 0.3}
@@ -47,7 +49,8 @@ def test_best_trials_and_report_on_postgresql(pg_study: Path, tmp_path: Path) ->
 
 def test_dashboard_on_postgresql(pg_study: Path) -> None:
     stored = open_stored_study(pg_study)
-    check_study_detail(wsgi_get(make_app(stored), f"/api/studies/{stored.study._study_id}"), pg_study)
+    check_study_detail(wsgi_get(make_app(stored), f"/api/studies/{stored.study._study_id}"),
+                       pg_study)
 
 
 def test_changed_study_file_is_noticed_on_postgresql(pg_study: Path) -> None:
@@ -70,7 +73,8 @@ def test_a_study_missing_from_the_database_is_reported_and_not_created(pg_study:
     for args in (["best"], ["deploy", "--best"], ["trials"]):
         result = CliRunner().invoke(main, [args[0], str(other), *args[1:]])
         assert result.exit_code == 2
-        assert result.stderr.startswith("error: study 'never-ran' has never run") and result.stderr.count("\n") == 1
+        assert result.stderr.startswith("error: study 'never-ran' has never run") \
+               and result.stderr.count("\n") == 1
     assert optuna.get_all_study_names(url) == names  # load_study on a missing name created nothing
 
 
@@ -94,7 +98,8 @@ def test_a_database_without_optuna_tables_gets_none(pg_study: Path) -> None:
 
 def test_validate_prints_no_password(pg_study: Path) -> None:
     url = load_study_file(pg_study).study.storage
-    secret = url.replace("spectune@", "spectune:s3cret-pw@")  # trust auth: the password is not checked
+    # trust auth: the password is not checked
+    secret = url.replace("spectune@", "spectune:s3cret-pw@")
     study = pg_study.with_name("secret.toml")
     study.write_text(pg_study.read_text().replace(url, secret))
     result = CliRunner().invoke(main, ["validate", str(study)])

@@ -1,4 +1,5 @@
-"""best / trials / report through the command line, on a stored SQLite study; bad input never touches it."""
+"""best / trials / report through the command line, on a stored SQLite study; bad input never
+touches it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from tuner.targets.unit_file import split_words
 
 def _run(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(main, list(args))
-    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), \
+    assert not isinstance(result.exception, Exception) \
+           or isinstance(result.exception, SystemExit), \
         f"traceback: {result.exception!r}"
     return result.exit_code, result.stdout, result.stderr
 
@@ -41,8 +43,9 @@ def test_best_prints_a_command_that_parses_back_to_the_winners_flags(stored_stud
 
 
 def test_weights_change_the_answer(stored_study: Path) -> None:
-    trials = {json.loads(_run("best", str(stored_study), "--weights", w, "--format", "json")[1])["trial"]
-              for w in ("c1=1,c64=0", "c1=0,c64=1")}
+    trials = {
+        json.loads(_run("best", str(stored_study), "--weights", w, "--format", "json")[1])["trial"]
+        for w in ("c1=1,c64=0", "c1=0,c64=1")}
     assert len(trials) == 2
 
 
@@ -51,14 +54,16 @@ def test_dropin_is_a_systemd_drop_in_with_the_same_command(stored_study: Path) -
     data = json.loads(_run("best", str(stored_study), "--format", "json")[1])
     lines = out.splitlines()
     assert "[Service]" in lines and "ExecStart=" in lines
-    exec_start = next(line for line in lines if line.startswith("ExecStart=") and line != "ExecStart=")
+    exec_start = next(line for line in lines if line.startswith("ExecStart=") and line
+                      != "ExecStart=")
     assert split_words(exec_start.removeprefix("ExecStart=")) == data["argv"]
 
 
 def test_an_extra_constraint_is_applied(stored_study: Path) -> None:
     _, base, _ = _run("best", str(stored_study), "--format", "json")
     bound = json.loads(base)["metrics"]["c64"]["ttft_p99_ms"]
-    code, out, err = _run("best", str(stored_study), "--format", "json", "--constraint", f"c64.ttft_p99_ms<{bound}")
+    code, out, err = _run("best", str(stored_study), "--format", "json", "--constraint",
+                          f"c64.ttft_p99_ms<{bound}")
     if code == 0:
         assert json.loads(out)["metrics"]["c64"]["ttft_p99_ms"] < bound
     else:
@@ -67,13 +72,16 @@ def test_an_extra_constraint_is_applied(stored_study: Path) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (("best", "--weights", "c1=0.7,c8=0.3"), "error: --weights: unknown weight key 'c8'"),
-    (("best", "--constraint", "ttft_p99_ms<<2000"), "error: --constraint: cannot read 'ttft_p99_ms<<2000'"),
+    (("best", "--constraint", "ttft_p99_ms<<2000"),
+     "error: --constraint: cannot read 'ttft_p99_ms<<2000'"),
     (("best", "--constraint", "latency<5"), "error: --constraint: unknown metric 'latency'"),
-    (("best", "--constraint", "error_rate<-1"), "error: no measured trial is feasible under these constraints"),
+    (("best", "--constraint", "error_rate<-1"),
+     "error: no measured trial is feasible under these constraints"),
     (("trials", "--sort", "speed"), "error: --sort: unknown key 'speed'"),
     (("report", "-o", "OUT", "--weights", "c1=x"), "error: --weights: c1='x' is not a number"),
 ])
-def test_bad_input_is_one_line_exit_2_and_leaves_the_study_alone(stored_study: Path, args: tuple[str, ...],
+def test_bad_input_is_one_line_exit_2_and_leaves_the_study_alone(stored_study: Path,
+                                                                 args: tuple[str, ...],
                                                                  message: str) -> None:
     db = stored_study.with_suffix(".db")
     before = _digest(db)
@@ -87,18 +95,22 @@ def test_bad_input_is_one_line_exit_2_and_leaves_the_study_alone(stored_study: P
     assert not (stored_study.parent / "report").exists()
 
 
-@pytest.mark.parametrize("args", [("best",), ("trials",), ("report", "-o", "OUT"), ("dashboard", "--port", "0"),
+@pytest.mark.parametrize("args", [("best",), ("trials",), ("report", "-o", "OUT"),
+                                  ("dashboard", "--port", "0"),
                                   ("deploy", "--best"), ("deploy", "--trial", "0")])
-def test_a_study_never_run_is_an_error_and_no_database_appears(tmp_path: Path, args: tuple[str, ...]) -> None:
+def test_a_study_never_run_is_an_error_and_no_database_appears(tmp_path: Path,
+                                                               args: tuple[str, ...]) -> None:
     path = write_study_file(tmp_path, "fresh")
     command, *rest = (str(tmp_path / "report") if a == "OUT" else a for a in args)
     code, out, err = _run(command, str(path), *rest)
-    assert code == 2 and err.startswith("error: study 'fresh' has never run") and err.count("\n") == 1
+    assert code == 2 and err.startswith("error: study 'fresh' has never run") \
+           and err.count("\n") == 1
     assert out == ""
     assert not path.with_suffix(".db").exists() and not (tmp_path / "report").exists()
 
 
-def test_validate_says_what_is_stored_and_creates_nothing(tmp_path: Path, stored_study: Path) -> None:
+def test_validate_says_what_is_stored_and_creates_nothing(tmp_path: Path,
+                                                          stored_study: Path) -> None:
     path = write_study_file(tmp_path, "fresh")
     code, out, err = _run("validate", str(path))
     assert code == 0, err
@@ -132,10 +144,12 @@ def test_an_empty_study_is_an_error(tmp_path: Path) -> None:
 def test_trials_table_and_json(stored_study: Path) -> None:
     code, out, _ = _run("trials", str(stored_study), "--sort", "score")
     assert code == 0
-    assert "num-steps" in out and "C=1 per-req tok/s" in out and "out-of-memory" in out and "★" in out
+    assert "num-steps" in out and "C=1 per-req tok/s" in out and "out-of-memory" in out \
+           and "★" in out
     data = json.loads(_run("trials", str(stored_study), "--json")[1])
     assert [t["number"] for t in data["trials"]] == sorted(t["number"] for t in data["trials"])
-    assert data["best"] == json.loads(_run("best", str(stored_study), "--format", "json")[1])["trial"]
+    assert data["best"] == json.loads(_run("best", str(stored_study), "--format", "json")[1])[
+        "trial"]
 
 
 def test_a_changed_study_file_warns_on_stderr(stored_study: Path) -> None:
@@ -156,7 +170,8 @@ def test_report_writes_a_page_summary_and_csv(stored_study: Path, tmp_path: Path
     for key in ("history", "speeds", "latencies", "importances", "failures"):
         assert f'id="plot-{key}"' in text, key
     assert "steps=3" in text and "C=64 aggr tok/s" in text and "out-of-memory" in text
-    assert "--mem-fraction-static" in text and "--cuda-graph-max-bs-decode" in text  # failures' axes, hover
+    # failures' axes, hover
+    assert "--mem-fraction-static" in text and "--cuda-graph-max-bs-decode" in text
     assert "rough guide" in text  # 14 trials: importances come with the caveat
     head = text.split("<body>")[0]
     assert "<script src=" not in head and "<link" not in head  # plotly.js inlined: nothing to fetch
@@ -185,9 +200,11 @@ def test_trial_shows_everything_stored_about_a_failed_trial(stored_study: Path) 
     assert "flags requested (the proposal):" in out and "--mem-fraction-static" in out
     assert "flags effective (deployed):" in out and "failure: out-of-memory" in out
     data = json.loads(_run("trial", str(oom), str(stored_study), "--json")[1])
-    assert data["failure_class"] == "out-of-memory" and data["flags_effective"]["--mem-fraction-static"]
+    assert data["failure_class"] == "out-of-memory" \
+           and data["flags_effective"]["--mem-fraction-static"]
     code, out, err = _run("trial", "0", str(stored_study))
-    assert code == 0 and "(baseline)" in out and "C=1 (scored on per-request tok/s)" in out and "TTFT p99" in out
+    assert code == 0 and "(baseline)" in out and "C=1 (scored on per-request tok/s)" in out \
+           and "TTFT p99" in out
     code, _, err = _run("trial", "999", str(stored_study))
     assert code == 2 and "has no trial 999" in err
 
@@ -242,7 +259,8 @@ def test_trials_at_120_columns_keeps_every_header_and_figure_whole(stored_study:
     assert max(len(line) for line in lines) <= 120
     header = lines[:lines.index(next(line for line in lines if line.startswith("┡")))]
     assert "…" not in "".join(header)
-    for line in lines[len(header):]:  # figures fold, never end in "…" (a failure message is cut on purpose)
+    # figures fold, never end in "…" (a failure message is cut on purpose)
+    for line in lines[len(header):]:
         assert "…" not in "".join(line.split("│")[1:-2]), line
     words = " ".join(line.replace("┃", " ") for line in header).split()
     for flag in open_stored_study(stored_study).spec.search:  # each hyphen-separated part, whole

@@ -1,8 +1,8 @@
-"""The report page and the dashboard in a real browser: headless Chromium draws them; flag names and values
-must be on the page, and the report must not make a single network request.
+"""The report page and the dashboard in a real browser: headless Chromium draws them; flag names and
+values must be on the page, and the report must not make a single network request.
 
-Driven over the Chrome DevTools Protocol (aiohttp's websocket client): navigate, wait for the load event (and
-for a single-page app to render), record every request, then ask the page what it shows.
+Driven over the Chrome DevTools Protocol (aiohttp's websocket client): navigate, wait for the load
+event (and for a single-page app to render), record every request, then ask the page what it shows.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ pytestmark = pytest.mark.timeout(60)
 PLOTS = """JSON.stringify({
   title: document.title,
   plots: Array.from(document.querySelectorAll('.js-plotly-plot')).map(p => ({
-    id: p.id, width: p.getBoundingClientRect().width, svgs: p.querySelectorAll('svg.main-svg').length,
+    id: p.id, width: p.getBoundingClientRect().width,
+    svgs: p.querySelectorAll('svg.main-svg').length,
     hover: (p.data || []).map(t => (t.text || []).join('\\n')).join('\\n')})),
   headings: Array.from(document.querySelectorAll('h2')).map(h => h.textContent),
   stepsCells: document.querySelectorAll('table.steps td').length,
@@ -38,9 +39,11 @@ TEXT = "JSON.stringify({text: document.body ? document.body.innerText : ''})"
 
 
 def _start_chromium(binary: str, profile: Path) -> tuple[subprocess.Popen[bytes], int]:
-    proc = subprocess.Popen([binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                             "--disable-extensions", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-                             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "about:blank"],
+    proc = subprocess.Popen([binary, "--headless=new", "--no-sandbox", "--disable-gpu",
+                             "--no-first-run", "--disable-extensions", "--disable-dev-shm-usage",
+                             f"--user-data-dir={profile}",
+                             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+                             "about:blank"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     port_file = profile / "DevToolsActivePort"
     deadline = time.monotonic() + 30
@@ -48,15 +51,17 @@ def _start_chromium(binary: str, profile: Path) -> tuple[subprocess.Popen[bytes]
         if port_file.exists() and port_file.read_text().strip():
             return proc, int(port_file.read_text().splitlines()[0])
         if proc.poll() is not None:
-            raise RuntimeError(f"chromium exited {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
+            raise RuntimeError(
+                f"chromium exited {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
         time.sleep(0.05)
     proc.kill()
     raise RuntimeError("chromium did not open its DevTools port within 30 s")
 
 
-async def _inspect(port: int, url: str, expression: str = PLOTS, wait_for: str | None = None) -> dict[str, Any]:
-    """Load ``url``; evaluate ``expression`` (after ``wait_for`` appears in the page text, if given). The result
-    carries ``requests``: every URL the page asked for."""
+async def _inspect(port: int, url: str, expression: str = PLOTS, wait_for: str
+                   | None = None) -> dict[str, Any]:
+    """Load ``url``; evaluate ``expression`` (after ``wait_for`` appears in the page text, if
+    given). The result carries ``requests``: every URL the page asked for."""
     counter = itertools.count(1)
     requests: list[str] = []
     async with aiohttp.ClientSession() as session:
@@ -107,19 +112,23 @@ def _in_chromium(tmp_path: Path, url: str, **kwargs: Any) -> dict[str, Any]:
         proc.wait(timeout=10)
 
 
-def test_report_draws_every_plot_offline_with_flags_on_the_page(stored_study: Path, tmp_path: Path) -> None:
+def test_report_draws_every_plot_offline_with_flags_on_the_page(stored_study: Path,
+                                                                tmp_path: Path) -> None:
     report = write_report(stored_study, tmp_path / "report")
     page = _in_chromium(tmp_path, report.page.resolve().as_uri())
     assert page["title"] == "spectune report: demo"
     plots = {p["id"]: p for p in page["plots"]}
-    assert set(plots) == {f"plot-{k}" for k in ("history", "speeds", "latencies", "importances", "failures")}
+    assert set(plots) == {f"plot-{k}"
+                          for k in ("history", "speeds", "latencies", "importances", "failures")}
     for plot in plots.values():
-        assert plot["svgs"] >= 1 and plot["width"] > 300, plot  # drawn by plotly.js, laid out on the page
+        # drawn by plotly.js, laid out on the page
+        assert plot["svgs"] >= 1 and plot["width"] > 300, plot
     assert "Steps × concurrency" in page["headings"] and page["stepsCells"] >= 2
     # Hover text: trial number, flag names with values, figures.
     hover = plots["plot-history"]["hover"]
     assert "trial 0" in hover and "(baseline)" in hover
-    assert re.search(r"--speculative-num-steps=\d", hover) and re.search(r"--mem-fraction-static=0\.\d+", hover)
+    assert re.search(r"--speculative-num-steps=\d", hover) \
+           and re.search(r"--mem-fraction-static=0\.\d+", hover)
     assert "tok/s" in hover and "score" in hover
     assert "--mem-fraction-static" in page["text"] and "--cuda-graph-max-bs-decode" in page["text"]
     assert "out-of-memory" in page["text"] and "rough guide" in page["text"]

@@ -1,9 +1,10 @@
-"""Heavy tier: a shipped option table regenerated from the real SGLang wheel and compared with the file.
+"""Heavy tier: a shipped option table regenerated from the real SGLang wheel and compared with the
+file.
 
-Needs the cache bench/sglang_versions/env.py builds (real wheels, a CPU-only torch); skips, saying how to build
-it, where that cache is absent. One release only (importing SGLang costs ~10-30 s of CPU): 0.5.14, the first
-with SGLang's deprecation marks on the renamed CUDA-graph flag, so the rename spectune maps is read from the
-real parser here.
+Needs the cache bench/sglang_versions/env.py builds (real wheels, a CPU-only torch); skips, saying
+how to build it, where that cache is absent. One release only (importing SGLang costs ~10-30 s of
+CPU): 0.5.14, the first with SGLang's deprecation marks on the renamed CUDA-graph flag, so the
+rename spectune maps is read from the real parser here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from bench.sglang_versions import tables
 from tuner.sglang import versions
 from tuner.sglang.options import OptionTable, load_option_table
 
-# One import of SGLang: seconds on a quiet machine, minutes on a loaded one (pytest-timeout defaults to 300 s).
+# One import of SGLang: seconds on a quiet machine, minutes on a loaded one (pytest-timeout defaults
+# to 300 s).
 pytestmark = [pytest.mark.sglang_real, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RELEASE = "0.5.14"

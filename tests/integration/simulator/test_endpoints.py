@@ -53,7 +53,8 @@ def test_health_ready_and_model_info(sim: RunningSimulator) -> None:
         assert get(sim.url + path)[0] == 200, path
     status, body = get(sim.url + "/model_info")
     info = json.loads(body)
-    assert status == 200 and info["model_path"] == "Qwen/Qwen3.5-122B-A10B" and info["is_generation"] is True
+    assert status == 200 and info["model_path"] == "Qwen/Qwen3.5-122B-A10B" \
+           and info["is_generation"] is True
     assert info["served_model_name"] == "sim-model" and info["architectures"]
     models = json.loads(get(sim.url + "/v1/models")[1])
     assert models["object"] == "list" and models["data"][0]["id"] == "sim-model"
@@ -62,8 +63,9 @@ def test_health_ready_and_model_info(sim: RunningSimulator) -> None:
 
 def test_server_info_has_resolved_args_and_internal_state(sim: RunningSimulator) -> None:
     # Enough decode iterations for one --decode-log-interval (5 here) so the average exists.
-    post(sim.url + "/generate", {"text": "warm the average up", "sampling_params": {"max_new_tokens": 40,
-                                                                                    "ignore_eos": True}})
+    post(sim.url + "/generate",
+         {"text": "warm the average up", "sampling_params": {"max_new_tokens": 40,
+                                                             "ignore_eos": True}})
     info = json.loads(get(sim.url + "/server_info")[1])
     assert info["version"] == "0.5.23"
     assert info["speculative_num_draft_tokens"] == 4 and info["speculative_algorithm"] == "EAGLE3"
@@ -78,13 +80,15 @@ def test_server_info_has_resolved_args_and_internal_state(sim: RunningSimulator)
 
 def test_generate_streams_cumulative_text_with_meta_info(sim: RunningSimulator) -> None:
     status, raw = post(sim.url + "/generate", {"text": "Hello world", "stream": True,
-                                               "sampling_params": {"max_new_tokens": 30, "temperature": 0,
+                                               "sampling_params": {"max_new_tokens": 30,
+                                                                   "temperature": 0,
                                                                    "ignore_eos": True}})
     out = events(raw)
     assert status == 200 and out[-1] == "[DONE]"
     data = out[:-1]
     counts = [e["meta_info"]["completion_tokens"] for e in data]
-    assert counts[0] == 1 and counts[-1] == 30 and counts == sorted(counts) and len(set(counts)) == len(counts)
+    assert counts[0] == 1 and counts[-1] == 30 and counts == sorted(counts) \
+           and len(set(counts)) == len(counts)
     for a, b in itertools.pairwise(data):
         assert b["text"].startswith(a["text"])  # cumulative
     last = data[-1]["meta_info"]
@@ -97,24 +101,27 @@ def test_generate_streams_cumulative_text_with_meta_info(sim: RunningSimulator) 
 
 def test_generate_whole_and_input_ids(sim: RunningSimulator) -> None:
     status, body = post(sim.url + "/generate", {"input_ids": [1, 2, 3, 4, 5],
-                                                "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}})
+                                                "sampling_params": {"max_new_tokens": 6,
+                                                                    "ignore_eos": True}})
     out = json.loads(body)
-    assert status == 200 and out["meta_info"]["prompt_tokens"] == 5 and out["meta_info"]["completion_tokens"] == 6
+    assert status == 200 and out["meta_info"]["prompt_tokens"] == 5 \
+           and out["meta_info"]["completion_tokens"] == 6
     assert len(out["text"].split()) == 6
 
 
 def test_chat_stream_with_spec_details_and_usage(sim: RunningSimulator) -> None:
     status, raw = post(sim.url + "/v1/chat/completions", {
-        "model": "sim-model", "messages": [{"role": "user", "content": "Why is the sky blue?"}], "stream": True,
-        "max_completion_tokens": 20, "ignore_eos": True, "temperature": 0, "return_spec_tokens_details": True,
-        "stream_options": {"include_usage": True}})
+        "model": "sim-model", "messages": [{"role": "user", "content": "Why is the sky blue?"}],
+        "stream": True, "max_completion_tokens": 20, "ignore_eos": True, "temperature": 0,
+        "return_spec_tokens_details": True, "stream_options": {"include_usage": True}})
     out = events(raw)
     assert status == 200 and out[-1] == "[DONE]"
     usage = out[-2]
     assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 20
     details = out[-3]["sglext"]["spec_tokens_details"]
     content_chunks = [e for e in out[1:-3] if e["choices"]]
-    assert details["spec_verify_ct"] == len(content_chunks) - 1  # the first token came from the prefill
+    # the first token came from the prefill
+    assert details["spec_verify_ct"] == len(content_chunks) - 1
     assert details["spec_num_proposed_drafts"] == details["spec_verify_ct"] * 3
     assert sum(details["spec_correct_drafts_histogram"]) == details["spec_verify_ct"]
     assert out[0]["choices"][0]["delta"]["role"] == "assistant"
@@ -123,16 +130,19 @@ def test_chat_stream_with_spec_details_and_usage(sim: RunningSimulator) -> None:
 
 def test_completions_whole_response(sim: RunningSimulator) -> None:
     status, body = post(sim.url + "/v1/completions", {"prompt": "Count to ten:", "max_tokens": 9,
-                                                      "ignore_eos": True, "return_spec_tokens_details": True})
+                                                      "ignore_eos": True,
+                                                      "return_spec_tokens_details": True})
     out = json.loads(body)
     assert status == 200 and out["object"] == "text_completion" and out["id"].startswith("cmpl-")
-    assert out["usage"]["completion_tokens"] == 9 and out["usage"]["total_tokens"] == 9 + out["usage"]["prompt_tokens"]
+    assert out["usage"]["completion_tokens"] == 9 \
+           and out["usage"]["total_tokens"] == 9 + out["usage"]["prompt_tokens"]
     assert out["choices"][0]["finish_reason"] == "length"
     assert out["sglext"]["spec_tokens_details"]["spec_verify_ct"] >= 1
 
 
 def test_eos_rule_stops_without_ignore_eos(sim: RunningSimulator) -> None:
-    status, body = post(sim.url + "/v1/completions", {"prompt": "Write an essay.", "max_tokens": 5000})
+    status, body = post(sim.url + "/v1/completions",
+                        {"prompt": "Write an essay.", "max_tokens": 5000})
     out = json.loads(body)
     assert status == 200 and out["choices"][0]["finish_reason"] == "stop"
     assert 0 < out["usage"]["completion_tokens"] < 5000
@@ -141,11 +151,13 @@ def test_eos_rule_stops_without_ignore_eos(sim: RunningSimulator) -> None:
 def test_bad_requests_get_sglang_errors(sim: RunningSimulator) -> None:
     status, body = post(sim.url + "/v1/chat/completions", b"{not json")
     err = json.loads(body)
-    assert status == 400 and err["object"] == "error" and err["type"] == "BadRequestError" and err["code"] == 400
+    assert status == 400 and err["object"] == "error" and err["type"] == "BadRequestError" \
+           and err["code"] == 400
     status, body = post(sim.url + "/v1/completions", {"prompt": "x", "max_tokens": 10_000_000})
     assert status == 400 and "maximum context length" in json.loads(body)["message"]
-    status, body = post(sim.url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
-                                                           "temperature": -1})
+    status, body = post(sim.url + "/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": "x"}],
+                         "temperature": -1})
     assert status == 400 and "temperature must be non-negative" in json.loads(body)["message"]
     status, body = post(sim.url + "/v1/chat/completions", {"model": "sim-model"})
     assert status == 400 and "messages" in json.loads(body)["message"]
@@ -174,10 +186,12 @@ def test_flush_cache_only_when_idle(sim: RunningSimulator) -> None:
 
 def test_metrics_counters_and_gauges(sim: RunningSimulator) -> None:
     before = get(sim.url + "/metrics")[1].decode()
-    post(sim.url + "/generate", {"text": "count me", "sampling_params": {"max_new_tokens": 50, "ignore_eos": True}})
+    post(sim.url + "/generate",
+         {"text": "count me", "sampling_params": {"max_new_tokens": 50, "ignore_eos": True}})
     after = get(sim.url + "/metrics")[1].decode()
     assert "# TYPE sglang:generation_tokens_total counter" in after
-    assert metric(after, "generation_tokens_total") - metric(before, "generation_tokens_total") == 50
+    assert metric(after, "generation_tokens_total") - metric(before,
+                                                             "generation_tokens_total") == 50
     verify = metric(after, "spec_verify_calls_total") - metric(before, "spec_verify_calls_total")
     assert 50 / 4 <= verify < 50
     assert metric(after, "prompt_tokens_total") > metric(before, "prompt_tokens_total")
@@ -194,7 +208,8 @@ def test_before_ready_health_is_503_but_models_answer(tmp_path) -> None:  # type
             time.sleep(0.02)
         for path in ("/health", "/health_generate", "/ready"):
             assert http_status(server.url + path) == 503, path
-        status, _body = post(server.url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+        status, _body = post(server.url + "/v1/chat/completions",
+                             {"messages": [{"role": "user", "content": "x"}]})
         assert status == 503
         stopped = time.monotonic()
         server.process.terminate()

@@ -1,5 +1,6 @@
-"""The simulator fails like SGLang once it is up, when its profile asks (tuner/simulator/faults.py): wrong text at
-temperature 0, an out-of-memory crash at a large decode batch, a hang, 500s when too many requests are in flight."""
+"""The simulator fails like SGLang once it is up, when its profile asks (tuner/simulator/faults.py):
+wrong text at temperature 0, an out-of-memory crash at a large decode batch, a hang, 500s when too
+many requests are in flight."""
 
 from __future__ import annotations
 
@@ -51,9 +52,11 @@ def with_draft(tokens: int) -> list[str]:
     return args
 
 
-def generate(url: str, prompt: str, tokens: int = 12, timeout: float = 30) -> tuple[int, dict[str, object]]:
-    body = json.dumps({"text": prompt, "sampling_params": {"max_new_tokens": tokens, "temperature": 0,
-                                                            "ignore_eos": True}}).encode()
+def generate(url: str, prompt: str, tokens: int = 12,
+             timeout: float = 30) -> tuple[int, dict[str, object]]:
+    body = json.dumps({"text": prompt,
+                       "sampling_params": {"max_new_tokens": tokens, "temperature": 0,
+                                            "ignore_eos": True}}).encode()
     request = urllib.request.Request(f"{url}/generate", body, {"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -64,9 +67,11 @@ def generate(url: str, prompt: str, tokens: int = 12, timeout: float = 30) -> tu
 
 async def burst(url: str, n: int, tokens: int = 64) -> list[int | str]:
     async def one(session: aiohttp.ClientSession, i: int) -> int | str:
-        body = {"text": f"prompt {i}", "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
+        body = {"text": f"prompt {i}",
+                "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
         try:
-            async with session.post(f"{url}/generate", json=body, timeout=aiohttp.ClientTimeout(total=20)) as r:
+            async with session.post(f"{url}/generate", json=body,
+                                    timeout=aiohttp.ClientTimeout(total=20)) as r:
                 await r.read()
                 return r.status
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -88,9 +93,11 @@ def test_shipped_profiles_have_no_faults_and_bad_ones_are_refused(tmp_path: Path
         load_profile(str(bad))
 
 
-def test_wrong_output_diverges_after_the_named_tokens_only_for_matching_flags(profile: Path) -> None:
+def test_wrong_output_diverges_after_the_named_tokens_only_for_matching_flags(
+        profile: Path) -> None:
     right = "".join(TokenWriter(0, "What is 2+2?").take(12))
-    with running_simulator([*SPEC, *TOPK2], profile=str(profile), time_scale=400, ready_timeout_s=30) as sim:
+    with running_simulator([*SPEC, *TOPK2], profile=str(profile), time_scale=400,
+                           ready_timeout_s=30) as sim:
         status, answer = generate(sim.url, "What is 2+2?")
     assert status == 200
     text = str(answer["text"])
@@ -100,9 +107,11 @@ def test_wrong_output_diverges_after_the_named_tokens_only_for_matching_flags(pr
 
 
 def test_a_large_decode_batch_runs_out_of_memory_and_the_process_exits(profile: Path) -> None:
-    config_faults = faults.active(load_profile(str(profile)).faults, {"speculative_num_draft_tokens": 5})
+    config_faults = faults.active(load_profile(str(profile)).faults,
+                                  {"speculative_num_draft_tokens": 5})
     assert config_faults.decode_gb_per_token == 0.5
-    with running_simulator(with_draft(5), profile=str(profile), time_scale=400, ready_timeout_s=30) as sim:
+    with running_simulator(with_draft(5), profile=str(profile), time_scale=400,
+                           ready_timeout_s=30) as sim:
         assert generate(sim.url, "one at a time")[0] == 200  # a batch of one fits
         results = asyncio.run(burst(sim.url, 16))
         assert sim.process.wait(timeout=20) == 1
@@ -113,7 +122,8 @@ def test_a_large_decode_batch_runs_out_of_memory_and_the_process_exits(profile: 
 
 
 def test_a_hang_after_n_requests_leaves_requests_and_health_unanswered(profile: Path) -> None:
-    with running_simulator(with_draft(7), profile=str(profile), time_scale=400, ready_timeout_s=30) as sim:
+    with running_simulator(with_draft(7), profile=str(profile), time_scale=400,
+                           ready_timeout_s=30) as sim:
         assert [generate(sim.url, f"p{i}")[0] for i in range(2)] == [200, 200]
         with pytest.raises(TimeoutError):
             generate(sim.url, "stuck", timeout=2)
@@ -121,6 +131,7 @@ def test_a_hang_after_n_requests_leaves_requests_and_health_unanswered(profile: 
 
 
 def test_too_many_requests_in_flight_get_500(profile: Path) -> None:
-    with running_simulator(with_draft(8), profile=str(profile), time_scale=50, ready_timeout_s=30) as sim:
+    with running_simulator(with_draft(8), profile=str(profile), time_scale=50,
+                           ready_timeout_s=30) as sim:
         results = asyncio.run(burst(sim.url, 8, tokens=128))
     assert results.count(500) >= 4 and 200 in results

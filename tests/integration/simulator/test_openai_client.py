@@ -19,7 +19,8 @@ def test_models_list_names_the_served_model(client: OpenAI) -> None:
 
 def test_chat_completion_stream_with_usage(client: OpenAI) -> None:
     stream = client.chat.completions.create(
-        model="sim-model", messages=[{"role": "user", "content": "Tell me about speculative decoding."}],
+        model="sim-model",
+        messages=[{"role": "user", "content": "Tell me about speculative decoding."}],
         max_tokens=40, temperature=0.0, stream=True, stream_options={"include_usage": True},
         extra_body={"ignore_eos": True})
     chunks = list(stream)
@@ -38,7 +39,8 @@ def test_chat_completion_stream_with_usage(client: OpenAI) -> None:
 def test_completion_stream_and_continuous_usage(client: OpenAI) -> None:
     stream = client.completions.create(
         model="sim-model", prompt="The quick brown fox", max_tokens=25, stream=True,
-        stream_options={"include_usage": True, "continuous_usage_stats": True}, extra_body={"ignore_eos": True})
+        stream_options={"include_usage": True, "continuous_usage_stats": True},
+        extra_body={"ignore_eos": True})
     chunks = list(stream)
     text_chunks = [c for c in chunks if c.choices]
     counts = [c.usage.completion_tokens for c in text_chunks if c.usage is not None]
@@ -49,11 +51,13 @@ def test_completion_stream_and_continuous_usage(client: OpenAI) -> None:
 
 
 def test_whole_responses(client: OpenAI) -> None:
-    chat = client.chat.completions.create(model="sim-model", messages=[{"role": "user", "content": "hi"}],
+    chat = client.chat.completions.create(model="sim-model",
+                                          messages=[{"role": "user", "content": "hi"}],
                                           max_tokens=12, extra_body={"ignore_eos": True})
     assert chat.choices[0].message.role == "assistant"
-    assert len((chat.choices[0].message.content or "").split()) == chat.usage.completion_tokens == 12  # type: ignore[union-attr]
-    completion = client.completions.create(model="sim-model", prompt="Once upon a time", max_tokens=7,
-                                           extra_body={"ignore_eos": True})
+    assert len((chat.choices[0].message.content
+                or "").split()) == chat.usage.completion_tokens == 12  # type: ignore[union-attr]
+    completion = client.completions.create(model="sim-model", prompt="Once upon a time",
+                                           max_tokens=7, extra_body={"ignore_eos": True})
     assert completion.choices[0].finish_reason == "length"
     assert completion.usage is not None and completion.usage.completion_tokens == 7

@@ -1,4 +1,5 @@
-"""The greedy probe against the simulator, through each API: the same text streamed as the engine writes it."""
+"""The greedy probe against the simulator, through each API: the same text streamed as the engine
+writes it."""
 
 from __future__ import annotations
 
@@ -22,5 +23,7 @@ def test_every_api_gives_whole_deterministic_texts(sim: RunningSimulator, api: s
 
 
 def test_a_whole_json_answer_and_an_error_event_are_read() -> None:
-    assert _read("completions", b'{"choices": [{"text": " a b", "finish_reason": "length"}]}') == (" a b", "length")
-    assert _read("chat", b'data: {"error": {"message": "boom"}}\n\ndata: [DONE]\n\n') == (None, None)
+    assert _read("completions", b'{"choices": [{"text": " a b", "finish_reason": "length"}]}') == (
+        " a b", "length")
+    assert _read("chat", b'data: {"error": {"message": "boom"}}\n\ndata: [DONE]\n\n') == (None,
+                                                                                          None)

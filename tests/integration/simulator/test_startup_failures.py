@@ -1,4 +1,5 @@
-"""``spectune simulate`` fails the way SGLang 0.5.23 does: argparse (exit 2), validation, OOM, runtime errors."""
+"""``spectune simulate`` fails the way SGLang 0.5.23 does: argparse (exit 2), validation, OOM,
+runtime errors."""
 
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ from tuner.simulator.process import running_simulator
 from tuner.targets.classify import ExitInfo, classify
 
 
-def simulate(*server_args: str, scale: float = 1000.0, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def simulate(*server_args: str, scale: float = 1000.0,
+             timeout: float = 30) -> subprocess.CompletedProcess[str]:
     command = [*spectune_command(), "simulate", "--time-scale", str(scale), "--", *server_args,
                "--host", "127.0.0.1", "--port", "0"]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
 
 def test_help_prints_sglang_options() -> None:
-    done = subprocess.run([*spectune_command(), "simulate", "--", "--help"], capture_output=True, text=True,
-                          timeout=30)
+    done = subprocess.run([*spectune_command(), "simulate", "--", "--help"], capture_output=True,
+                          text=True, timeout=30)
     assert done.returncode == 0
     assert "usage: sglang serve" in done.stdout and "--speculative-num-steps" in done.stdout
 
@@ -47,14 +49,15 @@ def test_validation_error_exits_before_loading_weights() -> None:
     done = simulate(*SPEC, "--attention-backend", "trtllm_mha", "--speculative-eagle-topk", "2",
                     "--speculative-num-draft-tokens", "5")
     assert done.returncode == 1
-    assert "ValueError: trtllm_mha backend only supports topk = 1 for speculative decoding." in done.stderr
+    assert "ValueError: trtllm_mha backend only supports topk = 1 for speculative " \
+           "decoding." in done.stderr
     assert "Load weight begin" not in done.stderr
     assert classify(done.stderr, ExitInfo(code=1)).failure_class == "invalid-flags"
 
 
 def test_partial_tree_flags_fail_with_a_bare_assertion() -> None:
-    done = simulate("--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3",
-                    "--speculative-eagle-topk", "2")
+    done = simulate("--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4",
+                    "--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "2")
     assert done.returncode == 1 and done.stderr.rstrip().endswith("AssertionError")
 
 
@@ -63,7 +66,8 @@ def test_graph_capture_out_of_memory() -> None:
     assert done.returncode != 0
     log = done.stderr
     assert "Capture cuda graph failed: CUDA out of memory" in log
-    assert log.index("Load weight end") < log.index("KV Cache is allocated") < log.index("Capture cuda graph failed")
+    assert log.index("Load weight end") < log.index("KV Cache is allocated") < log.index(
+        "Capture cuda graph failed")
     assert "fired up" not in log
     assert classify(log, ExitInfo(code=done.returncode)).failure_class == "out-of-memory"
 
@@ -71,7 +75,8 @@ def test_graph_capture_out_of_memory() -> None:
 def test_over_large_tree_starts_then_every_request_fails(tmp_path: Path) -> None:
     args = [*SPEC[:-4], "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "16"]
     with running_simulator(args, time_scale=400.0, log_path=tmp_path / "log") as sim:
-        body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20, "stream": True})
+        body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20,
+                           "stream": True})
         request = urllib.request.Request(f"{sim.url}/v1/chat/completions", data=body.encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -80,7 +85,8 @@ def test_over_large_tree_starts_then_every_request_fails(tmp_path: Path) -> None
         errors = [json.loads(b[6:]) for b in raw.split("\n\n") if b.startswith("data: {\"error\"")]
         assert errors and "selected index k out of range" in errors[0]["error"]["message"]
         assert raw.rstrip().endswith("data: [DONE]")
-        whole = urllib.request.Request(f"{sim.url}/v1/completions", data=b'{"prompt": "x", "max_tokens": 5}',
+        whole = urllib.request.Request(f"{sim.url}/v1/completions",
+                                       data=b'{"prompt": "x", "max_tokens": 5}',
                                        headers={"Content-Type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(whole, timeout=10)
@@ -88,7 +94,8 @@ def test_over_large_tree_starts_then_every_request_fails(tmp_path: Path) -> None
 
 
 def test_missing_profile_and_bad_time_scale_are_cli_errors() -> None:
-    done = subprocess.run([*spectune_command(), "simulate", "--profile", "no-such-profile", "--", *SPEC],
+    done = subprocess.run([*spectune_command(), "simulate", "--profile", "no-such-profile", "--",
+                           *SPEC],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "no simulator profile 'no-such-profile'" in done.stderr
     done = subprocess.run([*spectune_command(), "simulate", "--time-scale", "0", "--", *SPEC],

@@ -1,16 +1,18 @@
 """Test doubles of ``systemctl``, ``journalctl`` and ``sudo`` for the SSH login the tests drive.
 
-Installed on the login's PATH by ``conftest.py`` as small wrappers (``systemctl`` → ``fake_systemd.py systemctl``).
-It behaves like systemd where the tuner can tell the difference:
-- unit files and drop-ins are read from ``$FAKE_SYSTEMD_DIR`` (``UNIT.service`` + ``UNIT.service.d/*.conf`` in
-  lexical order; an empty ``ExecStart=`` clears the list); only ``daemon-reload`` makes edits visible, so a tuner
-  that forgets it restarts the old command line;
-- command lines are split the systemd way, written independently of spectune's own code: specifiers first
-  (``%%``, ``%n``; others are an error), then words with quotes and C escapes, then ``$$`` and ``$VAR``;
-- ``restart`` stops the running process (SIGTERM to its group, waiting for it) and starts ExecStart under a
-  supervisor that writes the output to a journal with timestamps and records the exit status;
-- ``show``/``is-active`` report ActiveState/SubState/ExecMainCode/ExecMainStatus; ``journalctl -u U -n N
-  [--since @T] [-o cat]`` prints the journal's tail.
+Installed on the login's PATH by ``conftest.py`` as small wrappers (``systemctl`` →
+``fake_systemd.py systemctl``). It behaves like systemd where the tuner can tell the difference:
+- unit files and drop-ins are read from ``$FAKE_SYSTEMD_DIR`` (``UNIT.service`` +
+  ``UNIT.service.d/*.conf`` in lexical order; an empty ``ExecStart=`` clears the list); only
+  ``daemon-reload`` makes edits visible, so a tuner that forgets it restarts the old command line;
+- command lines are split the systemd way, written independently of spectune's own code: specifiers
+  first (``%%``, ``%n``; others are an error), then words with quotes and C escapes, then ``$$`` and
+  ``$VAR``;
+- ``restart`` stops the running process (SIGTERM to its group, waiting for it) and starts ExecStart
+  under a supervisor that writes the output to a journal with timestamps and records the exit
+  status;
+- ``show``/``is-active`` report ActiveState/SubState/ExecMainCode/ExecMainStatus; ``journalctl -u U
+  -n N [--since @T] [-o cat]`` prints the journal's tail.
 Nothing here imports spectune. State lives in ``$FAKE_SYSTEMD_STATE``.
 """
 
@@ -27,11 +29,11 @@ from pathlib import Path
 
 UNIT_DIR = Path(os.environ.get("FAKE_SYSTEMD_DIR", "/nonexistent"))
 STATE = Path(os.environ.get("FAKE_SYSTEMD_STATE", "/nonexistent"))
-ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "\\": "\\", '"': '"',
-           "'": "'", "s": " "}
+ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "\\": "\\",
+           '"': '"', "'": "'", "s": " "}
 
 
-# ----- unit files ---------------------------------------------------------------------------------------
+# ----- unit files ---------------------------------------------------------------------------------
 def specifiers(value: str, unit: str) -> str:
     def repl(m: re.Match[str]) -> str:
         if m.group(1) == "%":
@@ -75,7 +77,8 @@ def split(value: str) -> list[str]:
 
 def expand_vars(word: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\$|\$\{(\w+)\}|\$(\w+)",
-                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1) or m.group(2), ""), word)
+                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1) or m.group(2), ""),
+                  word)
 
 
 def load_unit(unit: str) -> dict[str, object]:
@@ -107,7 +110,7 @@ def load_unit(unit: str) -> dict[str, object]:
     return {"argv": argv, "env": environment}
 
 
-# ----- state ----------------------------------------------------------------------------------------------
+# ----- state --------------------------------------------------------------------------------------
 def status_path(unit: str) -> Path:
     return STATE / f"{unit}.status.json"
 
@@ -116,8 +119,8 @@ def read_status(unit: str) -> dict[str, str]:
     try:
         return json.loads(status_path(unit).read_text())
     except (OSError, ValueError):
-        return {"ActiveState": "inactive", "SubState": "dead", "ExecMainCode": "0", "ExecMainStatus": "0",
-                "MainPID": "0", "SupervisorPID": "0"}
+        return {"ActiveState": "inactive", "SubState": "dead", "ExecMainCode": "0",
+                "ExecMainStatus": "0", "MainPID": "0", "SupervisorPID": "0"}
 
 
 def write_status(unit: str, **fields: str) -> None:
@@ -140,7 +143,7 @@ def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
-# ----- systemctl ------------------------------------------------------------------------------------------
+# ----- systemctl ----------------------------------------------------------------------------------
 def daemon_reload() -> None:
     for unit_file in UNIT_DIR.glob("*.service"):
         (STATE / f"{unit_file.name}.loaded.json").write_text(json.dumps(load_unit(unit_file.name)))
@@ -165,7 +168,8 @@ def start(unit: str) -> int:
         loaded.write_text(json.dumps(load_unit(unit)))
     write_status(unit, ActiveState="activating", SubState="start", MainPID="0")
     sup = subprocess.Popen([sys.executable, __file__, "supervise", unit], start_new_session=True,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
     deadline = time.time() + 10
     while time.time() < deadline:
         status = read_status(unit)
@@ -178,15 +182,16 @@ def start(unit: str) -> int:
 
 def supervise(unit: str) -> None:
     config = json.loads((STATE / f"{unit}.loaded.json").read_text())
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1", **config["env"]}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONUNBUFFERED": "1",
+           **config["env"]}
     stopping = False
     try:
-        child = subprocess.Popen(config["argv"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(config["argv"], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     except OSError as exc:
         journal(unit, f"{unit}: Failed to execute {config['argv'][0]}: {exc.strerror}")
-        write_status(unit, ActiveState="failed", SubState="failed", ExecMainCode="1", ExecMainStatus="203",
-                     SupervisorPID=str(os.getpid()))
+        write_status(unit, ActiveState="failed", SubState="failed", ExecMainCode="1",
+                     ExecMainStatus="203", SupervisorPID=str(os.getpid()))
         return
 
     def on_term(*_: object) -> None:
@@ -195,21 +200,22 @@ def supervise(unit: str) -> None:
         child.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_term)
-    write_status(unit, ActiveState="active", SubState="running", MainPID=str(child.pid), ExecMainCode="0",
-                 ExecMainStatus="0", SupervisorPID=str(os.getpid()))
+    write_status(unit, ActiveState="active", SubState="running", MainPID=str(child.pid),
+                 ExecMainCode="0", ExecMainStatus="0", SupervisorPID=str(os.getpid()))
     journal(unit, f"Started {unit}.")
     assert child.stdout is not None
     for raw in child.stdout:
         journal(unit, raw.decode(errors="replace").rstrip("\n"))
     code = child.wait()
     if stopping:
-        write_status(unit, ActiveState="inactive", SubState="dead", ExecMainCode="1", ExecMainStatus="0")
+        write_status(unit, ActiveState="inactive", SubState="dead", ExecMainCode="1",
+                     ExecMainStatus="0")
         return
     how = ("killed", str(-code)) if code < 0 else ("exited", str(code))
     journal(unit, f"{unit}: Main process exited, code={how[0]}, status={how[1]}")
     failed = code != 0
-    write_status(unit, ActiveState="failed" if failed else "inactive", SubState="failed" if failed else "dead",
-                 ExecMainCode="2" if code < 0 else "1", ExecMainStatus=how[1])
+    write_status(unit, ActiveState="failed" if failed else "inactive", SubState="failed" if failed
+                 else "dead", ExecMainCode="2" if code < 0 else "1", ExecMainStatus=how[1])
 
 
 def systemctl(args: list[str]) -> int:

@@ -51,20 +51,23 @@ class SshServer:
     def add_unit(self, port: int, *, served_name: str = "original") -> str:
         """A user's unit file running the simulator with its own ("original") configuration."""
         unit = f"sim-{uuid.uuid4().hex[:8]}.service"
-        # --tp-size 4: the seed profile models 4 GPUs; at TP 1 the 122B weights do not fit one (OOM, as for real).
+        # --tp-size 4: the seed profile models 4 GPUs; at TP 1 the 122B weights do not fit one (OOM,
+        # as for real).
         argv = [*simulate_prefix(), "--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4",
                 "--served-model-name", served_name,
                 "--host", "127.0.0.1", "--port", str(port)]
         (self.systemd_dir / unit).write_text(
-            "[Unit]\nDescription=SGLang (test)\n[Service]\nType=simple\nExecStart=" + " ".join(argv) + "\n"
+            "[Unit]\nDescription=SGLang (test)\n[Service]\nType=simple\nExecStart=" + " ".join(argv)
+            + "\n"
             "[Install]\nWantedBy=multi-user.target\n")
         return unit
 
     def systemctl(self, *args: str) -> None:
         """Run the systemctl double directly (as the host's admin would, not through the tuner)."""
-        env = {**os.environ, "FAKE_SYSTEMD_DIR": str(self.systemd_dir), "FAKE_SYSTEMD_STATE": str(self.state_dir)}
-        subprocess.run([sys.executable, str(HERE / "fake_systemd.py"), "systemctl", *args], env=env, check=True,
-                       timeout=30)
+        env = {**os.environ, "FAKE_SYSTEMD_DIR": str(self.systemd_dir),
+               "FAKE_SYSTEMD_STATE": str(self.state_dir)}
+        subprocess.run([sys.executable, str(HERE / "fake_systemd.py"), "systemctl", *args], env=env,
+                       check=True, timeout=30)
 
     def sudo_log(self) -> str:
         path = self.state_dir / "sudo.log"
@@ -72,9 +75,10 @@ class SshServer:
 
 
 def simulator_missing() -> str | None:
-    """Why ``spectune simulate`` cannot serve yet (None when it can): it is built in parallel to the targets."""
-    done = subprocess.run([*spectune_command(), "simulate", "--", "--help"], capture_output=True, text=True,
-                          timeout=60)
+    """Why ``spectune simulate`` cannot serve yet (None when it can): it is built in parallel to the
+    targets."""
+    done = subprocess.run([*spectune_command(), "simulate", "--", "--help"], capture_output=True,
+                          text=True, timeout=60)
     if done.returncode == 0 and "--model-path" in done.stdout:
         return None
     return f"`spectune simulate -- --help` failed: {(done.stderr or done.stdout).strip()[-300:]}"

@@ -115,16 +115,17 @@ def test_deploy_original_for_a_local_target(study_file: tuple[Path, int]) -> Non
 
 def test_missing_study_and_bad_options_are_clear_errors(study_file: tuple[Path, int]) -> None:
     path, _ = study_file
-    done = subprocess.run([*spectune_command(), "deploy", str(path), "--best"], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([*spectune_command(), "deploy", str(path), "--best"], capture_output=True,
+                          text=True, timeout=60)
     assert done.returncode == 2
-    assert done.stderr.startswith("error: study 'deploy-test' has never run") and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: study 'deploy-test' has never run") \
+           and done.stderr.count("\n") == 1
     assert not path.with_suffix(".db").exists()  # reading never creates the database
     spec = load_study_file(path)
     optuna.create_study(study_name=spec.study.name, storage=spec.study.storage)
-    done = subprocess.run([*spectune_command(), "deploy", str(path), "--trial", "5"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run([*spectune_command(), "deploy", str(path), "--trial", "5"],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr == "error: study 'deploy-test' has no trial 5\n"
-    done = subprocess.run([*spectune_command(), "deploy", str(path), "--best", "--original"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run([*spectune_command(), "deploy", str(path), "--best", "--original"],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "exactly one of" in done.stderr

@@ -1,4 +1,5 @@
-"""The local target's own promises: a busy port fails fast, a server left by an interrupted run is found."""
+"""The local target's own promises: a busy port fails fast, a server left by an interrupted run is
+found."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ FLAGS = {"--model-path": "Qwen/Qwen3.5-122B-A10B", "--tp-size": 4}
 
 
 def make(tmp_path: Path, port: int, study: str = "local-tests") -> LocalTarget:
-    return LocalTarget(LocalSettings(command=tuple(simulate_prefix()), log_dir=tmp_path / "logs", port=port,
-                                     stop_grace_s=5, startup_timeout_s=30, study=study))
+    return LocalTarget(LocalSettings(command=tuple(simulate_prefix()), log_dir=tmp_path / "logs",
+                                     port=port, stop_grace_s=5, startup_timeout_s=30, study=study))
 
 
 def test_busy_port_fails_fast_with_a_clear_message(tmp_path: Path) -> None:
@@ -48,9 +49,11 @@ def test_one_log_file_per_deploy_and_a_leftover_server_is_stopped(tmp_path: Path
     # The tuner "dies" here: a new target for the same study finds the server and stops it.
     second = make(tmp_path, port)
     assert f"pid {pid}" in (second.detect_leftover() or "")
-    assert make(tmp_path, port, study="another-study").detect_leftover() is None  # not that study's server
+    # not that study's server
+    assert make(tmp_path, port, study="another-study").detect_leftover() is None
     second.restore()
     assert second.detect_leftover() is None
-    # Gone, or a zombie only because this test process is its parent (the dead tuner's would be init).
+    # Gone, or a zombie only because this test process is its parent (the dead tuner's would be
+    # init).
     stat = Path(f"/proc/{pid}/stat")
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"

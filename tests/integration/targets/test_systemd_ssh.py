@@ -1,4 +1,5 @@
-"""systemd over a real sshd: host keys, reconnects, quoting, sudo, leftovers, the user's unit left alone."""
+"""systemd over a real sshd: host keys, reconnects, quoting, sudo, leftovers, the user's unit left
+alone."""
 
 from __future__ import annotations
 
@@ -24,16 +25,20 @@ FLAGS = {"--model-path": "Qwen/Qwen3.5-122B-A10B", "--tp-size": 4, "--mem-fracti
 
 
 def ssh_settings(sshd: SshServer, **overrides: object) -> SSHSettings:
-    base: dict[str, object] = dict(host=sshd.host, port=sshd.port, user=sshd.user, key_file=str(sshd.key_file),
-                                   known_hosts=str(sshd.known_hosts), connect_timeout_s=5, connect_attempts=2)
+    base: dict[str, object] = dict(host=sshd.host, port=sshd.port, user=sshd.user,
+                                   key_file=str(sshd.key_file),
+                                   known_hosts=str(sshd.known_hosts), connect_timeout_s=5,
+                                   connect_attempts=2)
     return SSHSettings(**{**base, **overrides})  # type: ignore[arg-type]
 
 
-def make_target(sshd: SshServer, unit: str, port: int, *, study: str = "ssh-tests", **ssh: object) -> SystemdSshTarget:
+def make_target(sshd: SshServer, unit: str, port: int, *, study: str = "ssh-tests",
+                **ssh: object) -> SystemdSshTarget:
     return SystemdSshTarget(SystemdSettings(
-        ssh=ssh_settings(sshd, **ssh), unit=unit, command=tuple(simulate_prefix()), server_port=port,
-        listen_host="127.0.0.1", systemd_dir=str(sshd.systemd_dir), startup_timeout_s=30, status_interval_s=0.5,
-        study=study))
+        ssh=ssh_settings(sshd, **ssh), unit=unit, command=tuple(simulate_prefix()),
+        server_port=port,
+        listen_host="127.0.0.1", systemd_dir=str(sshd.systemd_dir), startup_timeout_s=30,
+        status_interval_s=0.5, study=study))
 
 
 def server_info(url: str) -> dict:
@@ -45,7 +50,7 @@ def dropin(sshd: SshServer, unit: str) -> Path:
     return sshd.systemd_dir / f"{unit}.d" / "50-spectune.conf"
 
 
-# ----- host keys ------------------------------------------------------------------------------------------
+# ----- host keys ----------------------------------------------------------------------------------
 @pytest.mark.fault("ssh")
 def test_unknown_host_key_is_refused_unless_accepted(sshd: SshServer, tmp_path: Path) -> None:
     empty = tmp_path / "known_hosts"
@@ -65,11 +70,13 @@ def test_changed_host_key_is_refused(sshd: SshServer, tmp_path: Path, accept_unk
     # Same key type with different bytes: a changed key, whatever accept_unknown_host_key says.
     known.write_text(f"[127.0.0.1]:{sshd.port} ssh-ed25519 {_other_ed25519(tmp_path)}\n")
     with pytest.raises(TargetUnavailable, match=r"CHANGED.*man-in-the-middle"):
-        Connection(ssh_settings(sshd, known_hosts=str(known), accept_unknown_host_key=accept_unknown)).run(["true"])
+        Connection(ssh_settings(sshd, known_hosts=str(known),
+                                accept_unknown_host_key=accept_unknown)).run(["true"])
 
 
 def _other_ed25519(tmp_path: Path) -> str:
-    subprocess.run([require_binary("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")],
+    subprocess.run([require_binary("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-f",
+                    str(tmp_path / "k")],
                    check=True)
     return (tmp_path / "k.pub").read_text().split()[1]
 
@@ -82,7 +89,7 @@ def test_unreachable_host_fails_fast(sshd: SshServer) -> None:
     assert time.monotonic() - started < 5
 
 
-# ----- the deploy path ------------------------------------------------------------------------------------
+# ----- the deploy path ----------------------------------------------------------------------------
 @pytest.mark.fault("ssh")
 @pytest.mark.usefixtures("simulator")
 def test_dropped_connection_is_reopened(sshd: SshServer) -> None:
@@ -109,11 +116,13 @@ def test_shell_metacharacters_cannot_inject(sshd: SshServer, tmp_path: Path) -> 
     unit = sshd.add_unit(port)
     target = make_target(sshd, unit, port)
     try:
-        config = ServerConfig.build({**FLAGS, "--served-model-name": nasty}, {"NOTE": f"$(touch {tmp_path}/PWNED5)"})
+        config = ServerConfig.build({**FLAGS, "--served-model-name": nasty},
+                                    {"NOTE": f"$(touch {tmp_path}/PWNED5)"})
         deployment = target.deploy(config)
         assert server_info(deployment.base_url)["served_model_name"] == nasty
         lines = dropin(sshd, unit).read_text().splitlines()
-        exec_start = [line for line in lines if line.startswith("ExecStart=") and line != "ExecStart="]
+        exec_start = [line for line in lines if line.startswith("ExecStart=") and line
+                      != "ExecStart="]
         assert split_words(exec_start[0].removeprefix("ExecStart=")) == deployment.launch.argv
         # And as a word of a remote command line (what preflight does with the server command):
         assert target.conn.run(["printf", "%s", nasty]).stdout == nasty
@@ -210,9 +219,10 @@ def test_written_units_pass_systemd_analyze_verify(sshd: SshServer, tmp_path: Pa
     unit = sshd.add_unit(port)
     target = make_target(sshd, unit, port)
     try:
-        target.deploy(ServerConfig.build({**FLAGS, "--served-model-name": "100% $HOME \"q\""}, {"A": "b c"}))
-        done = subprocess.run([analyze, "verify", str(sshd.systemd_dir / unit)], capture_output=True, text=True,
-                              timeout=60)
+        target.deploy(ServerConfig.build({**FLAGS, "--served-model-name": "100% $HOME \"q\""},
+                                         {"A": "b c"}))
+        done = subprocess.run([analyze, "verify", str(sshd.systemd_dir / unit)],
+                              capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr[-3000:]
     finally:
         target.restore()
@@ -220,10 +230,11 @@ def test_written_units_pass_systemd_analyze_verify(sshd: SshServer, tmp_path: Pa
 
 
 @pytest.mark.usefixtures("simulator")
-def test_options_of_the_units_command_are_carried_into_the_dropin_when_the_study_says_so(sshd: SshServer) -> None:
-    """The unit runs --served-model-name original; the study never sets it. With ``unit_flags = "carry"`` the
-    preflight reads the unit's command (`systemctl show -p ExecStart`) and every deploy keeps it; the server
-    that comes up answers under the operator's name."""
+def test_options_of_the_units_command_are_carried_into_the_dropin_when_the_study_says_so(
+        sshd: SshServer) -> None:
+    """The unit runs --served-model-name original; the study never sets it. With ``unit_flags =
+    "carry"`` the preflight reads the unit's command (`systemctl show -p ExecStart`) and every
+    deploy keeps it; the server that comes up answers under the operator's name."""
     port = free_port()
     unit = sshd.add_unit(port)
     base = make_target(sshd, unit, port)
@@ -239,8 +250,9 @@ def test_options_of_the_units_command_are_carried_into_the_dropin_when_the_study
         words = split_words(exec_start.removeprefix("ExecStart="))
         assert words[words.index("--served-model-name") + 1] == "original"
         assert server_info(deployment.base_url)["served_model_name"] == "original"
-        # A later `spectune deploy` (a new target, no preflight) while the drop-in is in force keeps them too: the
-        # drop-in records what it carries. Without "carry", a deploy that would drop them is refused.
+        # A later `spectune deploy` (a new target, no preflight) while the drop-in is in force keeps
+        # them too: the drop-in records what it carries. Without "carry", a deploy that would drop
+        # them is refused.
         later = SystemdSshTarget(dataclasses.replace(base.settings, unit_flags="carry"))
         later.deploy(ServerConfig.build(FLAGS))
         assert later.carried == ("--served-model-name", "original")

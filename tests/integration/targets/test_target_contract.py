@@ -1,6 +1,8 @@
-"""One contract, three targets: simulated, local (the simulator as a plain command) and systemd over real SSH.
+"""One contract, three targets: simulated, local (the simulator as a plain command) and systemd over
+real SSH.
 
-Every target runs the SGLang simulator at a high time scale, so a "75 s" startup takes well under a second.
+Every target runs the SGLang simulator at a high time scale, so a "75 s" startup takes well under a
+second.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ pytestmark = pytest.mark.usefixtures("simulator")
 BASE = {
     "--model-path": "Qwen/Qwen3.5-122B-A10B", "--tp-size": 4, "--speculative-algorithm": "EAGLE3",
     "--speculative-draft-model-path": "Qwen/Qwen3.5-122B-A10B-EAGLE3", "--speculative-num-steps": 3,
-    "--speculative-eagle-topk": 1, "--speculative-num-draft-tokens": 4, "--mem-fraction-static": 0.86,
-    "--cuda-graph-max-bs-decode": 64, "--max-running-requests": 64,
+    "--speculative-eagle-topk": 1, "--speculative-num-draft-tokens": 4,
+    "--mem-fraction-static": 0.86, "--cuda-graph-max-bs-decode": 64, "--max-running-requests": 64,
 }
 #: Greedy memory with big decode graphs: the profile runs out of memory capturing CUDA graphs.
 OOM = {**BASE, "--mem-fraction-static": 0.99, "--cuda-graph-max-bs-decode": 256}
@@ -39,7 +41,8 @@ KINDS = ("simulated", "local", "systemd-ssh")
 
 
 def config(name: str, **overrides: object) -> ServerConfig:
-    return ServerConfig.build({**BASE, "--served-model-name": name, **overrides})  # type: ignore[arg-type]
+    return ServerConfig.build({**BASE, "--served-model-name": name,
+                               **overrides})  # type: ignore[arg-type]
 
 
 def get_json(url: str) -> dict:
@@ -82,8 +85,9 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
 
     if kind == "simulated":
         def make(startup_timeout_s: float = 30.0) -> Target:
-            t = SimulatedTarget(SimulatedSettings(log_dir=tmp_path / "logs", time_scale=TIME_SCALE, seed=1,
-                                                  startup_timeout_s=startup_timeout_s, study="contract"))
+            t = SimulatedTarget(SimulatedSettings(log_dir=tmp_path / "logs", time_scale=TIME_SCALE,
+                                                  seed=1, startup_timeout_s=startup_timeout_s,
+                                                  study="contract"))
             made.append(t)
             return t
         yield Harness(kind, make, local_pid, {})
@@ -91,8 +95,10 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         port = free_port()
 
         def make(startup_timeout_s: float = 30.0) -> Target:
-            t = LocalTarget(LocalSettings(command=tuple(simulate_prefix()), log_dir=tmp_path / "logs", port=port,
-                                          stop_grace_s=5, startup_timeout_s=startup_timeout_s, study="contract"))
+            t = LocalTarget(LocalSettings(command=tuple(simulate_prefix()), log_dir=tmp_path
+                                          / "logs", port=port,
+                                          stop_grace_s=5, startup_timeout_s=startup_timeout_s,
+                                          study="contract"))
             made.append(t)
             return t
         yield Harness(kind, make, local_pid, {})
@@ -103,13 +109,15 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         sshd.systemctl("restart", unit)  # the user's server runs before the study starts
 
         def make(startup_timeout_s: float = 30.0, **ssh: object) -> Target:
-            settings = SSHSettings(host=sshd.host, port=sshd.port, user=sshd.user, key_file=str(sshd.key_file),
-                                   known_hosts=str(sshd.known_hosts), connect_timeout_s=5, connect_attempts=2,
-                                   **ssh)  # type: ignore[arg-type]
+            settings = SSHSettings(host=sshd.host, port=sshd.port, user=sshd.user,
+                                   key_file=str(sshd.key_file),
+                                   known_hosts=str(sshd.known_hosts), connect_timeout_s=5,
+                                   connect_attempts=2, **ssh)  # type: ignore[arg-type]
             t = SystemdSshTarget(SystemdSettings(
-                ssh=settings, unit=unit, command=tuple(simulate_prefix()), server_port=port, listen_host="127.0.0.1",
-                systemd_dir=str(sshd.systemd_dir), startup_timeout_s=startup_timeout_s, status_interval_s=0.5,
-                study="contract"))
+                ssh=settings, unit=unit, command=tuple(simulate_prefix()), server_port=port,
+                listen_host="127.0.0.1",
+                systemd_dir=str(sshd.systemd_dir), startup_timeout_s=startup_timeout_s,
+                status_interval_s=0.5, study="contract"))
             made.append(t)
             return t
 
@@ -123,7 +131,8 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
 
 
 class ReadyWatcher:
-    """Polls /health_generate every 10 ms on its own, to time when the new server (``name``) became ready."""
+    """Polls /health_generate every 10 ms on its own, to time when the new server (``name``) became
+    ready."""
 
     def __init__(self, url: str, name: str) -> None:
         self.url = url
@@ -166,11 +175,14 @@ def test_deploy_is_ready_at_once_and_a_redeploy_replaces_the_server(harness: Har
     assert health(first.base_url) == 200
     assert first.base_url == url and url.startswith("http://127.0.0.1:")
     assert 0 <= first.deploy_s < 10 and 0 < first.ready_s < 30
-    assert first.launch.argv[first.launch.argv.index("--served-model-name"):][:2] == ["--served-model-name", "trial-a"]
+    assert first.launch.argv[first.launch.argv.index("--served-model-name"):][:2] == [
+        "--served-model-name", "trial-a"]
     assert get_json(f"{url}/server_info")["served_model_name"] == "trial-a"
-    if watcher.first_ok is not None:  # the watcher may lose the race by a poll; deploy must not lose it by 1 s
+    # the watcher may lose the race by a poll; deploy must not lose it by 1 s
+    if watcher.first_ok is not None:
         latency = returned - watcher.first_ok
-        print(f"[{harness.kind}] ready→return {latency * 1000:.0f} ms, startup {first.ready_s:.2f} s")
+        print(
+            f"[{harness.kind}] ready→return {latency * 1000:.0f} ms, startup {first.ready_s:.2f} s")
         assert latency < 1.0
 
     old_pid = harness.main_pid(target)
@@ -184,11 +196,12 @@ def test_deploy_is_ready_at_once_and_a_redeploy_replaces_the_server(harness: Har
     ({"--attention-backend": "no-such-backend"}, "invalid-flags", "invalid choice"),
     (OOM, "out-of-memory", "Capture cuda graph failed"),
 ], ids=["invalid-flags", "out-of-memory"])
-def test_a_failing_server_is_classified_within_seconds(harness: Harness, overrides: dict, expected: str,
-                                                       evidence: str) -> None:
-    # The exit ends the wait, not the start-up timeout: with a timeout this long, a target that only noticed at
-    # the timeout would take minutes; detection takes about a second on a quiet machine, seconds on a busy one
-    # (the bound is the timeout's half, so a loaded CI machine cannot fail it and a missed exit still does).
+def test_a_failing_server_is_classified_within_seconds(harness: Harness, overrides: dict,
+                                                       expected: str, evidence: str) -> None:
+    # The exit ends the wait, not the start-up timeout: with a timeout this long, a target that only
+    # noticed at the timeout would take minutes; detection takes about a second on a quiet machine,
+    # seconds on a busy one (the bound is the timeout's half, so a loaded CI machine cannot fail it
+    # and a missed exit still does).
     startup_timeout_s = 120.0
     target = harness.make(startup_timeout_s=startup_timeout_s)
     started = time.monotonic()
@@ -207,8 +220,8 @@ def test_startup_timeout(harness: Harness) -> None:
     with pytest.raises(DeployFailed) as info:
         target.deploy(config("slow"))
     assert info.value.failure_class == "startup-timeout"
-    # A server that never gets ready would hold the test until pytest's own timeout if the 0.2 s were ignored;
-    # a minute leaves room for a loaded machine's SSH round trips.
+    # A server that never gets ready would hold the test until pytest's own timeout if the 0.2 s
+    # were ignored; a minute leaves room for a loaded machine's SSH round trips.
     assert time.monotonic() - started < 60.0
 
 
@@ -232,7 +245,8 @@ def test_restore_returns_to_the_original(harness: Harness) -> None:
 
 def test_preflight_catches_options_the_server_does_not_know(harness: Harness) -> None:
     target = harness.make()
-    # (the harness's unit also runs --tp-size and --served-model-name: a study that emits them drops nothing)
+    # (the harness's unit also runs --tp-size and --served-model-name: a study that emits them drops
+    # nothing)
     target.preflight(["--model-path", "--tp-size", "--served-model-name", "--speculative-num-steps",
                       "--cuda-graph-max-bs-decode"])
     started = time.monotonic()

@@ -1,4 +1,5 @@
-"""One throw-away PostgreSQL server for the worker tests (tests/postgres.py); each test uses its own study name."""
+"""One throw-away PostgreSQL server for the worker tests (tests/postgres.py); each test uses its own
+study name."""
 
 from __future__ import annotations
 

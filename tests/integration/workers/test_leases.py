@@ -1,5 +1,5 @@
-"""Host leases and mutexes on a real PostgreSQL: one winner under contention, expiry, take-over, no deploys after
-a lease is lost."""
+"""Host leases and mutexes on a real PostgreSQL: one winner under contention, expiry, take-over, no
+deploys after a lease is lost."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def fresh_table(url: str) -> LeaseTable:
 
 
 def all_at_once(workers: int, attempt: Callable[[str], bool]) -> list[str]:
-    """Run ``attempt(holder)`` in ``workers`` threads released together; the holders for which it succeeded."""
+    """Run ``attempt(holder)`` in ``workers`` threads released together; the holders for which it
+    succeeded."""
     barrier = threading.Barrier(workers)
     winners: list[str] = []
 
@@ -39,7 +40,8 @@ def test_exactly_one_of_many_concurrent_workers_wins_a_host(pg_url: str) -> None
     table = fresh_table(pg_url)
 
     def contend(holder: str) -> bool:
-        mine = LeaseTable(pg_url, table.study_name)  # one engine per worker, as separate processes have
+        # one engine per worker, as separate processes have
+        mine = LeaseTable(pg_url, table.study_name)
         try:
             return mine.acquire("host:gpu1", holder, ttl_s=30) is None
         finally:
@@ -72,7 +74,8 @@ def test_a_worker_whose_lease_was_taken_cannot_deploy(pg_url: str) -> None:
     with pytest.raises(LeaseLost, match="another worker took the host"):
         keeper.confirm()
     keeper.stop()
-    assert [lease.holder for lease in table.leases()] == ["fast"]  # stopping the loser released nothing
+    # stopping the loser released nothing
+    assert [lease.holder for lease in table.leases()] == ["fast"]
 
 
 def test_the_keeper_renews_and_releases(pg_url: str) -> None:

@@ -1,9 +1,10 @@
 """Several `spectune worker` processes on one PostgreSQL study, each with its own simulated host.
 
-The acceptance test of issue 8: 3 workers on 3 simulated hosts (each host its own simulator process on its own
-127.0.0.1 port), 18 trials (30 in the issue; 18 keep the suite's time and still give each worker several), one
-worker SIGKILLed mid-trial → 18 measured, none measured twice, none lost, none
-left RUNNING; the killed worker's trial is re-run by another and its host is reclaimed by a new worker.
+The acceptance test of issue 8: 3 workers on 3 simulated hosts (each host its own simulator process
+on its own 127.0.0.1 port), 18 trials (30 in the issue; 18 keep the suite's time and still give each
+worker several), one worker SIGKILLed mid-trial → 18 measured, none measured twice, none lost, none
+left RUNNING; the killed worker's trial is re-run by another and its host is reclaimed by a new
+worker.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ HOSTS = ("sim-a", "sim-b", "sim-c")
 TRIALS = 18
 
 
-def shared_study(tmp_path: Path, name: str, url: str, *, n_trials: int, hosts: tuple[str, ...] = HOSTS) -> Path:
+def shared_study(tmp_path: Path, name: str, url: str, *, n_trials: int,
+                 hosts: tuple[str, ...] = HOSTS) -> Path:
     path = make_study(tmp_path, name, n_trials=n_trials)
     text = path.read_text()
-    text = text.replace("[study]\n", f'[study]\nstorage = "{url}"\nheartbeat_interval = 1\nheartbeat_grace = 4\n', 1)
+    text = text.replace("[study]\n", f'[study]\nstorage = "{url}"\nheartbeat_interval = '
+                                     '1\nheartbeat_grace = 4\n', 1)
     text = text.replace('timeout = "20m"', 'timeout = "10m"')
-    text = text.replace('sampler = "auto"', 'sampler = "tpe"')  # GP's torch start-up would dominate on small CI boxes
+    # GP's torch start-up would dominate on small CI boxes
+    text = text.replace('sampler = "auto"', 'sampler = "tpe"')
     hosts_line = ", ".join(f'"{h}"' for h in hosts)
     text = text.replace("port = 0 ", f"hosts = [{hosts_line}]\nport = 0 ")
     path.write_text(text)
@@ -44,15 +48,17 @@ def shared_study(tmp_path: Path, name: str, url: str, *, n_trials: int, hosts: t
 
 
 class Worker:
-    """A `spectune worker` process whose output goes to files: a worker blocked on a full pipe would stall
-    mid-trial with its heartbeat still beating, and the others would wait for it forever."""
+    """A `spectune worker` process whose output goes to files: a worker blocked on a full pipe would
+    stall mid-trial with its heartbeat still beating, and the others would wait for it forever."""
 
     def __init__(self, study: Path, *args: str) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         base = study.parent / f"worker-{uuid.uuid4().hex[:8]}"
         self.out, self.err = base.with_suffix(".out"), base.with_suffix(".err")
-        with open(self.out, "w") as out, open(self.err, "w") as err:  # the child keeps its own descriptors
-            self.proc = subprocess.Popen([*spectune_command(), "worker", str(study), *args], stdout=out,
+        # the child keeps its own descriptors
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.proc = subprocess.Popen([*spectune_command(), "worker", str(study), *args],
+                                         stdout=out,
                                          stderr=err, text=True, env=env, cwd=study.parent)
 
     def communicate(self, timeout: float) -> tuple[str, str]:
@@ -83,12 +89,14 @@ def kill_group(pid: int | None) -> None:
 
 @pytest.mark.timeout(900)
 def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None:
-    name = f"workers-kill-{uuid.uuid4().hex[:6]}"  # servers_of(name) must not see another run's leftovers
+    # servers_of(name) must not see another run's leftovers
+    name = f"workers-kill-{uuid.uuid4().hex[:6]}"
     study = shared_study(tmp_path, name, pg_url, n_trials=TRIALS)
     started = time.monotonic()
     procs = {host: worker(study, "--host", host) for host in HOSTS}
     try:
-        # Kill sim-b's worker while one of its trials is running (after the baseline, so several trials exist).
+        # Kill sim-b's worker while one of its trials is running (after the baseline, so several
+        # trials exist).
         victim_trial = None
         deadline = time.monotonic() + 240  # generous: a busy machine starts workers slowly
         while victim_trial is None and time.monotonic() < deadline:
@@ -99,22 +107,27 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
                 continue
             if sum(bool(t.user_attrs.get(Key.COUNTS)) for t in trials) < 4:
                 continue
-            busy = [t.number for t in trials if t.state == TrialState.RUNNING and t.user_attrs.get(Key.HOST) == "sim-b"
+            busy = [t.number for t in trials if t.state == TrialState.RUNNING
+                    and t.user_attrs.get(Key.HOST) == "sim-b"
                     and Key.CONFIG_KEY in t.user_attrs]
-            if busy:  # sim-b's worker has proposed its configuration and is deploying or measuring it
+            # sim-b's worker has proposed its configuration and is deploying or measuring it
+            if busy:
                 procs["sim-b"].send_signal(signal.SIGKILL)
                 procs["sim-b"].communicate(timeout=10)
-                # Read again after the kill: the trial seen running may have ended in the moment between that
-                # read and the signal, and the worker then died in its next trial.
+                # Read again after the kill: the trial seen running may have ended in the moment
+                # between that read and the signal, and the worker then died in its next trial.
                 victim_trial = [t.number for t in load(study).get_trials(deepcopy=False)
-                                if t.state == TrialState.RUNNING and t.user_attrs.get(Key.HOST) == "sim-b"]
+                                if t.state == TrialState.RUNNING and t.user_attrs.get(Key.HOST)
+                                == "sim-b"]
         assert victim_trial, "no moment to kill a worker mid-trial"
-        orphan = server_pid(study, name, "sim-b")  # its simulator outlives it, as a GPU server would
-        # A new worker for the dead worker's host waits for the lease to lapse, then reclaims it (and stops the
-        # orphaned server — ours, by its pid file and SPECTUNE_STUDY marker).
+        # its simulator outlives it, as a GPU server would
+        orphan = server_pid(study, name, "sim-b")
+        # A new worker for the dead worker's host waits for the lease to lapse, then reclaims it
+        # (and stops the orphaned server — ours, by its pid file and SPECTUNE_STUDY marker).
         procs["sim-b"] = worker(study, "--host", "sim-b")
         outputs = {host: proc.communicate(timeout=400) for host, proc in procs.items()}
-        orphan_left = orphan is not None and _alive(orphan)  # before the clean-up below could stop it
+        # before the clean-up below could stop it
+        orphan_left = orphan is not None and _alive(orphan)
     finally:
         for proc in procs.values():
             if proc.poll() is None:
@@ -127,25 +140,32 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
     s = load(study)
     trials = s.get_trials(deepcopy=False)
     counted = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(Key.COUNTS)]
-    assert len(counted) == TRIALS  # none lost, and no overshoot from three workers finishing at once
+    # none lost, and no overshoot from three workers finishing at once
+    assert len(counted) == TRIALS
     keys = [t.user_attrs[Key.CONFIG_KEY] for t in counted]
     assert len(keys) == len(set(keys)), "a configuration was measured twice"
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
-    # The killed worker's trial went stale and was re-run by another worker with the same parameters.
-    stale = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("outcome") != "taken"]
-    assert [t.number for t in stale] == victim_trial, "the killed worker's trial was not failed (or another was)"
+    # The killed worker's trial went stale and was re-run by another worker with the same
+    # parameters.
+    stale = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("outcome")
+             != "taken"]
+    assert [t.number for t in stale] == victim_trial, \
+           "the killed worker's trial was not failed (or another was)"
     retried = [t for t in trials if t.system_attrs.get("failed_trial") in {f.number for f in stale}]
     assert retried and all(t.state == TrialState.COMPLETE for t in retried)
     # (the kill may land before every parameter was suggested: the ones that were are kept)
-    assert all(trials[t.system_attrs["failed_trial"]].params.items() <= t.params.items() for t in retried)
+    assert all(trials[t.system_attrs["failed_trial"]].params.items() <= t.params.items()
+               for t in retried)
     # The baseline ran once, first, not once per worker.
-    baselines = [t for t in trials if t.user_attrs.get("baseline") and t.system_attrs.get("failed_trial") is None]
+    baselines = [t for t in trials if t.user_attrs.get("baseline")
+                 and t.system_attrs.get("failed_trial") is None]
     assert [t.number for t in baselines] == [0]
     # Every host measured a share (the work was spread), and the hosts are free again.
     by_host = {host: sum(t.user_attrs.get(Key.HOST) == host for t in counted) for host in HOSTS}
     assert all(n >= 3 for n in by_host.values()), by_host
-    # The replacement got the dead worker's host: by waiting for its lease to lapse, or — when this machine was
-    # slow to start it — by finding the lease already lapsed. Which of the two is a matter of timing.
+    # The replacement got the dead worker's host: by waiting for its lease to lapse, or — when this
+    # machine was slow to start it — by finding the lease already lapsed. Which of the two is a
+    # matter of timing.
     assert "on host sim-b" in outputs["sim-b"][1]
     assert LeaseTable(pg_url, name).leases() == []
     assert not orphan_left
@@ -195,7 +215,8 @@ def test_workers_refuse_sqlite_and_a_second_worker_on_a_host(tmp_path: Path, pg_
 
 @pytest.mark.parametrize("sampler", ["tpe", "gp"])
 def test_parallel_proposals_do_not_collapse(sampler: str) -> None:
-    """With trials in flight (RUNNING), the next proposals avoid them: TPE's constant liar, GP's pending points."""
+    """With trials in flight (RUNNING), the next proposals avoid them: TPE's constant liar, GP's
+    pending points."""
     if sampler == "gp":
         pytest.importorskip("torch")
     from tuner.search.samplers import make_sampler

@@ -1,4 +1,5 @@
-"""`spectune init --template`: one study over the whole speculative choice per kind of model, valid as written."""
+"""`spectune init --template`: one study over the whole speculative choice per kind of model, valid
+as written."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The live view of `spectune tune`: a trial's flags from its deploy on, its own clock beside the study's, and
-no measured-request count during warm-up."""
+"""The live view of `spectune tune`: a trial's flags from its deploy on, its own clock beside the
+study's, and no measured-request count during warm-up."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ def _line(view: LiveView) -> str:
     return str(view.progress.tasks[0].fields["detail"])
 
 
-def test_the_live_line_shows_the_trials_flags_its_clock_and_warmup_without_measured_counts() -> None:
+def test_the_live_line_shows_the_trials_flags_its_clock_and_warmup_without_measured_counts() -> None:  # noqa: E501 - the test's name says what it checks
     view = LiveView(Console(file=io.StringIO(), force_terminal=True, width=200), total=4)
-    view.on_deploy(7, {"--speculative-num-steps": 3, "--speculative-eagle-topk": 1, "--mem-fraction-static": 0.86})
+    view.on_deploy(7, {"--speculative-num-steps": 3, "--speculative-eagle-topk": 1,
+                       "--mem-fraction-static": 0.86})
     view.on_stage(7, "deploy")
-    assert "trial 7: deploy" in _line(view) and "[num-steps=3 eagle-topk=1 mem-fraction-static=0.86]" in _line(view)
+    assert "trial 7: deploy" in _line(view) \
+           and "[num-steps=3 eagle-topk=1 mem-fraction-static=0.86]" in _line(view)
     view._trial_started[7] -= 75  # the trial began 75 s ago; the study earlier still
     assert str(TrialClock(view).render(view.progress.tasks[0])) == "trial 1:15"
     view.on_phase(PhaseProgress("C=64", "warmup", 0, 0, 128, 0.0, None, 0))

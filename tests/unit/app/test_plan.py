@@ -1,5 +1,5 @@
-"""The duration estimate of ``validate --plan``: phases from request counts and max_tokens, measured trials
-when there are some, several hosts side by side, and the study's timeout."""
+"""The duration estimate of ``validate --plan``: phases from request counts and max_tokens, measured
+trials when there are some, several hosts side by side, and the study's timeout."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from tuner.targets.base import DeployPlan
 SPEC = load_study_file(STUDIES / "simulated.toml")  # max_tokens = 256
 
 
-def test_a_phase_takes_its_requests_times_max_tokens_at_the_assumed_rate_capped_by_its_deadline() -> None:
+def test_a_phase_takes_its_requests_times_max_tokens_at_the_assumed_rate_capped_by_its_deadline() -> None:  # noqa: E501 - the test's name says what it checks
     c64 = _phase(PhaseSpec(concurrency=64, requests=128, warmup=8), SPEC, 1.0)
     assert c64.seconds == 136 * 256 / ASSUMED_AGGREGATE_TOK_S
-    assert _phase(PhaseSpec(concurrency=64, requests=128, warmup=8), SPEC, 10.0).seconds == c64.seconds / 10
+    assert _phase(PhaseSpec(concurrency=64, requests=128, warmup=8), SPEC,
+                  10.0).seconds == c64.seconds / 10
     capped = _phase(PhaseSpec(concurrency=1, requests=10_000, deadline_s=600), SPEC, 1.0)
     assert (capped.seconds, capped.basis) == (600, "its deadline")
     timed = _phase(PhaseSpec(concurrency=64, duration_s=120, warmup=0), SPEC, 1.0)
@@ -49,7 +50,8 @@ def test_the_timeout_bounds_the_trials_and_hosts_run_side_by_side() -> None:
 
 def test_measured_trials_replace_the_estimate() -> None:
     def record(n: int, total: float) -> TrialRecord:
-        return TrialRecord(number=n, state=TrialState.COMPLETE, outcome=Outcome.MEASURED, counts=True, score=1.0,
+        return TrialRecord(number=n, state=TrialState.COMPLETE, outcome=Outcome.MEASURED,
+                           counts=True, score=1.0,
                            timings={"deploy_s": 1.0, "ready_s": total - 11.0, "benchmark_s": 10.0})
     assert _measured_trial_s([record(0, 30), record(1, 50), record(2, 40)]) == 40
     assert _measured_trial_s([]) is None

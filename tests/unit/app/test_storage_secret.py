@@ -1,5 +1,5 @@
-"""A storage URL whose password comes from the environment (``${NAME}``) is used as such and never printed: the
-"database:" line at the end of ``tune`` shows it as ``***``."""
+"""A storage URL whose password comes from the environment (``${NAME}``) is used as such and never
+printed: the "database:" line at the end of ``tune`` shows it as ``***``."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ def test_the_database_line_masks_a_password_read_from_the_environment(
     monkeypatch.setenv("SPECTUNE_TEST_PW", "s3cret-pw")
     study = tmp_path / "s.toml"
     study.write_text((STUDIES / "simulated.toml").read_text().replace(
-        "n_trials = 12", 'n_trials = 12\nstorage = "postgresql+psycopg://tuner:${SPECTUNE_TEST_PW}@db.example/s"'))
+        "n_trials = 12",
+        'n_trials = 12\nstorage = "postgresql+psycopg://tuner:${SPECTUNE_TEST_PW}@db.example/s"'))
     spec = load_study_file(study)
-    assert spec.study.storage == "postgresql+psycopg://tuner:s3cret-pw@db.example/s"  # what the driver gets
+    # what the driver gets
+    assert spec.study.storage == "postgresql+psycopg://tuner:s3cret-pw@db.example/s"
     text = "\n".join(summary_lines(spec, None, None, Locations(spec.study.storage, None)))
     assert "database: postgresql+psycopg://tuner:***@db.example/s" in text
     assert "s3cret" not in text

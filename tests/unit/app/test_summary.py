@@ -1,4 +1,5 @@
-"""The end of `spectune tune`: by how much the confirmed winner beats the baseline, and how to apply it."""
+"""The end of `spectune tune`: by how much the confirmed winner beats the baseline, and how to apply
+it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from tuner.store.record import Key, TrialRecord
 
 
 def _record(number: int) -> TrialRecord:
-    return TrialRecord.from_attrs(number, TrialState.COMPLETE, {Key.BASELINE: number == 0, Key.SCORE: 1.0}, {})
+    return TrialRecord.from_attrs(number, TrialState.COMPLETE,
+                                  {Key.BASELINE: number == 0, Key.SCORE: 1.0}, {})
 
 
 def test_a_significant_winner_says_its_gain_with_its_interval_and_how_to_apply_it() -> None:
@@ -25,4 +27,5 @@ def test_a_significant_winner_says_its_gain_with_its_interval_and_how_to_apply_i
     # no significant gain: nothing claimed
     flat = choose_winner({0: Interval(1.0, 1.0), 4: Interval(0.99, 1.01)}, baseline=0)
     assert flat is not None
-    assert not any(line.startswith("improvement") for line in best_lines(_record(0), _record(0), flat))
+    assert not any(line.startswith("improvement")
+                   for line in best_lines(_record(0), _record(0), flat))

@@ -22,4 +22,5 @@ def test_tune_and_confirm_show_the_engines_defaults() -> None:
     tune_help = CliRunner().invoke(tune_command, ["--help"]).output
     assert _default(tune_help, "--confirm") == DEFAULT_TOP
     assert _default(tune_help, "--repeats") == DEFAULT_REPEATS
-    assert _default(CliRunner().invoke(confirm_command, ["--help"]).output, "--repeats") == DEFAULT_REPEATS
+    assert _default(CliRunner().invoke(confirm_command, ["--help"]).output,
+                    "--repeats") == DEFAULT_REPEATS

@@ -5,8 +5,9 @@ import pytest
 from tuner.core.durations import format_duration, parse_duration
 
 
-@pytest.mark.parametrize(("text", "seconds"), [(90, 90.0), ("45s", 45.0), ("30m", 1800.0), ("8h", 28800.0),
-                                               ("1h30m", 5400.0), ("250ms", 0.25), ("12", 12.0)])
+@pytest.mark.parametrize(("text", "seconds"),
+                         [(90, 90.0), ("45s", 45.0), ("30m", 1800.0), ("8h", 28800.0),
+                          ("1h30m", 5400.0), ("250ms", 0.25), ("12", 12.0)])
 def test_parse_duration(text: str | int, seconds: float) -> None:
     assert parse_duration(text) == seconds
 

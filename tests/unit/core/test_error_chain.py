@@ -1,5 +1,5 @@
-"""``chain_of``: an exception and what it was raised from or while handling — the one walk the traceback filters,
-the storage's cause finder and its refusal check share."""
+"""``chain_of``: an exception and what it was raised from or while handling — the one walk the
+traceback filters, the storage's cause finder and its refusal check share."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Signals while a command runs (tuner/core/interrupts.py): the first one raises where the program is, later
-ones are only counted — inside the block and, for a command (``then_exit``), on its way out as well."""
+"""Signals while a command runs (tuner/core/interrupts.py): the first one raises where the program
+is, later ones are only counted — inside the block and, for a command (``then_exit``), on its way
+out as well."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def test_a_command_keeps_counting_signals_on_its_way_out() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
     os.kill(os.getpid(), signal.SIGINT)
     assert interrupts.received() == 3
-    # A new command in the same process (a test's CliRunner) starts afresh: its first signal raises again.
+    # A new command in the same process (a test's CliRunner) starts afresh: its first signal raises
+    # again.
     with pytest.raises(Interrupted), interrupts.interruptible():
         assert interrupts.received() == 0
         os.kill(os.getpid(), signal.SIGINT)
@@ -56,8 +58,9 @@ def test_a_second_signal_in_a_deferred_cleanup_is_remembered() -> None:
 
 def test_an_error_raised_while_an_interrupt_unwinds_is_not_logged_with_its_traceback(
         caplog: pytest.LogCaptureFixture) -> None:
-    """SQLAlchemy logs "Error closing cursor" (a closed database) when SIGTERM cut a query short: that record
-    carries the interrupt only as its context, and must not print a traceback beside the one-line message."""
+    """SQLAlchemy logs "Error closing cursor" (a closed database) when SIGTERM cut a query short:
+    that record carries the interrupt only as its context, and must not print a traceback beside the
+    one-line message."""
     import logging
 
     interrupts.silence_tracebacks("tests.unit.core.pool", Interrupted)
@@ -73,13 +76,14 @@ def test_an_error_raised_while_an_interrupt_unwinds_is_not_logged_with_its_trace
         raise RuntimeError("a real failure")
     except RuntimeError:
         logger.error("Error closing cursor", exc_info=True)
-    messages = [r.exc_info[1].args[0] for r in caplog.records if r.name == "tests.unit.core.pool" and r.exc_info]
+    messages = [r.exc_info[1].args[0] for r in caplog.records if r.name == "tests.unit.core.pool"
+                and r.exc_info]
     assert messages == ["a real failure"]
 
 
 def test_a_signal_after_defer_from_here_waits_for_the_end_of_the_deferrable_block() -> None:
-    """As a trial's result is stored by Optuna after the objective returned: the signal is raised once the
-    block around it ends (``check``), not inside it."""
+    """As a trial's result is stored by Optuna after the objective returned: the signal is raised
+    once the block around it ends (``check``), not inside it."""
     with pytest.raises(Interrupted) as raised, interrupts.interruptible():
         with interrupts.deferrable():
             interrupts.defer_from_here()
@@ -92,7 +96,8 @@ def test_a_signal_after_defer_from_here_waits_for_the_end_of_the_deferrable_bloc
 
 
 def test_defer_from_here_outside_a_deferrable_block_defers_nothing() -> None:
-    """Nobody could end such a deferral (a trial run by the confirmation stage or a landscape): no-op."""
+    """Nobody could end such a deferral (a trial run by the confirmation stage or a landscape):
+    no-op."""
     with pytest.raises(Interrupted), interrupts.interruptible():
         interrupts.defer_from_here()
         os.kill(os.getpid(), signal.SIGINT)

@@ -1,5 +1,6 @@
-"""A landscape checkable by hand, plugged in as users plug theirs (docs/benchmarks.md shows the same code):
-more speculative steps are faster at C=1 and C=64, every other flag is irrelevant, and top-k 4 never starts."""
+"""A landscape checkable by hand, plugged in as users plug theirs (docs/benchmarks.md shows the same
+code): more speculative steps are faster at C=1 and C=64, every other flag is irrelevant, and top-k
+4 never starts."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ class StepsMeasurer:
         return {"launch": "steps model", "timings": {"deploy_s": 0.0, "ready_s": 0.0}}
 
     def measure(self, phase_index: int) -> dict[str, Any]:
-        return {"per_request_tok_s_mean": 100.0 + 10 * self.steps, "aggregate_tok_s": 1000.0 + 100 * self.steps,
-                "error_rate": 0.0}
+        return {"per_request_tok_s_mean": 100.0 + 10 * self.steps, "aggregate_tok_s": 1000.0 + 100
+                * self.steps, "error_rate": 0.0}
 
 
 def landscape(spec: StudySpec) -> MeasuredLandscape:

@@ -1,5 +1,6 @@
-"""The public extension point: a custom landscape through ``evaluate_search`` and through the bench's
-``--landscape MODULE:FACTORY``, on a landscape whose optimum is known (tests/unit/evaluation/steps_landscape.py)."""
+"""The public extension point: a custom landscape through ``evaluate_search`` and through the
+bench's ``--landscape MODULE:FACTORY``, on a landscape whose optimum is known
+(tests/unit/evaluation/steps_landscape.py)."""
 
 from __future__ import annotations
 
@@ -27,19 +28,24 @@ def test_the_real_loop_finds_the_known_optimum_of_a_custom_landscape() -> None:
     steps = landscape(spec)
     result = evaluate_search(spec, steps, n_trials=20, seed=0, sampler="tpe")
     assert result.stopped_by == "n_trials" and result.measured == 20
-    assert result.best_config is not None and result.best_config.get(STEPS) == 6  # the most steps: the optimum
+    # the most steps: the optimum
+    assert result.best_config is not None and result.best_config.get(STEPS) == 6
     assert steps.true_score(result.best_config) == max(steps.true_scores().values())
     trials = result.trials
     assert trials[0].user_attrs.get("baseline") and trials[0].user_attrs["outcome"] == "measured"
     failed = [t for t in trials if t.user_attrs.get("outcome") == "deploy-failed"]
     assert failed and all(t.user_attrs["failure_class"] == "out-of-memory" for t in failed)
-    assert result.best_after(1) is not None and result.best_after(1).number == 0  # only the baseline then
+    # only the baseline then
+    assert result.best_after(1) is not None and result.best_after(1).number == 0
 
 
 def test_a_bare_measurer_is_used_as_it_is_and_the_pick_can_start() -> None:
-    result = evaluate_search(STUDIES / "simulated.toml", StepsMeasurer(), n_trials=8, seed=1, sampler="random")
-    assert result.measured == 8 and result.spec.study.sampler == "random" and result.spec.study.seed == 1
-    assert result.best_config is not None and result.best_config.get("--speculative-eagle-topk") != 4
+    result = evaluate_search(STUDIES / "simulated.toml", StepsMeasurer(), n_trials=8, seed=1,
+                             sampler="random")
+    assert result.measured == 8 and result.spec.study.sampler == "random" \
+           and result.spec.study.seed == 1
+    assert result.best_config is not None \
+           and result.best_config.get("--speculative-eagle-topk") != 4
 
 
 def test_the_built_in_landscape_is_the_simulator_ground_truth() -> None:
@@ -54,31 +60,36 @@ def test_the_built_in_landscape_is_the_simulator_ground_truth() -> None:
 @pytest.mark.parametrize("plugin", ["tests/unit/evaluation/steps_landscape.py:landscape",
                                     "tests.unit.evaluation.steps_landscape:landscape"])
 def test_the_bench_plugs_an_external_landscape(plugin: str) -> None:
-    run = subprocess.run([sys.executable, "bench/sample_efficiency.py", "--landscape", plugin, "--studies",
-                          "studies/simulated.toml", "--seeds", "1", "--budget", "20", "--samplers", "tpe"],
+    run = subprocess.run([sys.executable, "bench/sample_efficiency.py", "--landscape", plugin,
+                          "--studies",
+                          "studies/simulated.toml", "--seeds", "1", "--budget", "20", "--samplers",
+                          "tpe"],
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     row = next(line for line in run.stdout.splitlines() if line.startswith("| simulated | tpe |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[3].startswith("1.000 [")  # @20: the study's own pick is the optimum
-    assert "1428 feasible distinct configurations" in run.stderr  # top-k 4 never starts: not in the truth
+    # top-k 4 never starts: not in the truth
+    assert "1428 feasible distinct configurations" in run.stderr
 
 
 def test_the_bench_refuses_a_factory_it_cannot_find() -> None:
     run = subprocess.run([sys.executable, "bench/sample_efficiency.py", "--landscape",
-                          "tests/unit/evaluation/steps_landscape.py:nope"], cwd=REPO, capture_output=True, text=True,
-                         timeout=60)
+                          "tests/unit/evaluation/steps_landscape.py:nope"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
     assert run.returncode != 0 and "has no callable 'nope'" in run.stderr
 
 
 def test_a_landscape_whose_baseline_does_not_start_is_still_searched() -> None:
-    # On a real target the study stops (the operator's configuration does not start there); on a landscape the
-    # baseline is a point of a model, and the search is evaluated all the same.
+    # On a real target the study stops (the operator's configuration does not start there); on a
+    # landscape the baseline is a point of a model, and the search is evaluated all the same.
     spec = load_study_file(STUDIES / "simulated.toml")
-    baseline = {**spec.baseline, "--speculative-eagle-topk": 4}  # top-k 4 never starts on this landscape
+    # top-k 4 never starts on this landscape
+    baseline = {**spec.baseline, "--speculative-eagle-topk": 4}
     steps = MeasuredLandscape(spec, lambda seed: StepsMeasurer(), baseline=baseline)
     result = evaluate_search(None, steps, n_trials=6, seed=0, sampler="random")
     assert result.trials[0].user_attrs.get("baseline")
     assert result.trials[0].user_attrs["outcome"] == "deploy-failed"
     assert result.stopped_by == "n_trials" and result.measured == 6
-    assert result.best_config is not None and result.best_config.get("--speculative-eagle-topk") != 4
+    assert result.best_config is not None \
+           and result.best_config.get("--speculative-eagle-topk") != 4

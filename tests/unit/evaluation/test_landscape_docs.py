@@ -1,6 +1,7 @@
-"""A landscape written only from docs/benchmarks.md plugs in: the file the docs print (a ``@dataclass`` under
-``from __future__ import annotations``, its own study beside it, its own objective and baseline, every failure
-class) runs through the public API and through the bench's ``--landscape file.py:factory`` from its folder."""
+"""A landscape written only from docs/benchmarks.md plugs in: the file the docs print (a
+``@dataclass`` under ``from __future__ import annotations``, its own study beside it, its own
+objective and baseline, every failure class) runs through the public API and through the bench's
+``--landscape file.py:factory`` from its folder."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ import pytest
 from tests.helpers import REPO, STUDIES
 from tuner.core.errors import SpectuneError
 from tuner.evaluation.landscape import evaluate_search
-from tuner.evaluation.landscape_plugin import LandscapeError, landscape_fingerprint, load_landscape, study_of
+from tuner.evaluation.landscape_plugin import (
+    LandscapeError,
+    landscape_fingerprint,
+    load_landscape,
+    study_of,
+)
 from tuner.evaluation.reference_search import found_so_far, random_search, sweep_search
 from tuner.store.record import Outcome, TrialRecord
 from tuner.targets.base import FailureCause
@@ -24,7 +30,8 @@ from tuner.targets.base import FailureCause
 
 def documented_example() -> str:
     text = (REPO / "docs" / "benchmarks.md").read_text()
-    match = re.search(r"<!-- landscape-example: my_landscape.py -->\n```python\n(.*?)```", text, re.S)
+    match = re.search(r"<!-- landscape-example: my_landscape.py -->\n```python\n(.*?)```", text,
+                      re.S)
     assert match, "docs/benchmarks.md lost its landscape example"
     return match.group(1)
 
@@ -42,11 +49,14 @@ def test_the_documented_landscape_carries_its_study_objective_and_baseline(folde
     factory, module = load_landscape(str(folder / "my_landscape.py") + ":landscape")
     land = factory()
     spec = study_of(land)
-    assert spec.path == folder / "my-study.toml"  # relative to the landscape's file, not the working directory
-    assert spec.objective.weights == {1: 0.7, 64: 0.3} and spec.baseline["--speculative-num-steps"] == 2
+    # relative to the landscape's file, not the working directory
+    assert spec.path == folder / "my-study.toml"
+    assert spec.objective.weights == {1: 0.7, 64: 0.3} \
+           and spec.baseline["--speculative-num-steps"] == 2
     assert landscape_fingerprint(land, module) == "version:tree-1"
     truth = land.true_scores()
-    assert truth[evaluate_search(None, land, n_trials=1, seed=0).best_config.key()] == pytest.approx(1.0)
+    assert truth[evaluate_search(None, land, n_trials=1,
+                                 seed=0).best_config.key()] == pytest.approx(1.0)
 
     auto = evaluate_search(None, land, n_trials=12, seed=0)
     sweep = sweep_search(None, land, n_trials=12, seed=0)
@@ -55,7 +65,8 @@ def test_the_documented_landscape_carries_its_study_objective_and_baseline(folde
     assert all(len(c) == 12 and c == sorted(c) and 0 < c[-1] <= 1.0 for c in curves)
     assert curves[0][-1] >= 0.95
     records = [TrialRecord.from_stored(t) for r in (auto, sweep, rand) for t in r.trials]
-    causes = {(r.outcome, r.failure_class, r.failure_cause) for r in records if r.outcome is not Outcome.MEASURED}
+    causes = {(r.outcome, r.failure_class, r.failure_cause) for r in records
+              if r.outcome is not Outcome.MEASURED}
     assert (Outcome.RUN_FAILED, "crashed-under-load", FailureCause.DECODE_OOM) in causes
     assert (Outcome.RUN_FAILED, "wrong-output", FailureCause.WRONG_OUTPUT) in causes
     assert (Outcome.DEPLOY_FAILED, "out-of-memory", FailureCause.GRAPH_CAPTURE_OOM) in causes
@@ -64,13 +75,15 @@ def test_the_documented_landscape_carries_its_study_objective_and_baseline(folde
     assert all(p is not None and p.key() in truth for p in picks)  # never a failing configuration
 
 
-def test_the_bench_runs_it_from_its_folder_with_a_relative_study_and_caches_its_truth(folder: Path,
-                                                                                       tmp_path: Path) -> None:
+def test_the_bench_runs_it_from_its_folder_with_a_relative_study_and_caches_its_truth(
+        folder: Path, tmp_path: Path) -> None:
     (folder / "other").mkdir(exist_ok=True)
     shutil.copy(folder / "my-study.toml", folder / "other" / "renamed.toml")
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "sample_efficiency.py"), "--landscape",
-                          "my_landscape.py:landscape", "--studies", "other/renamed.toml", "--seeds", "1",
-                          "--budget", "8", "--samplers", "auto,sweep", "--truth-cache", str(tmp_path)],
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "sample_efficiency.py"),
+                          "--landscape",
+                          "my_landscape.py:landscape", "--studies", "other/renamed.toml", "--seeds",
+                          "1", "--budget", "8", "--samplers", "auto,sweep", "--truth-cache",
+                          str(tmp_path)],
                          cwd=folder, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     assert "| renamed | auto |" in run.stdout and "| renamed | sweep |" in run.stdout
@@ -81,7 +94,8 @@ def test_a_truth_is_keyed_on_the_modules_a_landscape_imports(tmp_path: Path) -> 
     (tmp_path / "helper_speed_27.py").write_text("SPEED = 1.0\n")
     (tmp_path / "imports_helper.py").write_text(
         "from __future__ import annotations\n\nfrom helper_speed_27 import SPEED\n\n\n"
-        "class Land:\n    study = 'my-study.toml'\n\n\ndef landscape() -> Land:\n    return Land()\n")
+        "class Land:\n    study = 'my-study.toml'\n\n\ndef landscape() -> Land:\n    return "
+        "Land()\n")
     sys.path.insert(0, str(tmp_path))
     try:
         factory, module = load_landscape(str(tmp_path / "imports_helper.py") + ":landscape")

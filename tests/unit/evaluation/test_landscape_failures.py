@@ -1,5 +1,6 @@
-"""The landscape API reports every run-failure class (tuner/evaluation/landscape.py ``OracleMeasurer`` over a profile's
-``[[faults]]``), and the study's loop stores each as run-failed and never picks one."""
+"""The landscape API reports every run-failure class (tuner/evaluation/landscape.py
+``OracleMeasurer`` over a profile's ``[[faults]]``), and the study's loop stores each as run-failed
+and never picks one."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_each_class_is_reported_stored_and_never_the_answer(tmp_path: Path) -> N
         topk = record.config.flag_dict["--speculative-eagle-topk"] if record.config else None
         assert (record.failure_cause is FailureCause.WRONG_OUTPUT) == (topk == 4)
     assert result.best is not None and result.best.outcome is Outcome.MEASURED
-    # a fresh measurer reports the same failure for the same configuration (what ``true_scores`` excludes)
+    # a fresh measurer reports the same failure for the same configuration (what ``true_scores``
+    # excludes)
     truth = landscape.measurer(0)
     for record in failed[:3]:
         assert record.config is not None

@@ -14,7 +14,8 @@ sglang:gen_throughput{model_name="qwen"} NaN
 
 
 def test_counters_are_summed_over_label_sets() -> None:
-    counters = parse_counters(EXPOSITION, (GENERATION_TOKENS, VERIFY_CALLS, "sglang:gen_throughput"))
+    counters = parse_counters(EXPOSITION,
+                              (GENERATION_TOKENS, VERIFY_CALLS, "sglang:gen_throughput"))
     assert counters[GENERATION_TOKENS] == 2000.0
     assert counters[VERIFY_CALLS] == 500.0
     assert "sglang:gen_throughput" not in counters  # NaN is no value

@@ -1,4 +1,5 @@
-"""The 95 % intervals of objectives/confidence.py and the score's (objectives/scoring.py), against scipy."""
+"""The 95 % intervals of objectives/confidence.py and the score's (objectives/scoring.py), against
+scipy."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def test_the_mean_interval_is_scipys_t_interval() -> None:
     reference = stats.ttest_1samp(SPEEDS, 0.0).confidence_interval(0.95)
     interval = MeanSample.of(SPEEDS).interval()
     assert interval is not None
-    assert (interval.low, interval.high) == pytest.approx((reference.low, reference.high), rel=1e-12)
+    assert (interval.low, interval.high) == pytest.approx((reference.low, reference.high),
+                                                          rel=1e-12)
 
 
 def test_pooled_samples_are_the_interval_of_all_values_together() -> None:
@@ -27,7 +29,8 @@ def test_pooled_samples_are_the_interval_of_all_values_together() -> None:
     reference = stats.ttest_1samp(SPEEDS, 0.0).confidence_interval(0.95)
     assert isinstance(pooled, MeanSample) and pooled.n == SPEEDS.size
     interval = pooled.interval()
-    assert interval is not None and (interval.low, interval.high) == pytest.approx((reference.low, reference.high))
+    assert interval is not None \
+           and (interval.low, interval.high) == pytest.approx((reference.low, reference.high))
 
 
 def test_a_scaled_sample_is_the_sample_of_the_scaled_values() -> None:
@@ -45,7 +48,8 @@ def test_one_value_has_no_interval() -> None:
 def _requests() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(7)  # fixed data: a closed loop's requests of varied length
     tokens = rng.integers(40, 256, 300).astype(float)
-    busy = tokens / rng.normal(30.0, 4.0, 300) + rng.uniform(0.05, 0.4, 300)  # decode + prefill/queue
+    # decode + prefill/queue
+    busy = tokens / rng.normal(30.0, 4.0, 300) + rng.uniform(0.05, 0.4, 300)
     return tokens, busy
 
 
@@ -59,19 +63,24 @@ def test_the_aggregate_interval_matches_scipys_bootstrap() -> None:
         # the ratio Σy/Σx, times the (fixed) achieved concurrency Σx/window of the whole phase
         return np.sum(y, axis=axis) / np.sum(x, axis=axis) * (busy.sum() / window)
 
-    reference = stats.bootstrap((tokens, busy), aggregate, paired=True, vectorized=True, n_resamples=4999,
-                                confidence_level=0.95, method="percentile", random_state=0).confidence_interval
+    reference = stats.bootstrap((tokens, busy), aggregate, paired=True, vectorized=True,
+                                n_resamples=4999, confidence_level=0.95, method="percentile",
+                                random_state=0).confidence_interval
     interval = sample.interval()
     assert interval is not None
-    # The delta method and the bootstrap agree to within a few per cent of the half-width on 300 requests.
+    # The delta method and the bootstrap agree to within a few per cent of the half-width on 300
+    # requests.
     half, ref_half = (interval.high - interval.low) / 2, (reference.high - reference.low) / 2
     assert half == pytest.approx(ref_half, rel=0.1)
-    assert (interval.low + interval.high) / 2 == pytest.approx((reference.low + reference.high) / 2, rel=0.01)
+    assert (interval.low + interval.high) / 2 == pytest.approx((reference.low + reference.high) / 2,
+                                                               rel=0.01)
 
 
 def test_the_aggregate_sample_is_what_aggregate_tok_s_counts() -> None:
-    def rec(index: int, start: float, times: tuple[float, ...], tokens: tuple[int, ...], **kw: object) -> RequestRecord:
-        return RequestRecord(index=index, start_s=start, end_s=times[-1], chunk_times_s=times, chunk_tokens=tokens,
+    def rec(index: int, start: float, times: tuple[float, ...], tokens: tuple[int, ...],
+            **kw: object) -> RequestRecord:
+        return RequestRecord(index=index, start_s=start, end_s=times[-1], chunk_times_s=times,
+                             chunk_tokens=tokens,
                              output_tokens=sum(tokens), **kw)  # type: ignore[arg-type]
 
     records = [rec(0, 0.0, (0.1, 0.2, 0.4), (1, 3, 2)), rec(1, 0.2, (0.1, 0.5), (1, 4)),
@@ -95,13 +104,15 @@ def test_pooled_ratio_samples_add_up() -> None:
     assert pool([a, MeanSample.of(SPEEDS)]) is None
 
 
-def _phase(speeds: np.ndarray, tokens: np.ndarray, busy: np.ndarray, window: float) -> dict[str, object]:
+def _phase(speeds: np.ndarray, tokens: np.ndarray, busy: np.ndarray, window: float) -> dict[str,
+                                                                                            object]:
     mean, ratio = MeanSample.of(speeds), RatioSample.of(tokens, busy, window)
     mi, ri = mean.interval(), ratio.interval()
     assert mi is not None and ri is not None
     return {"per_request_tok_s_mean": mean.estimate, "per_request_tok_s_mean_ci": mi.to_list(),
-            "aggregate_tok_s": ratio.estimate, "aggregate_tok_s_ci": ri.to_list(), "error_rate": 0.0,
-            "samples": {"per_request_tok_s_mean": mean.to_dict(), "aggregate_tok_s": ratio.to_dict()}}
+            "aggregate_tok_s": ratio.estimate, "aggregate_tok_s_ci": ri.to_list(),
+            "error_rate": 0.0, "samples": {"per_request_tok_s_mean": mean.to_dict(),
+                        "aggregate_tok_s": ratio.to_dict()}}
 
 
 def test_the_score_interval_is_the_delta_method_over_the_phases() -> None:
@@ -111,25 +122,30 @@ def test_the_score_interval_is_the_delta_method_over_the_phases() -> None:
     scorer = Scorer({1: 0.5, 64: 0.5}, refs)
     interval = scorer.interval(metrics_)
     assert interval is not None
-    h1 = (metrics_[1]["per_request_tok_s_mean_ci"][1] - metrics_[1]["per_request_tok_s_mean_ci"][0]) / 2  # type: ignore[index]
-    h64 = (metrics_[64]["aggregate_tok_s_ci"][1] - metrics_[64]["aggregate_tok_s_ci"][0]) / 2  # type: ignore[index]
+    h1 = (metrics_[1]["per_request_tok_s_mean_ci"][1]
+          - metrics_[1]["per_request_tok_s_mean_ci"][0]) / 2  # type: ignore[index]
+    h64 = (metrics_[64]["aggregate_tok_s_ci"][1]
+           - metrics_[64]["aggregate_tok_s_ci"][0]) / 2  # type: ignore[index]
     expected = np.hypot(0.5 * h1 / refs[1], 0.5 * h64 / refs[64])
     assert (interval.high - interval.low) / 2 == pytest.approx(expected)
     assert (interval.high + interval.low) / 2 == pytest.approx(scorer.score(metrics_))
-    # a phase without an interval (a study from before intervals, a skipped phase): no score interval
+    # a phase without an interval (a study from before intervals, a skipped phase): no score
+    # interval
     assert scorer.interval({1: metrics_[1]}) is None
 
 
 def test_repeated_phases_pool_into_one_figure() -> None:
     tokens, busy = _requests()
-    runs = [_phase(SPEEDS[:4], tokens[:150], busy[:150], 2.5), _phase(SPEEDS[4:], tokens[150:], busy[150:], 2.5)]
+    runs = [_phase(SPEEDS[:4], tokens[:150], busy[:150], 2.5),
+            _phase(SPEEDS[4:], tokens[150:], busy[150:], 2.5)]
     pooled = pooled_phase(runs)
     assert pooled["runs"] == 2
     assert pooled["aggregate_tok_s"] == pytest.approx(tokens.sum() / 5.0)
     assert pooled["per_request_tok_s_mean"] == pytest.approx(SPEEDS.mean())
     reference = stats.ttest_1samp(SPEEDS, 0.0).confidence_interval(0.95)
     assert pooled["per_request_tok_s_mean_ci"] == pytest.approx([reference.low, reference.high])
-    assert Interval(*pooled["aggregate_tok_s_ci"]).overlaps(Interval(*runs[0]["aggregate_tok_s_ci"]))  # type: ignore[misc]
+    assert Interval(*pooled["aggregate_tok_s_ci"]).overlaps(
+        Interval(*runs[0]["aggregate_tok_s_ci"]))  # type: ignore[misc]
 
 
 def test_an_interval_prints_one_way_everywhere() -> None:

@@ -12,9 +12,11 @@ from objectives.records import ErrorKind, RequestRecord
 
 
 def rec(index: int = 0, start: float = 0.0, times: tuple[float, ...] = (0.1, 0.2, 0.4),
-        tokens: tuple[int, ...] = (1, 3, 2), end: float | None = None, **kw: object) -> RequestRecord:
+        tokens: tuple[int, ...] = (1, 3, 2), end: float | None = None,
+        **kw: object) -> RequestRecord:
     return RequestRecord(index=index, start_s=start, end_s=times[-1] if end is None else end,
-                         chunk_times_s=times, chunk_tokens=tokens, output_tokens=sum(tokens), **kw)  # type: ignore[arg-type]
+                         chunk_times_s=times, chunk_tokens=tokens, output_tokens=sum(tokens),
+                         **kw)  # type: ignore[arg-type]
 
 
 def test_decode_speed_excludes_the_first_chunk_and_its_tokens() -> None:
@@ -44,7 +46,8 @@ def test_window_counts_tokens_of_cancelled_requests_only_up_to_its_end() -> None
 
 
 def test_error_rate_and_kinds_ignore_requests_cancelled_at_a_normal_stop() -> None:
-    records = [rec(), rec(index=1, error_kind=ErrorKind.HTTP_5XX), rec(index=2, error_kind=ErrorKind.HTTP_5XX),
+    records = [rec(), rec(index=1, error_kind=ErrorKind.HTTP_5XX),
+               rec(index=2, error_kind=ErrorKind.HTTP_5XX),
                rec(index=3, error_kind=ErrorKind.STALL), rec(index=4, cancelled=True)]
     assert metrics.error_rate(records) == pytest.approx(3 / 4)
     assert metrics.errors_by_kind(records) == {"http_5xx": 2, "stall": 1}
@@ -66,7 +69,8 @@ def test_summary_uses_numpy_linear_percentiles() -> None:
 
 
 def test_tokens_per_chunk_is_the_clients_accept_length() -> None:
-    assert metrics.tokens_per_chunk([rec(), rec(index=1, tokens=(1, 4, 4))]) == pytest.approx((5 + 8) / 4)
+    assert metrics.tokens_per_chunk([rec(), rec(index=1, tokens=(1, 4, 4))]) == pytest.approx(
+        (5 + 8) / 4)
 
 
 def test_a_time_scaled_phase_reads_as_the_real_server() -> None:
@@ -74,25 +78,30 @@ def test_a_time_scaled_phase_reads_as_the_real_server() -> None:
     from objectives.spec import PhaseSpec
 
     values = {name: 10.0 for name in METRICS}
-    phase = PhaseResult(spec=PhaseSpec(1), stopped_by="requests", duration_s=2.0, completed=4, failed=0, cancelled=0,
-                        errors={}, output_tokens=400, tokens_exact=True, ci_half_width=None, warmup_failed=0,
-                        accept_length_source="metrics", **values)
+    phase = PhaseResult(spec=PhaseSpec(1), stopped_by="requests", duration_s=2.0, completed=4,
+                        failed=0, cancelled=0,
+                        errors={}, output_tokens=400, tokens_exact=True, ci_half_width=None,
+                        warmup_failed=0, accept_length_source="metrics", **values)
     real = phase.at_time_scale(50.0)
-    assert real.aggregate_tok_s == 0.2 and real.per_request_tok_s_median == 0.2 and real.request_rate == 0.2
+    assert real.aggregate_tok_s == 0.2 and real.per_request_tok_s_median == 0.2 \
+           and real.request_rate == 0.2
     assert real.ttft_p99_ms == 500.0 and real.duration_s == 100.0
     assert real.accept_length == 10.0 and real.error_rate == 10.0 and real.output_tokens == 400
     assert phase.at_time_scale(1.0) is phase
 
 
-@given(st.lists(st.tuples(st.floats(min_value=0.0, max_value=10.0), st.integers(min_value=1, max_value=50)),
+@given(st.lists(st.tuples(st.floats(min_value=0.0, max_value=10.0),
+                          st.integers(min_value=1, max_value=50)),
                 min_size=1, max_size=40))
-def test_weighted_summary_equals_the_summary_of_the_repeated_sample(pairs: list[tuple[float, int]]) -> None:
+def test_weighted_summary_equals_the_summary_of_the_repeated_sample(
+        pairs: list[tuple[float, int]]) -> None:
     values = np.asarray([v for v, _ in pairs])
     weights = np.asarray([w for _, w in pairs])
     expected = metrics.Summary.of(np.repeat(values, weights), 1000)
     got = metrics.Summary.weighted(values, weights, 1000)
     for name in ("mean", "p50", "p90", "p99"):
-        assert getattr(got, name) == pytest.approx(getattr(expected, name), rel=1e-9, abs=1e-9), name
+        assert getattr(got, name) == pytest.approx(getattr(expected, name), rel=1e-9, abs=1e-9), \
+               name
 
 
 def test_itl_summary_never_expands_per_token() -> None:
@@ -105,5 +114,6 @@ def test_itl_summary_never_expands_per_token() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 1 << 20
-    assert summary.p50 == pytest.approx(0.9 / 10**9 * 1000)  # the 10^9 gaps of 0.9 / 10^9 s (in ms): the median
+    # the 10^9 gaps of 0.9 / 10^9 s (in ms): the median
+    assert summary.p50 == pytest.approx(0.9 / 10**9 * 1000)
     assert metrics.itl_summary([]).mean is None

@@ -12,8 +12,9 @@ from tuner.core.errors import UsageError
     ("c=64:t=30s", PhaseSpec(64, duration_s=30.0)),
     ("C=1:n=8:warmup=1", PhaseSpec(1, requests=8, warmup=1)),
     ("C=64:n=512:ci=0.02", PhaseSpec(64, requests=512, ci_target=0.02)),
-    ("C=64:t=2m:ci=2%:deadline=5m:warmup=0", PhaseSpec(64, duration_s=120.0, ci_target=0.02, deadline_s=300.0,
-                                                       warmup=0)),
+    ("C=64:t=2m:ci=2%:deadline=5m:warmup=0",
+     PhaseSpec(64, duration_s=120.0, ci_target=0.02, deadline_s=300.0,
+               warmup=0)),
     ("C=1", PhaseSpec(1, requests=8)),
     ("C=16", PhaseSpec(16, requests=64)),
 ])

@@ -1,6 +1,6 @@
-"""The measured window of an n-request phase, on virtual time: the phase's ``send`` is replaced by one that
-answers at once with a record whose timings are scripted, so counts and the window definition are checked
-exactly, with no dependence on how fast this machine is."""
+"""The measured window of an n-request phase, on virtual time: the phase's ``send`` is replaced by
+one that answers at once with a record whose timings are scripted, so counts and the window
+definition are checked exactly, with no dependence on how fast this machine is."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from objectives.spec import PhaseSpec
 
 
 class VirtualServer:
-    """Request i lasts ``durations[i % len]`` virtual seconds and streams ``tokens`` tokens, one per chunk
-    spread evenly over its life; every ``fail_every``-th request fails with a 500 instead."""
+    """Request i lasts ``durations[i % len]`` virtual seconds and streams ``tokens`` tokens, one per
+    chunk spread evenly over its life; every ``fail_every``-th request fails with a 500 instead."""
 
     def __init__(self, durations: list[float], tokens: int = 4, fail_every: int = 0) -> None:
         self.durations = durations
@@ -38,7 +38,8 @@ class VirtualServer:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         trace.start = perf_counter()
-        await asyncio.sleep(0)  # let the other workers send: the order of events, not their speed, matters
+        # let the other workers send: the order of events, not their speed, matters
+        await asyncio.sleep(0)
         self.in_flight -= 1
         duration = self.durations[n % len(self.durations)]
         if self.fail_every and n % self.fail_every == 0:
@@ -69,11 +70,12 @@ async def _nothing(self: object) -> None:
 
 
 @pytest.mark.parametrize(("concurrency", "requests"), [(64, 256), (4, 10), (8, 3), (1, 5)])
-def test_exactly_n_requests_are_sent_and_all_finish(monkeypatch: pytest.MonkeyPatch, concurrency: int,
-                                                    requests: int) -> None:
+def test_exactly_n_requests_are_sent_and_all_finish(monkeypatch: pytest.MonkeyPatch,
+                                                    concurrency: int, requests: int) -> None:
     server = VirtualServer([1.0, 2.5, 0.7, 4.0, 1.3])
     phase = run(PhaseSpec(concurrency, requests=requests, warmup=2), server, monkeypatch)
-    assert len(server.sent) == requests + 2  # warmup aside, not one more: no next wave inside the window
+    # warmup aside, not one more: no next wave inside the window
+    assert len(server.sent) == requests + 2
     assert phase.stopped_by == "requests"
     assert (phase.completed, phase.failed, phase.cancelled) == (requests, 0, 0)
     assert len(phase.records) == requests

@@ -30,17 +30,21 @@ def test_the_builtin_set_is_varied_and_loads() -> None:
 
 def test_the_three_item_shapes() -> None:
     assert parse_item({"prompt": "hi"}) == Prompt((("user", "hi"),))
-    messages = parse_item({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q"},
-                                        {"role": "assistant", "content": "a"}]})
-    assert messages.messages == (("system", "be brief"), ("user", "q"))  # the recorded answer is not sent
-    sharegpt = parse_item({"conversations": [{"from": "human", "value": "first"}, {"from": "gpt", "value": "x"},
-                                             {"from": "human", "value": "second"}]})
+    messages = parse_item(
+        {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q"},
+                      {"role": "assistant", "content": "a"}]})
+    # the recorded answer is not sent
+    assert messages.messages == (("system", "be brief"), ("user", "q"))
+    sharegpt = parse_item(
+        {"conversations": [{"from": "human", "value": "first"}, {"from": "gpt", "value": "x"},
+                           {"from": "human", "value": "second"}]})
     assert sharegpt.messages == (("user", "first"),)
 
 
 def test_file_problems_are_reported_with_line_numbers(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
-    path.write_text('{"prompt": "ok"}\n\nnot json\n{"conversations": [{"from": "gpt", "value": "x"}]}\n')
+    path.write_text(
+        '{"prompt": "ok"}\n\nnot json\n{"conversations": [{"from": "gpt", "value": "x"}]}\n')
     with pytest.raises(WorkloadError) as info:
         load_source(WorkloadSpec(dataset=str(path)))
     assert f"{path}:3: not JSON" in str(info.value)
@@ -79,22 +83,28 @@ def test_request_bodies_ask_for_per_chunk_usage_and_the_workload_settings() -> N
     workload = WorkloadSpec(max_tokens=64, temperature=0.7)
     chat = json.loads(APIS["chat"].body(prompt, workload, "m"))
     assert chat["messages"] == [{"role": "user", "content": "hello"}]
-    assert chat["stream"] and chat["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    assert chat["stream"] \
+           and chat["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     assert chat["max_tokens"] == 64 and chat["temperature"] == 0.7 and chat["model"] == "m"
     assert "ignore_eos" not in chat
     completions = json.loads(APIS["completions"].body(prompt, WorkloadSpec(ignore_eos=True), None))
-    assert completions["prompt"] == "hello" and completions["ignore_eos"] is True and "model" not in completions
-    native = json.loads(APIS["generate"].body(prompt, WorkloadSpec(max_tokens=9, temperature=0.0), None))
-    assert native["sampling_params"] == {"max_new_tokens": 9, "temperature": 0.0, "ignore_eos": False}
+    assert completions["prompt"] == "hello" and completions["ignore_eos"] is True \
+           and "model" not in completions
+    native = json.loads(APIS["generate"].body(prompt, WorkloadSpec(max_tokens=9, temperature=0.0),
+                                              None))
+    assert native["sampling_params"] == {"max_new_tokens": 9, "temperature": 0.0,
+                                         "ignore_eos": False}
 
 
 def test_extractors_read_sglang_events() -> None:
-    chat = {"choices": [{"delta": {"content": "abc", "reasoning_content": "zz"}, "finish_reason": None}],
+    chat = {"choices": [{"delta": {"content": "abc", "reasoning_content": "zz"},
+                         "finish_reason": None}],
             "usage": {"completion_tokens": 4, "prompt_tokens": 9}}
     assert APIS["chat"].extract(chat) == (4, 5, None, 9)
     usage_only = {"choices": [], "usage": {"completion_tokens": 7, "prompt_tokens": 9}}
     assert APIS["chat"].extract(usage_only) == (7, 0, None, 9)
-    assert APIS["completions"].extract({"choices": [{"text": "ab", "finish_reason": "stop"}], "usage": None}) == (
+    assert APIS["completions"].extract({"choices": [{"text": "ab", "finish_reason": "stop"}],
+                                        "usage": None}) == (
         None, 2, "stop", None)
     native = {"text": "a b c", "meta_info": {"completion_tokens": 3, "prompt_tokens": 5,
                                              "finish_reason": {"type": "length"}}}

@@ -37,8 +37,9 @@ def test_references_need_positive_values() -> None:
     assert references_from({1: {"per_request_tok_s_mean": None}}, {1: 1.0}) is None
 
 
-@pytest.mark.parametrize(("op", "value", "expected"), [("<=", 0.02, 0.01), ("<=", 0.005, -0.005), ("<", 0.01, 1e-9),
-                                                       (">=", 2.0, 1.0), (">", 5.0, -2.0)])
+@pytest.mark.parametrize(("op", "value", "expected"),
+                         [("<=", 0.02, 0.01), ("<=", 0.005, -0.005), ("<", 0.01, 1e-9),
+                          (">=", 2.0, 1.0), (">", 5.0, -2.0)])
 def test_violation_sign_convention(op: str, value: float, expected: float) -> None:
     bound = 0.01 if "<" in op else 3.0
     c = ConstraintSpec(text="x", metric="error_rate", op=op, bound=bound)  # type: ignore[arg-type]

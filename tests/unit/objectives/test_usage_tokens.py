@@ -63,7 +63,8 @@ def test_a_zero_token_answer_is_valid_and_empty() -> None:
     assert result.tokens == () and result.exact
 
 
-@pytest.mark.parametrize("value", [2 * 10**8, 10**30, -1, 3.5, float("nan"), float("inf"), True, "12", None, [3]])
+@pytest.mark.parametrize("value", [2 * 10**8, 10**30, -1, 3.5, float("nan"), float("inf"), True,
+                                   "12", None, [3]])
 def test_implausible_counts_are_named_problems(value: object) -> None:
     assert count_problem(value, token_limit(512)) is not None
 

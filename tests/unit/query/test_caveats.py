@@ -1,4 +1,5 @@
-"""A winner whose other weighted phase collapsed carries a caveat (tune, best and summary.md show it)."""
+"""A winner whose other weighted phase collapsed carries a caveat (tune, best and summary.md show
+it)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from tuner.query.caveats import COLLAPSE_DROP, collapse_caveats
 from tuner.store.record import Key, TrialRecord
 
 
-def record(number: int, c1: float, c64: float, ttft64: float, baseline: bool = False) -> TrialRecord:
+def record(number: int, c1: float, c64: float, ttft64: float,
+           baseline: bool = False) -> TrialRecord:
     phases: dict[str, Any] = {
-        "1": {"per_request_tok_s_mean": c1, "per_request_tok_s_mean_ci": [c1 * 0.98, c1 * 1.02], "ttft_p50_ms": 9.0},
-        "64": {"aggregate_tok_s": c64, "aggregate_tok_s_ci": [c64 * 0.99, c64 * 1.01], "ttft_p50_ms": ttft64}}
-    return TrialRecord.from_attrs(number, TrialState.COMPLETE, {Key.PHASES: phases, Key.BASELINE: baseline}, {})
+        "1": {"per_request_tok_s_mean": c1, "per_request_tok_s_mean_ci": [c1 * 0.98, c1 * 1.02],
+              "ttft_p50_ms": 9.0},
+        "64": {"aggregate_tok_s": c64, "aggregate_tok_s_ci": [c64 * 0.99, c64 * 1.01],
+               "ttft_p50_ms": ttft64}}
+    return TrialRecord.from_attrs(number, TrialState.COMPLETE,
+                                  {Key.PHASES: phases, Key.BASELINE: baseline}, {})
 
 
 def test_a_collapsed_phase_is_named_with_its_figures_and_the_score_change() -> None:
@@ -34,4 +39,5 @@ def test_no_caveat_without_a_collapse_or_for_the_baseline_itself() -> None:
     assert collapse_caveats(baseline, mild, {1: 0.5, 64: 0.5}) == []
     assert collapse_caveats(baseline, baseline, {1: 0.5, 64: 0.5}) == []
     assert collapse_caveats(None, mild, {1: 0.5, 64: 0.5}) == []
-    assert collapse_caveats(baseline, record(4, 150.0, 1000.0, 600.0), {1: 1.0}) == []  # one weighted phase
+    # one weighted phase
+    assert collapse_caveats(baseline, record(4, 150.0, 1000.0, 600.0), {1: 1.0}) == []

@@ -1,5 +1,5 @@
-"""The report's failures plot places out-of-memory over memory fraction × CUDA-graph size, whichever name the
-study's SGLang release gives the graph size."""
+"""The report's failures plot places out-of-memory over memory fraction × CUDA-graph size, whichever
+name the study's SGLang release gives the graph size."""
 
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ def _open(path: Path) -> tuple[optuna.Study, object]:
     return stored.study, stored.spec
 
 
-def test_weights_move_the_winner_to_the_fastest_feasible_trial_of_that_phase(stored_study: Path) -> None:
+def test_weights_move_the_winner_to_the_fastest_feasible_trial_of_that_phase(
+        stored_study: Path) -> None:
     study, spec = _open(stored_study)
     for concurrency in (1, 64):
         ranking = rank(study, spec, {concurrency: 1.0})  # type: ignore[arg-type]
@@ -26,7 +27,8 @@ def test_weights_move_the_winner_to_the_fastest_feasible_trial_of_that_phase(sto
         assert ranking.best is not None and ranking.best.number == fastest.number
     c1 = rank(study, spec, {1: 1.0}).best  # type: ignore[arg-type]
     c64 = rank(study, spec, {64: 1.0}).best  # type: ignore[arg-type]
-    assert c1 is not None and c64 is not None and c1.number != c64.number  # the fixture has a real trade-off
+    # the fixture has a real trade-off
+    assert c1 is not None and c64 is not None and c1.number != c64.number
 
 
 def test_c1_only_weights_can_rank_a_trial_whose_c64_phase_was_skipped(stored_study: Path) -> None:
@@ -44,12 +46,14 @@ def test_extra_constraints_filter_and_unmeasured_phases_do_not_pass(stored_study
     study, spec = _open(stored_study)
     base = rank(study, spec)  # type: ignore[arg-type]
     assert base.best is not None
-    bound = (base.best.value(1) or 0) + 0.01  # exclude everything at or below the current winner's C=1
+    # exclude everything at or below the current winner's C=1
+    bound = (base.best.value(1) or 0) + 0.01
     extra = parse_constraints([f"c1.per_request_tok_s_mean > {bound}"], [1, 64])
     tight = rank(study, spec, None, extra)  # type: ignore[arg-type]
     assert all((t.value(1) or 0) > bound for t in tight.ranked)
     assert tight.best is None or tight.best.number != base.best.number
-    on_c64 = rank(study, spec, {1: 1.0}, parse_constraints(["c64.error_rate <= 1"], [1, 64]))  # type: ignore[arg-type]
+    on_c64 = rank(study, spec, {1: 1.0},
+                  parse_constraints(["c64.error_rate <= 1"], [1, 64]))  # type: ignore[arg-type]
     assert all(not t.rankable for t in on_c64.trials if t.skipped_phases)
 
 
@@ -60,7 +64,8 @@ def test_failures_and_statuses_are_classified(stored_study: Path) -> None:
     assert {"ok", "infeasible", "deploy-failed"} <= statuses
     oom = [t for t in ranking.trials if t.status == "deploy-failed"]
     assert all(t.failure == "out-of-memory" and t.score is None for t in oom)
-    assert all(t.failure and t.failure.startswith("violates ") for t in ranking.trials if t.status == "infeasible")
+    assert all(t.failure and t.failure.startswith("violates ") for t in ranking.trials if t.status
+               == "infeasible")
 
 
 def test_references_fall_back_to_the_baseline_when_not_stored(stored_study: Path) -> None:

@@ -25,7 +25,8 @@ def test_sort_by_metric_is_best_first_with_missing_values_last(stored_study: Pat
     values = [dict(r.speeds)[64] for r in by_c64]
     present = [v for v in values if v is not None]
     assert present == sorted(present, reverse=True)
-    assert values[len(present):] == [None] * (len(values) - len(present)) and len(present) < len(values)
+    assert values[len(present):] == [None] * (len(values) - len(present)) \
+           and len(present) < len(values)
     by_score = sort_rows(table, "score", flags, phases)
     scores = [r.score for r in by_score if r.score is not None]
     assert scores == sorted(scores, reverse=True)
@@ -33,13 +34,15 @@ def test_sort_by_metric_is_best_first_with_missing_values_last(stored_study: Pat
 
 def test_sort_by_a_tuned_flag_uses_its_short_name(stored_study: Path) -> None:
     table, flags, phases = _table(stored_study)
-    steps = [dict(r.flags)["--speculative-num-steps"] for r in sort_rows(table, "num-steps", flags, phases)]
+    steps = [dict(r.flags)["--speculative-num-steps"]
+             for r in sort_rows(table, "num-steps", flags, phases)]
     assert steps == sorted(steps)
 
 
 def test_unknown_sort_key_lists_the_valid_ones(stored_study: Path) -> None:
     table, flags, phases = _table(stored_study)
-    with pytest.raises(UsageError, match=r"--sort: unknown key 'speed'; use one of: number, score, c1, c64"):
+    with pytest.raises(UsageError,
+                       match=r"--sort: unknown key 'speed'; use one of: number, score, c1, c64"):
         sort_rows(table, "speed", flags, phases)
 
 

@@ -15,16 +15,20 @@ def test_plain_deploy_facts_become_typed() -> None:
 
 def test_a_plain_phase_keeps_its_figures_and_types_its_failure() -> None:
     plain = {"aggregate_tok_s": 10.0, "failure": "crashed-under-load", "failure_message": "died",
-             "failure_cause": "decode-oom", "log_tail": "CUDA out of memory", "run_failure": {"exit": "-9"}}
+             "failure_cause": "decode-oom", "log_tail": "CUDA out of memory",
+             "run_failure": {"exit": "-9"}}
     measured = PhaseMeasurement.of(64, plain)
-    assert measured.figures == {"aggregate_tok_s": 10.0, "failure": "crashed-under-load", "failure_message": "died"}
+    assert measured.figures == {"aggregate_tok_s": 10.0, "failure": "crashed-under-load",
+                                "failure_message": "died"}
     assert measured.failure is not None and measured.failure.is_run_failure
-    assert measured.failure.cause is FailureCause("decode-oom") and measured.failure.log_tail == "CUDA out of memory"
+    assert measured.failure.cause is FailureCause("decode-oom") \
+           and measured.failure.log_tail == "CUDA out of memory"
     assert dict(measured.failure.evidence) == {"exit": "-9"}
 
 
 def test_a_phase_that_failed_as_a_whole_is_not_a_run_failure() -> None:
-    measured = PhaseMeasurement.of(1, {"failure": "simulator-overloaded", "failure_cause": "not-a-cause"})
+    measured = PhaseMeasurement.of(1, {"failure": "simulator-overloaded",
+                                       "failure_cause": "not-a-cause"})
     assert measured.failure is not None and not measured.failure.is_run_failure
     assert measured.failure.cause is None and measured.failure.message == "simulator-overloaded"
     assert dict(measured.failure.evidence) == {"phase": "c1", "concurrency": 1}

@@ -1,7 +1,7 @@
-"""A phase whose server crashed, hung or failed a burst of requests (``failure`` crashed-under-load / hung): the
-trial ends COMPLETE ``run-failed``, infeasible, with its class, cause and evidence; it counts, is not measured
-again on the same server, is not queued again, and is never a candidate — unlike the machine's own
-``simulator-overloaded``, which stays queued again."""
+"""A phase whose server crashed, hung or failed a burst of requests (``failure`` crashed-under-load
+/ hung): the trial ends COMPLETE ``run-failed``, infeasible, with its class, cause and evidence; it
+counts, is not measured again on the same server, is not queued again, and is never a candidate —
+unlike the machine's own ``simulator-overloaded``, which stays queued again."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ from tuner.run.loop import Limits, run_trials
 from tuner.store.record import Key, Outcome, TrialRecord, best_record
 from tuner.targets.base import FailureCause
 
-CRASH = {"failure": "crashed-under-load", "failure_message": "the server exited with code 1 at C=64",
-         "failure_cause": "decode-oom",
+CRASH = {"failure": "crashed-under-load",
+         "failure_message": "the server exited with code 1 at C=64", "failure_cause": "decode-oom",
          "run_failure": {"phase": "c64", "concurrency": 64, "exit": "exited with code 1"},
-         "log_tail": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "error_rate": 0.5}
+         "log_tail": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+         "error_rate": 0.5}
 
 
 class Crashing(FakeMeasurer):
@@ -40,17 +41,21 @@ class Crashing(FakeMeasurer):
         return result
 
 
-def test_a_crash_under_load_is_stored_infeasible_with_its_evidence_and_not_queued_again(tmp_path: Path) -> None:
+def test_a_crash_under_load_is_stored_infeasible_with_its_evidence_and_not_queued_again(
+        tmp_path: Path) -> None:
     measurer = Crashing()
     study, runner = make(tmp_path, measurer)
-    stopped = run_trials(study, runner, Limits(n_trials=2, timeout_s=None, started=time.monotonic()),
+    stopped = run_trials(study, runner,
+                         Limits(n_trials=2, timeout_s=None, started=time.monotonic()),
                          "sqlite:///:memory:")
     assert stopped == "n_trials"
-    assert len(study.trials) == 2 and measurer.c64_attempts == 2  # one attempt per trial, no retry, no re-queue
+    # one attempt per trial, no retry, no re-queue
+    assert len(study.trials) == 2 and measurer.c64_attempts == 2
     for trial in study.trials:
         assert trial.state == TrialState.COMPLETE
         record = TrialRecord.from_stored(trial)
-        assert record.outcome is Outcome.RUN_FAILED and record.is_measured and not record.is_candidate
+        assert record.outcome is Outcome.RUN_FAILED and record.is_measured \
+               and not record.is_candidate
         assert not record.feasible and record.failure_class == "crashed-under-load"
         assert record.failure_cause is FailureCause.DECODE_OOM
         assert record.run_failure == CRASH["run_failure"]

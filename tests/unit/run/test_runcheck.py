@@ -20,23 +20,27 @@ def phase(completed: int, failed: int, **errors: int) -> dict[str, object]:
 
 
 def test_an_exited_server_crashed_under_load_with_its_exit_phase_and_cause() -> None:
-    failure = judge(phase(20, 40, connect=40), 64, ServerState(ExitInfo(code=1), False, None), OOM_LOG)
+    failure = judge(phase(20, 40, connect=40), 64, ServerState(ExitInfo(code=1), False, None),
+                    OOM_LOG)
     assert failure is not None and failure.failure_class == "crashed-under-load"
     assert failure.cause is FailureCause.DECODE_OOM
-    assert failure.evidence["exit"] == "exited with code 1" and failure.evidence["concurrency"] == 64
+    assert failure.evidence["exit"] == "exited with code 1" \
+           and failure.evidence["concurrency"] == 64
     assert "OutOfMemoryError" in failure.message and "C=64" in failure.message
 
 
 def test_an_unanswered_health_check_is_a_hang() -> None:
     failure = judge(phase(8, 56, stall=56), 64, ServerState(None, True, None), "")
-    assert failure is not None and (failure.failure_class, failure.cause) == ("hung", FailureCause.HANG)
+    assert failure is not None \
+           and (failure.failure_class, failure.cause) == ("hung", FailureCause.HANG)
 
 
 def test_a_healthy_server_with_a_burst_of_5xx_failed_the_run_and_a_few_errors_do_not() -> None:
     burst = judge(phase(100, 28, http_5xx=28), 64, ServerState(None, True, 200), "")
     assert burst is not None and burst.cause is FailureCause.SERVER_ERRORS
     assert judge(phase(127, 1, http_5xx=1), 64, ServerState(None, True, 200), "") is None
-    assert judge(phase(100, 28, client=28), 64, ServerState(None, True, 200), "") is None  # our own bug
+    # our own bug
+    assert judge(phase(100, 28, client=28), 64, ServerState(None, True, 200), "") is None
 
 
 def test_only_a_suspicious_phase_is_checked() -> None:

@@ -61,7 +61,8 @@ class FakeMeasurer:
         self.measured.append((self.steps, phase_index))
         if phase_index == 0:
             return {"per_request_tok_s_mean": 100.0 + 40 * self.steps, "error_rate": 0.0}
-        return {"aggregate_tok_s": 2000.0 - 100 * (self.steps - 3) ** 2, "error_rate": 0.02 if self.steps == 5 else 0.0}
+        return {"aggregate_tok_s": 2000.0 - 100 * (self.steps - 3) ** 2, "error_rate": 0.02
+                if self.steps == 5 else 0.0}
 
 
 def study_with(tmp_path: Path, measurer: Any) -> tuple[optuna.Study, TrialRunner, SearchSpace]:
@@ -147,13 +148,14 @@ def test_hopeless_trial_skips_c64(setup) -> None:
 
 
 class ResolvingMeasurer(FakeMeasurer):
-    """With the target's own SGLang to ask: it runs steps 4 as steps 3 (the same server as the baseline) and
-    refuses steps 2."""
+    """With the target's own SGLang to ask: it runs steps 4 as steps 3 (the same server as the
+    baseline) and refuses steps 2."""
 
     def resolve(self, config: ServerConfig) -> Mapping[str, Any] | None:
         steps = config.get("--speculative-num-steps")
         if steps == 2:
-            raise DeployFailed("invalid-flags", "SGLang 0.5.23 on gpu-1 refuses this configuration (exit 1): "
+            raise DeployFailed("invalid-flags",
+                               "SGLang 0.5.23 on gpu-1 refuses this configuration (exit 1): "
                                "ValueError: no")
         return {"speculative_algorithm": "EAGLE3", "speculative_num_steps": min(steps, 3),
                 "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "page_size": 1}

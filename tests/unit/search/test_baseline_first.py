@@ -1,5 +1,6 @@
-"""An interrupted baseline's retry, queued behind the designed start, is the next trial asked for until the
-baseline is measured (tuner/search/baseline.py ``baseline_runs_first``); Optuna's own order is oldest first."""
+"""An interrupted baseline's retry, queued behind the designed start, is the next trial asked for
+until the baseline is measured (tuner/search/baseline.py ``baseline_runs_first``); Optuna's own
+order is oldest first."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def _study(tmp_path: Path) -> optuna.Study:
 
 
 def test_optuna_alone_asks_oldest_first(tmp_path: Path) -> None:
-    # The premise: without the reordering the designed start would measure first and fix the references.
+    # The premise: without the reordering the designed start would measure first and fix the
+    # references.
     assert _study(tmp_path).ask().number == 1
 
 

@@ -1,4 +1,5 @@
-"""After a proposal that repeats a measured configuration, the loop measures an unmeasured neighbour of it."""
+"""After a proposal that repeats a measured configuration, the loop measures an unmeasured neighbour
+of it."""
 
 from __future__ import annotations
 
@@ -43,14 +44,16 @@ def test_a_sampler_stuck_on_one_point_still_reaches_n_trials() -> None:
     table = load_option_table()
     space = SearchSpace(spec, table)
     baseline = space.encode(spec.baseline)
-    # A sampler that proposes the baseline forever: without exploration every trial after the first is a free
-    # duplicate and the study would end "exhausted" with one measurement.
+    # A sampler that proposes the baseline forever: without exploration every trial after the first
+    # is a free duplicate and the study would end "exhausted" with one measurement.
     stuck = optuna.samplers.PartialFixedSampler(baseline, optuna.samplers.RandomSampler(seed=0))
     study = optuna.create_study(direction="maximize", sampler=stuck)
     enqueue_baseline(study, space, spec)
-    runner = TrialRunner(spec, space, OracleMeasurer(load_profile(spec.target.settings.profile), table,
-                                                     spec.benchmark))
-    stopped = run_trials(study, runner, Limits(n_trials=5, timeout_s=None, started=time.monotonic()),
+    runner = TrialRunner(spec, space,
+                         OracleMeasurer(load_profile(spec.target.settings.profile), table,
+                                        spec.benchmark))
+    stopped = run_trials(study, runner,
+                         Limits(n_trials=5, timeout_s=None, started=time.monotonic()),
                          "sqlite:///:memory:")
     assert stopped == "n_trials"
     measured = [t for t in study.trials if t.user_attrs.get(Key.COUNTS)]

@@ -1,5 +1,5 @@
-"""The grey-box sampler (tuner/search/greybox.py): its candidate table, what it learns from each kind of trial,
-and that it finds a hand-checkable optimum without re-measuring anything."""
+"""The grey-box sampler (tuner/search/greybox.py): its candidate table, what it learns from each
+kind of trial, and that it finds a hand-checkable optimum without re-measuring anything."""
 
 from __future__ import annotations
 
@@ -30,19 +30,20 @@ def _space() -> SearchSpace:
     return SearchSpace(spec, load_option_table(spec.study.sglang_version))
 
 
-def test_the_candidates_are_the_distinct_valid_configurations_with_inputs_in_the_unit_cube() -> None:
+def test_the_candidates_are_the_distinct_valid_configurations_with_inputs_in_the_unit_cube() -> None:  # noqa: E501 - the test's name says what it checks
     space = _space()
     table = candidates(space)
     assert len(table.keys) == len(set(table.keys)) == space.enumerate().distinct_valid
     assert table.x.shape == (len(table.keys), len(space.dimensions))
     assert table.x.min() >= 0.0 and table.x.max() <= 1.0
-    tree = [i for i, d in enumerate(space.dimensions) if d.name.split(".")[0].startswith("speculative-")]
+    tree = [i for i, d in enumerate(space.dimensions)
+            if d.name.split(".")[0].startswith("speculative-")]
     assert list(table.tree_columns) == tree
     for row in (0, len(table.keys) // 2, len(table.keys) - 1):
         assert space.decode(table.params[row]).key == table.keys[row]
 
 
-def test_it_finds_the_optimum_of_a_hand_checkable_landscape_and_never_measures_a_configuration_twice() -> None:
+def test_it_finds_the_optimum_of_a_hand_checkable_landscape_and_never_measures_a_configuration_twice() -> None:  # noqa: E501 - the test's name says what it checks
     spec = load_study_file(DEMO)
     result = evaluate_search(spec, steps_landscape(spec), n_trials=14, seed=0, sampler="greybox")
     records = [TrialRecord.from_stored(t) for t in result.trials]
@@ -61,7 +62,8 @@ def test_a_skipped_phase_teaches_the_other_models_and_a_failed_start_only_feasib
     result = evaluate_search(spec, simulator_landscape(spec), n_trials=12, seed=1, sampler="random")
     table = candidates(space)
     obs = observe(result.study, table, [1, 64])
-    records = [TrialRecord.from_stored(t) for t in result.trials if TrialRecord.from_stored(t).is_measured]
+    records = [TrialRecord.from_stored(t) for t in result.trials
+               if TrialRecord.from_stored(t).is_measured]
     skipped = [table.index[r.config_key] for r in records if r.skipped_phases and r.config_key]
     benchmarked = [table.index[r.config_key] for r in records if r.is_benchmarked and r.config_key]
     assert skipped, "the C=64 skip should have fired in 12 trials"
@@ -71,23 +73,27 @@ def test_a_skipped_phase_teaches_the_other_models_and_a_failed_start_only_feasib
 
 
 def test_the_composed_score_is_what_it_ranks_by() -> None:
-    # Two factors that are each monotone (accept length grows with the tree, speed per accepted token falls):
-    # the pick must be the row whose product is largest, not the largest of either factor.
+    # Two factors that are each monotone (accept length grows with the tree, speed per accepted
+    # token falls): the pick must be the row whose product is largest, not the largest of either
+    # factor.
     space = _space()
     table = candidates(space)
     sampler = GreyBoxSampler(space, {1: 1.0}, seed=0)
     tree_size = table.x[:, list(table.tree_columns)].sum(1)
     accept, per_token = 1.0 + 3.0 * tree_size, 1.0 / (1.0 + 0.6 * tree_size ** 2)
     rows = list(np.random.default_rng(0).choice(len(table.keys), 60, replace=False))
-    obs = Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True] * len(rows),
-                       accept_rows=rows,
+    obs = Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True]
+                       * len(rows), accept_rows=rows,
                        log_accept=list(np.log(accept[rows])), phase_rows={1: rows},
-                       log_phase={1: list(np.log(per_token[rows]))}, pending_rows=[], known=set(rows),
-                       best_score=float(max(accept[rows] * per_token[rows])), leaders=[], oom_rows=[])
+                       log_phase={1: list(np.log(per_token[rows]))}, pending_rows=[],
+                       known=set(rows),
+                       best_score=float(max(accept[rows] * per_token[rows])), leaders=[],
+                       oom_rows=[])
     pick = sampler.choose(table, obs, {1: 1.0})
     assert pick is not None and pick not in rows
     product = accept * per_token
-    # (expected improvement may explore a little; the largest of either factor alone is at most 0.63 × max)
+    # (expected improvement may explore a little; the largest of either factor alone is at most 0.63
+    # × max)
     assert product[pick] >= 0.85 * product.max()
 
 
@@ -97,8 +103,8 @@ def test_a_multi_objective_study_gets_tpe() -> None:
 
 
 def test_the_out_of_memory_model_is_monotone_in_the_memory_flags() -> None:
-    # Runs out where the sum of the memory inputs is large: trained on a few starts and failures, it must
-    # rank every larger configuration at least as likely to fail, and separate the two groups.
+    # Runs out where the sum of the memory inputs is large: trained on a few starts and failures, it
+    # must rank every larger configuration at least as likely to fail, and separate the two groups.
     table = candidates(_space())
     memory = list(table.memory_columns)
     size = table.x[:, memory].sum(1)
@@ -113,8 +119,8 @@ def test_the_out_of_memory_model_is_monotone_in_the_memory_flags() -> None:
 
 
 def test_the_out_of_memory_model_reads_the_typed_cause_not_a_substring() -> None:
-    # SGLang's too-small-pool message has no "kv" in it; a larger static fraction cures it, so it must not teach
-    # the monotone out-of-memory model. A graph-capture or decode OOM must.
+    # SGLang's too-small-pool message has no "kv" in it; a larger static fraction cures it, so it
+    # must not teach the monotone out-of-memory model. A graph-capture or decode OOM must.
     from optuna.distributions import FloatDistribution
     from optuna.trial import create_trial
 
@@ -124,17 +130,22 @@ def test_the_out_of_memory_model_reads_the_typed_cause_not_a_substring() -> None
     table = candidates(space)
     study = optuna.create_study(direction="maximize")
     messages = {
-        "kv": ("out-of-memory", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        "kv": ("out-of-memory",
+               "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
                None),
-        "graph": ("out-of-memory", "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2 GiB",
+        "graph": ("out-of-memory", "Exception: Capture cuda graph failed: CUDA out of memory. "
+                                   "Tried to allocate 2 GiB",
                   None),
         "decode": ("crashed-under-load", "the server exited with code 1 at C=64", "decode-oom"),
     }
     rows = {}
-    for (name, (failure_class, text, cause)), key in zip(messages.items(), table.keys, strict=False):
-        attrs = {Key.CONFIG_KEY: key, Key.OUTCOME: "run-failed" if cause else "deploy-failed", Key.COUNTS: True,
-                 Key.FAILURE_CLASS: failure_class, Key.FAILURE: text, **({Key.FAILURE_CAUSE: cause} if cause else {})}
-        study.add_trial(create_trial(value=1.0, params={"x": 0.5}, distributions={"x": FloatDistribution(0, 1)},
+    for (name, (failure_class, text, cause)), key in zip(messages.items(), table.keys,
+                                                         strict=False):
+        attrs = {Key.CONFIG_KEY: key, Key.OUTCOME: "run-failed" if cause else "deploy-failed",
+                 Key.COUNTS: True, Key.FAILURE_CLASS: failure_class, Key.FAILURE: text,
+                 **({Key.FAILURE_CAUSE: cause} if cause else {})}
+        study.add_trial(create_trial(value=1.0, params={"x": 0.5},
+                                     distributions={"x": FloatDistribution(0, 1)},
                                      user_attrs=attrs, constraints={"server started": 1.0}))
         rows[name] = table.index[key]
     obs = observe(study, table, [1, 64])
@@ -150,17 +161,20 @@ def test_a_tree_shape_that_failed_while_running_keeps_little_of_its_feasibility(
     sampler = GreyBoxSampler(space, {1: 1.0}, seed=0)
     rows = list(np.random.default_rng(1).choice(len(table.keys), 30, replace=False))
     failed, ok = rows[0], rows[1:]
-    base = dict(accept_rows=ok, log_accept=[0.0] * len(ok), phase_rows={1: ok}, log_phase={1: [0.0] * len(ok)},
+    base = dict(accept_rows=ok, log_accept=[0.0] * len(ok), phase_rows={1: ok},
+                log_phase={1: [0.0] * len(ok)},
                 pending_rows=[], known=set(rows), best_score=1.0, leaders=[], oom_rows=[])
     told = Observations(feasible_rows=rows, feasible=[0.0] + [1.0] * len(ok),
-                        feasible_started=[False] + [True] * len(ok), run_failed_rows=[failed], **base)  # type: ignore[arg-type]
+                        feasible_started=[False] + [True] * len(ok), run_failed_rows=[failed],
+                        **base)  # type: ignore[arg-type]
     shape = list(table.shape_columns)
     assert shape
     same = np.flatnonzero((np.abs(table.x[:, shape] - table.x[failed, shape]) <= 1e-9).all(1))
     other = np.setdiff1d(np.arange(len(table.keys)), same)
     _, p_told = sampler.predict(table, told, np.arange(len(table.keys)))
     untold = Observations(feasible_rows=rows, feasible=[0.0] + [1.0] * len(ok),
-                          feasible_started=[False] + [True] * len(ok), **base)  # type: ignore[arg-type]
+                          feasible_started=[False] + [True] * len(ok),
+                          **base)  # type: ignore[arg-type]
     _, p_untold = sampler.predict(table, untold, np.arange(len(table.keys)))
     assert np.allclose(p_told[same], SAME_SHAPE_AS_RUN_FAILURE * p_untold[same])
     assert np.allclose(p_told[other], p_untold[other])

@@ -19,12 +19,15 @@ def test_one_start_per_other_branch_and_the_adaptive_and_off_ones_are_the_refere
     baseline = space.encode(spec.baseline)
     points = comparison_points(space, spec, baseline)
     chosen = [p["speculative-algorithm"] for p, _ in points]
-    assert chosen == ["EAGLE3-adaptive", "NGRAM", "off"]  # the baseline's branch (EAGLE3) is the baseline
+    # the baseline's branch (EAGLE3) is the baseline
+    assert chosen == ["EAGLE3-adaptive", "NGRAM", "off"]
     assert [a.get(Key.REFERENCE) for _, a in points] == ["adaptive", None, "off"]
     assert not any(branches.OUTSIDE in a for _, a in points)  # all inside the space
     ngram = points[1][0]
-    assert ngram["mem-fraction-static.k"] == baseline["mem-fraction-static.k"]  # shared flags: the baseline's
-    assert ngram["speculative-num-draft-tokens.pos"] == 7  # its own meaning there: the middle of 2..16
+    # shared flags: the baseline's
+    assert ngram["mem-fraction-static.k"] == baseline["mem-fraction-static.k"]
+    # its own meaning there: the middle of 2..16
+    assert ngram["speculative-num-draft-tokens.pos"] == 7
     assert all(space.decode(p).config is not None for p, _ in points)
 
 
@@ -35,6 +38,7 @@ def test_a_space_without_branches_gets_both_references_outside_it_unless_told_no
     points = comparison_points(space, spec, baseline)
     assert [(p[branches.REFERENCE], a[Key.REFERENCE], a[branches.OUTSIDE]) for p, a in points] == [
         ("adaptive", "adaptive", True), ("off", "off", True)]
-    assert comparison_points(space, spec, baseline, outside=False) == []  # a bench landscape's study
+    # a bench landscape's study
+    assert comparison_points(space, spec, baseline, outside=False) == []
     quiet = replace(spec, study=replace(spec.study, compare=()))
     assert comparison_points(space, quiet, baseline) == []

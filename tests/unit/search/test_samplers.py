@@ -1,4 +1,5 @@
-"""Each sampler is one ``SamplerKind``: the study file's names, the builders and the skip policy agree."""
+"""Each sampler is one ``SamplerKind``: the study file's names, the builders and the skip policy
+agree."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import optuna
 import pytest
 
 from tuner.core.errors import SpectuneError
-from tuner.search.samplers import SAMPLERS, SkippedPhases, make_sampler, sampler_kind, skipped_phases
+from tuner.search.samplers import (
+    SAMPLERS,
+    SkippedPhases,
+    make_sampler,
+    sampler_kind,
+    skipped_phases,
+)
 from tuner.study.spec import SamplerName
 
 

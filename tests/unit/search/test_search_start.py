@@ -32,23 +32,27 @@ def test_the_designed_start_runs_right_after_the_baseline_with_distinct_trees() 
     designed = designed_start(space, space.encode(spec.baseline))
     assert len(designed) == len(DESIGNED_SHAPES)
     configs = [space.decode(p).config for p in designed]
-    assert all(c is not None for c in configs) and len({c.key() for c in configs if c}) == len(configs)
-    result = evaluate_search(spec, memory_tight(spec), n_trials=len(designed) + 1, seed=0, sampler="tpe")
+    assert all(c is not None for c in configs) \
+           and len({c.key() for c in configs if c}) == len(configs)
+    result = evaluate_search(spec, memory_tight(spec), n_trials=len(designed) + 1, seed=0,
+                             sampler="tpe")
     trials = result.trials
     assert trials[0].user_attrs.get(Key.BASELINE)
     assert [t.params for t in trials[1:len(designed) + 1]] == designed
 
 
 def test_on_the_memory_tight_landscape_the_headroom_shape_starts_and_beats_the_baseline() -> None:
-    # Every big tree at the baseline's memory flags fails there; the headroom shape is what finds the region.
+    # Every big tree at the baseline's memory flags fails there; the headroom shape is what finds
+    # the region.
     spec = load_study_file(SEED_SPACE)
-    result = evaluate_search(spec, memory_tight(spec), n_trials=len(DESIGNED_SHAPES) + 1, seed=3, sampler="tpe")
+    result = evaluate_search(spec, memory_tight(spec), n_trials=len(DESIGNED_SHAPES) + 1, seed=3,
+                             sampler="tpe")
     records = [TrialRecord.from_stored(t) for t in result.trials]
     assert records[-1].is_candidate and (records[-1].score or 0.0) > 1.3
     assert result.best is not None and result.best.number == records[-1].number
 
 
-def test_tpe_gets_a_skipped_trial_at_no_more_than_the_median_while_its_stored_score_keeps_the_bound() -> None:
+def test_tpe_gets_a_skipped_trial_at_no_more_than_the_median_while_its_stored_score_keeps_the_bound() -> None:  # noqa: E501 - the test's name says what it checks
     spec = load_study_file(SEED_SPACE)
     result = evaluate_search(spec, memory_tight(spec), n_trials=16, seed=0, sampler="tpe")
     skipped = [t for t in result.trials if t.user_attrs.get(Key.SKIP)]
@@ -62,16 +66,19 @@ def test_auto_is_the_greybox_sampler_with_or_without_torch() -> None:
     assert resolve_sampler_name("auto") == "greybox"
 
 
-@pytest.mark.parametrize("study", ["bench/studies/qwen-seed-space.toml", "bench/studies/llama-8b-h100.toml",
-                                   "studies/simulated.toml"])
-def test_the_designed_start_spans_the_tree_and_its_headroom_shape_only_shrinks_the_graph(study: str) -> None:
+@pytest.mark.parametrize("study",
+                         ["bench/studies/qwen-seed-space.toml", "bench/studies/llama-8b-h100.toml",
+                          "studies/simulated.toml"])
+def test_the_designed_start_spans_the_tree_and_its_headroom_shape_only_shrinks_the_graph(
+        study: str) -> None:
     spec = load_study_file(REPO / study)
     space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
     base = space.decode(space.encode(spec.baseline)).values
     shapes = [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
     topk = "--speculative-eagle-topk"
     # a chain (top-k 1, the draft tokens a chain can verify) and the widest top-k both appear
-    assert any(v[topk] == 1 and v["--speculative-num-draft-tokens"] <= v["--speculative-num-steps"] + 1
+    assert any(v[topk] == 1 and v["--speculative-num-draft-tokens"] <= v["--speculative-num-steps"]
+               + 1
                for v in shapes)
     widest = max(d.choices for d in space.dimensions if d.flag == topk)
     assert any(v[topk] == max(widest) for v in shapes)

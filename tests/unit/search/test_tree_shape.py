@@ -1,5 +1,5 @@
-"""The draft tree's shape (tuner/search/tree_shape.py): tokens per level as an accept-length input, and the
-shallow trees the grey-box sampler never proposes while anything else is unmeasured."""
+"""The draft tree's shape (tuner/search/tree_shape.py): tokens per level as an accept-length input,
+and the shallow trees the grey-box sampler never proposes while anything else is unmeasured."""
 
 from __future__ import annotations
 
@@ -20,17 +20,19 @@ def _tree(steps: int, topk: int, draft: int) -> ServerConfig:
     return ServerConfig.build({STEPS: steps, TOPK: topk, DRAFT: draft})
 
 
-def test_tokens_per_level_orders_trees_by_draft_tokens_over_steps_and_marks_the_shallow_ones() -> None:
+def test_tokens_per_level_orders_trees_by_draft_tokens_over_steps_and_marks_the_shallow_ones() -> None:  # noqa: E501 - the test's name says what it checks
     configs = [_tree(4, 4, 9), _tree(8, 4, 9), _tree(4, 4, 17), _tree(6, 4, 4), _tree(3, 1, 4)]
     per_level, shallow = tree_shape(configs)
     # (draft − 1) ÷ steps: 2, 1, 4, 0.5, 1 — the same ratio gives the same input, whatever the steps
     assert per_level is not None and np.allclose(np.exp(per_level), [2.0, 1.0, 4.0, 0.5, 1.0])
-    # only 6 steps with 4 draft tokens (3 nodes, at most 3 deep) wastes steps; a chain of steps + 1 never does
+    # only 6 steps with 4 draft tokens (3 nodes, at most 3 deep) wastes steps; a chain of steps + 1
+    # never does
     assert shallow.tolist() == [False, False, False, True, False]
 
 
 def test_without_steps_or_draft_tokens_there_is_no_input_and_nothing_is_shallow() -> None:
-    per_level, shallow = tree_shape([ServerConfig.build({"--mem-fraction-static": 0.8}), _tree(4, 4, 9)])
+    per_level, shallow = tree_shape([ServerConfig.build({"--mem-fraction-static": 0.8}),
+                                     _tree(4, 4, 9)])
     assert per_level is None and not shallow.any()
     same, _ = tree_shape([_tree(4, 4, 9), _tree(8, 2, 17)])
     assert same is None  # one ratio everywhere: no information
@@ -44,7 +46,8 @@ def _space() -> SearchSpace:
 def test_the_accept_model_sees_the_tree_columns_and_tokens_per_level() -> None:
     table = candidates(_space())
     assert table.accept_x.shape == (len(table.keys), len(table.tree_columns) + 1)
-    assert table.accept_x[:, -1].min() == 0.0 and table.accept_x[:, -1].max() == 1.0  # the models' input range
+    # the models' input range
+    assert table.accept_x[:, -1].min() == 0.0 and table.accept_x[:, -1].max() == 1.0
     assert 0.05 < table.shallow.mean() < 0.5  # the demo space has shallow trees to avoid
 
 
@@ -61,7 +64,8 @@ def test_the_sampler_proposes_a_shallow_tree_only_when_nothing_else_is_left() ->
 
     def observations(known: set[int]) -> Observations:
         best = max(rows, key=lambda r: scores[r])
-        return Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True] * len(rows),
+        return Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True]
+                            * len(rows),
                             accept_rows=rows, log_accept=[0.0] * len(rows), phase_rows={1: rows},
                             log_phase={1: list(np.log(scores[rows]))}, pending_rows=[], known=known,
                             best_score=float(scores[best]), leaders=[best], oom_rows=[])

@@ -1,5 +1,5 @@
-"""The grey-box sampler's trust region (tuner/search/trust_region.py): a box in rungs around the best trial,
-where it proposes while the box has anything unmeasured."""
+"""The grey-box sampler's trust region (tuner/search/trust_region.py): a box in rungs around the
+best trial, where it proposes while the box has anything unmeasured."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def _table_and_sampler() -> tuple[SearchSpace, GreyBoxSampler]:
 
 def _observations(rows: list[int], scores: np.ndarray) -> Observations:
     best = max(rows, key=lambda r: scores[r])
-    return Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True] * len(rows),
+    return Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True]
+                        * len(rows),
                         accept_rows=rows, log_accept=[0.0] * len(rows), phase_rows={1: rows},
                         log_phase={1: list(np.log(scores[rows]))}, pending_rows=[], known=set(rows),
                         best_score=float(scores[best]), leaders=[best], oom_rows=[])
@@ -50,8 +51,8 @@ def _observations(rows: list[int], scores: np.ndarray) -> Observations:
 def test_it_proposes_near_the_best_trial_even_where_far_corners_look_better() -> None:
     space, sampler = _table_and_sampler()
     table = candidates(space)
-    # The score rises towards the far corner of the inputs, where nothing is measured yet, so global expected
-    # improvement goes there; the best trial sits at the low corner, a hair above the rest.
+    # The score rises towards the far corner of the inputs, where nothing is measured yet, so global
+    # expected improvement goes there; the best trial sits at the low corner, a hair above the rest.
     size = table.x.sum(1)
     scores = 1.0 + size
     middle = np.flatnonzero(size < np.quantile(size, 0.7))
@@ -71,7 +72,8 @@ def test_once_the_box_is_measured_out_it_searches_the_whole_space() -> None:
     low = int(np.argmin(scores))
     scores[low] = scores.max() + 1.0
     box = set(np.flatnonzero(within(table.rungs, low, RADIUS)).tolist())
-    rows = sorted(box | set(np.random.default_rng(2).choice(len(table.keys), 6, replace=False).tolist()))
+    rows = sorted(
+        box | set(np.random.default_rng(2).choice(len(table.keys), 6, replace=False).tolist()))
     assert len(box) < len(table.keys)
     pick = sampler.choose(table, _observations(rows, scores), {1: 1.0})
     assert pick is not None and pick not in box
@@ -84,9 +86,14 @@ def test_the_box_doubles_after_each_stall_and_only_the_samplers_own_trials_count
     space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
     table = candidates(space)
     start = 1 + len(designed_start(space, space.encode(spec.baseline)))
-    queued_only = evaluate_search(spec, simulator_landscape(spec), n_trials=start, seed=0, sampler="greybox")
-    assert observe(queued_only.study, table, [1, 64]).stall == 0  # however the designed shapes scored
-    result = evaluate_search(spec, simulator_landscape(spec), n_trials=start + 5, seed=0, sampler="greybox")
+    queued_only = evaluate_search(spec, simulator_landscape(spec), n_trials=start, seed=0,
+                                  sampler="greybox")
+    # however the designed shapes scored
+    assert observe(queued_only.study, table, [1, 64]).stall == 0
+    result = evaluate_search(spec, simulator_landscape(spec), n_trials=start + 5, seed=0,
+                             sampler="greybox")
     scores = [TrialRecord.from_stored(t).score for t in result.trials]
-    last_rise = max(i for i, s in enumerate(scores) if s is not None and s >= max(x or 0.0 for x in scores[:i + 1]))
-    assert observe(result.study, table, [1, 64]).stall == len(scores) - 1 - max(last_rise, start - 1)
+    last_rise = max(i for i, s in enumerate(scores) if s is not None and s
+                    >= max(x or 0.0 for x in scores[:i + 1]))
+    assert observe(result.study, table, [1, 64]).stall == len(scores) - 1 - max(last_rise, start
+                                                                                - 1)

@@ -1,4 +1,5 @@
-"""spectune's SGLang rules held to what the real SGLang 0.5.23 does (fixture: bench/sglang_fidelity/generate.py)."""
+"""spectune's SGLang rules held to what the real SGLang 0.5.23 does (fixture:
+bench/sglang_fidelity/generate.py)."""
 
 from __future__ import annotations
 
@@ -21,19 +22,21 @@ from tuner.study.space import SearchSpace
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "sglang-0.5.23-fidelity.json"
 DATA = json.loads(FIXTURE.read_text(encoding="utf-8"))
-FIELDS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "page_size",
-          "attention_backend", "cuda_graph_disabled", "max_running_requests")
+FIELDS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+          "page_size", "attention_backend", "cuda_graph_disabled", "max_running_requests")
 
 #: Where spectune deliberately differs from SGLang's argument checks, and why.
 DELIBERATE: dict[str, str] = {
     "sm90 --model-path @model:llama --context-length 1M": (
-        "SGLang compares --context-length with the model's max_position_embeddings (config.json); the rules "
-        "do not read the model's config, so the real server's refusal (exit 1, seconds) is left to it"),
+        "SGLang compares --context-length with the model's max_position_embeddings (config.json); "
+        "the rules do not read the model's config, so the real server's refusal (exit 1, seconds) "
+        "is left to it"),
 }
 
 
 def _argv(case: dict[str, Any]) -> list[str]:
-    return [f"/models/{a.removeprefix('@model:')}" if a.startswith("@model:") else a for a in case["argv"]]
+    return [f"/models/{a.removeprefix('@model:')}" if a.startswith("@model:") else a
+            for a in case["argv"]]
 
 
 def _architecture(case: dict[str, Any]) -> str | None:
@@ -66,18 +69,20 @@ CASES = [pytest.param(c, id=f"{i}-{c['class']}") for i, c in enumerate(DATA["cas
 
 
 def loading_refusal(case: dict[str, Any]) -> str | None:
-    """What loading the draft model raises for a configuration SGLang's argument checks accept (the fixture
-    records those checks only): the draft backend table (tuner/sglang/loading.py) applied to SGLang's own
-    resolved values, so what decides is SGLang's resolution, not the rules'."""
+    """What loading the draft model raises for a configuration SGLang's argument checks accept (the
+    fixture records those checks only): the draft backend table (tuner/sglang/loading.py) applied to
+    SGLang's own resolved values, so what decides is SGLang's resolution, not the rules'."""
     if case["verdict"] != "accepted":
         return None
-    refusal = draft_backend_refusal(parse_server_args(_argv(case), exit_on_error=False), case["effective"])
+    refusal = draft_backend_refusal(parse_server_args(_argv(case), exit_on_error=False),
+                                    case["effective"])
     return refusal.message if refusal is not None else None
 
 
 def test_fixture_covers_every_case_class() -> None:
     classes = {c["class"] for c in DATA["cases"]}
-    assert {"split-backends", "draft-backend", "hardware-gate", "adaptive", "rejection-sampling", "draft-window",
+    assert {"split-backends", "draft-backend", "hardware-gate", "adaptive", "rejection-sampling",
+            "draft-window",
             "ngram", "auto-choose", "bounds", "stray", "alias", "converter", "required"} <= classes
     assert len(DATA["cases"]) >= 300
 
@@ -87,7 +92,8 @@ def test_rules_agree_with_sglang(case: dict[str, Any]) -> None:
     if _key(case) in DELIBERATE:
         pytest.skip(DELIBERATE[_key(case)])
     ours = spectune_verdict(case)
-    if (loading := loading_refusal(case)) is not None:  # refused while loading the draft model: never deployed
+    # refused while loading the draft model: never deployed
+    if (loading := loading_refusal(case)) is not None:
         assert ours == {"verdict": "refused", "exit_code": 1, "error": loading}
         return
     assert ours["verdict"] == case["verdict"], (case["error"], ours.get("error"))
@@ -96,12 +102,13 @@ def test_rules_agree_with_sglang(case: dict[str, Any]) -> None:
             assert ours["error"] == case["error"]
         return
     real = case["effective"]
-    mismatched = {f: (ours["effective"][f], real[f]) for f in FIELDS if ours["effective"][f] != real[f]
+    mismatched = {f: (ours["effective"][f], real[f]) for f in FIELDS if ours["effective"][f]
+                  != real[f]
                   and ours["effective"][f] is not None}
     assert not mismatched, mismatched
 
 
-# ----- the search space's decode path: what spectune would deploy and record ---------------------------------
+# ----- the search space's decode path: what spectune would deploy and record ----------------------
 TABLE = load_option_table(DATA["sglang_version"])
 STUDY = """
 [study]
@@ -117,13 +124,15 @@ phases = [{ concurrency = 1, requests = 2 }]
 
 #: Where the space deliberately differs from SGLang, beyond DELIBERATE, and why.
 SPACE_DELIBERATE: dict[str, str] = {
-    "sm90 --model-path @model:llama --speculative-algorithm EAGLE3 --speculative-draft-model-path @model:llama "
-    "--speculative-num-steps 2 --speculative-eagle-topk 4 --speculative-num-draft-tokens 30": (
-        "SGLang starts this tree, then every request fails (topk + (steps−1)·topk² + 1 = 21 < 30 draft tokens, "
-        "#5160): spectune never deploys it"),
-    "sm90 --model-path @model:llama --speculative-algorithm DFLASH --speculative-draft-model-path @model:llama": (
-        "DFLASH's auto-chosen draft tree (1 step, topk 1, 16 draft tokens) is not modelled by the rules: they "
-        "accept it and record the tree as unknown, never a wrong value"),
+    "sm90 --model-path @model:llama --speculative-algorithm EAGLE3 --speculative-draft-model-path "
+    "@model:llama --speculative-num-steps 2 --speculative-eagle-topk 4 "
+    "--speculative-num-draft-tokens 30": (
+        "SGLang starts this tree, then every request fails (topk + (steps−1)·topk² + 1 = 21 < 30 "
+        "draft tokens, #5160): spectune never deploys it"),
+    "sm90 --model-path @model:llama --speculative-algorithm DFLASH --speculative-draft-model-path "
+    "@model:llama": (
+        "DFLASH's auto-chosen draft tree (1 step, topk 1, 16 draft tokens) is not modelled by the "
+        "rules: they accept it and record the tree as unknown, never a wrong value"),
 }
 
 
@@ -146,7 +155,8 @@ def _flags(argv: list[str]) -> dict[str, FlagValue]:
 
 
 def test_the_space_judges_what_the_rendered_command_line_parses_to(space: SearchSpace) -> None:
-    # The space overlays typed flags on the parser's defaults; rendering and parsing must give the same.
+    # The space overlays typed flags on the parser's defaults; rendering and parsing must give the
+    # same.
     for case in DATA["cases"]:
         if case["exit_code"] != 2:
             config = ServerConfig.build(_flags(_argv(case)))
@@ -165,12 +175,14 @@ def test_resolution_reads_only_its_declared_inputs() -> None:
     for case in DATA["cases"]:
         if case["exit_code"] != 2:
             resolve(Recording(parse_server_args(_argv(case), exit_on_error=False)),
-                    model_architecture=_architecture(case), compute_capability=_hardware(case).compute_capability
+                    model_architecture=_architecture(case),
+                    compute_capability=_hardware(case).compute_capability
                     or (9, 0))
     assert read <= set(RESOLUTION_INPUTS)
 
 
-SPACE_CASES = [pytest.param(c, id=f"{i}-{c['class']}") for i, c in enumerate(DATA["cases"]) if c["exit_code"] != 2]
+SPACE_CASES = [pytest.param(c, id=f"{i}-{c['class']}") for i, c in enumerate(DATA["cases"])
+               if c["exit_code"] != 2]
 
 
 def test_allow_lists_name_fixture_lines() -> None:
@@ -179,13 +191,16 @@ def test_allow_lists_name_fixture_lines() -> None:
 
 
 def test_space_cases_leave_out_only_argparse_errors() -> None:
-    # Argparse-level errors (unknown, ambiguous or malformed flags, a missing --model-path) never reach the
-    # space: the study-file check refuses them first, and the model path may live in the target's command.
-    assert len(DATA["cases"]) - len(SPACE_CASES) == sum(1 for c in DATA["cases"] if c["exit_code"] == 2) == 7
+    # Argparse-level errors (unknown, ambiguous or malformed flags, a missing --model-path) never
+    # reach the space: the study-file check refuses them first, and the model path may live in the
+    # target's command.
+    assert len(DATA["cases"]) - len(SPACE_CASES) == sum(1 for c in DATA["cases"] if c["exit_code"]
+                                                        == 2) == 7
 
 
 @pytest.mark.parametrize("case", SPACE_CASES)
-def test_space_deploys_and_records_what_sglang_runs(case: dict[str, Any], space: SearchSpace) -> None:
+def test_space_deploys_and_records_what_sglang_runs(case: dict[str, Any],
+                                                    space: SearchSpace) -> None:
     key = _key(case)
     if key in DELIBERATE or key in SPACE_DELIBERATE:
         pytest.skip(DELIBERATE.get(key) or SPACE_DELIBERATE[key])
@@ -200,4 +215,5 @@ def test_space_deploys_and_records_what_sglang_runs(case: dict[str, Any], space:
         return
     assert not isinstance(ours, str), f"spectune refuses what SGLang accepts: {ours}"
     real = case["effective"]
-    assert {f: ours[f] for f in FIELDS} == {f: real[f] for f in FIELDS}, "recorded values differ from SGLang's"
+    assert {f: ours[f] for f in FIELDS} == {f: real[f] for f in FIELDS}, \
+           "recorded values differ from SGLang's"

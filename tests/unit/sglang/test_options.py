@@ -53,7 +53,8 @@ def test_check_value_types_and_choices(table: OptionTable) -> None:
     assert table.check_value(table.lookup("--tp-size"), 4) is None
     assert "integer" in (table.check_value(table.lookup("--tp-size"), "four") or "")
     assert "integer" in (table.check_value(table.lookup("--tp-size"), 4.5) or "")
-    assert "does not accept" in (table.check_value(table.lookup("--attention-backend"), "fa9") or "")
+    assert "does not accept" in (table.check_value(table.lookup("--attention-backend"), "fa9")
+                                 or "")
     assert "switch" in (table.check_value(table.lookup("--enable-metrics"), "yes") or "")
     assert table.check_value(table.lookup("--cuda-graph-bs-decode"), [1, 2, 4]) is None
 
@@ -68,7 +69,8 @@ def test_parser_with_abbreviations_exits_2_on_ambiguity(table: OptionTable, caps
 
 def test_parser_types_and_boolean_pairs(table: OptionTable) -> None:
     parser = table.build_parser(allow_abbrev=False)
-    ns = parser.parse_args(["--model-path", "m", "--mem-fraction-static", "0.85", "--no-enable-tf32-matmul",
+    ns = parser.parse_args(["--model-path", "m", "--mem-fraction-static", "0.85",
+                            "--no-enable-tf32-matmul",
                             "--cuda-graph-bs-decode", "1", "2", "4", "--enable-metrics"])
     assert ns.mem_fraction_static == 0.85
     assert ns.enable_tf32_matmul is False

@@ -1,9 +1,10 @@
 """Each shipped option table parses command lines as its real SGLang release did.
 
-The fidelity fixtures (tests/fixtures/sglang-<version>-fidelity.json, bench/sglang_versions/fixtures.py) record
-what each release's real ``prepare_server_args`` did with ~400 command lines; argparse's refusals are exit 2.
-A parser built from that release's shipped table must refuse exactly those, for the same kind of reason:
-names, abbreviations, types, choices and required options as the release has them.
+The fidelity fixtures (tests/fixtures/sglang-<version>-fidelity.json,
+bench/sglang_versions/fixtures.py) record what each release's real ``prepare_server_args`` did with
+~400 command lines; argparse's refusals are exit 2. A parser built from that release's shipped table
+must refuse exactly those, for the same kind of reason: names, abbreviations, types, choices and
+required options as the release has them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tuner.sglang.options import load_option_table
 
 FIXTURES = sorted((Path(__file__).parents[2] / "fixtures").glob("sglang-*-fidelity.json"))
 #: What kind of argparse refusal an error line is (the wording around it differs between releases).
-KINDS = ("ambiguous option", "unrecognized arguments", "invalid choice", "the following arguments are required",
+KINDS = ("ambiguous option", "unrecognized arguments", "invalid choice",
+         "the following arguments are required",
          "expected one argument", "expected at least one argument", "invalid")
 
 

@@ -1,5 +1,6 @@
-"""The shipped option tables (generated from the real wheels by bench/sglang_versions/tables.py) and what
-spectune reads from them: renamed options per release, the releases that have a flag, the nearest table."""
+"""The shipped option tables (generated from the real wheels by bench/sglang_versions/tables.py) and
+what spectune reads from them: renamed options per release, the releases that have a flag, the
+nearest table."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def test_a_spread_of_releases_ships() -> None:
 
 @pytest.mark.parametrize("version", SHIPPED)
 def test_each_table_is_the_generators_output(version: str) -> None:
-    """The file is what dump.py writes: its own version, the fingerprint of its rows, no hand edits."""
+    """The file is what dump.py writes: its own version, the fingerprint of its rows, no hand
+    edits."""
     raw = _raw(version)
     assert raw["sglang_version"] == version
     assert raw["source"] == dump.SOURCE
@@ -38,7 +40,8 @@ def test_each_table_is_the_generators_output(version: str) -> None:
     assert isinstance(options, list)
     assert raw["fingerprint"] == dump.fingerprint(options)
     table = load_option_table(version)
-    assert table.fingerprint == raw["fingerprint"]  # from_json keeps every field the generator wrote
+    # from_json keeps every field the generator wrote
+    assert table.fingerprint == raw["fingerprint"]
     assert OptionTable.from_json(table.to_json()).to_json() == table.to_json()
     assert len(table.options) > 150 and table.by_option("--model-path") is not None
 
@@ -54,7 +57,8 @@ def test_the_graph_batch_size_is_spelled_as_each_release_spells_it(version: str)
     names = set(table.option_strings)
     for flag in (GRAPH, OLD_GRAPH):
         spelled = versions.spelling_in(flag, table)
-        if GRAPH in names:  # 0.5.14 on: the current name, even where the old one is still a deprecated alias
+        # 0.5.14 on: the current name, even where the old one is still a deprecated alias
+        if GRAPH in names:
             assert spelled == (flag if flag in names else GRAPH)
         elif OLD_GRAPH in names:  # 0.5.10 and older
             assert spelled == OLD_GRAPH
@@ -73,12 +77,14 @@ def test_the_rename_is_read_from_sglangs_own_deprecation_marks() -> None:
     have_new = versions.releases_with(GRAPH)
     assert "0.5.10" in have_old and "0.5.10" not in have_new
     assert "0.5.23" in have_new and "0.5.23" not in have_old
-    assert set(have_old) | set(have_new) >= {"0.5.6", "0.5.10", "0.5.14", "0.5.20", "0.5.23"} & set(SHIPPED)
+    assert set(have_old) | set(have_new) >= {"0.5.6", "0.5.10", "0.5.14", "0.5.20",
+                                             "0.5.23"} & set(SHIPPED)
 
 
 def test_nearest_shipped_table() -> None:
     assert versions.nearest_shipped("0.5.23") == "0.5.23"
-    assert versions.nearest_shipped("0.5.21") == "0.5.20"  # flags added in 0.5.22 cannot be in 0.5.21
+    # flags added in 0.5.22 cannot be in 0.5.21
+    assert versions.nearest_shipped("0.5.21") == "0.5.20"
     assert versions.nearest_shipped("0.5.23+cu129") == "0.5.23"
     assert versions.nearest_shipped("9.0") == SHIPPED[-1]
     assert versions.nearest_shipped("0.0.1") == SHIPPED[0]
@@ -87,7 +93,8 @@ def test_nearest_shipped_table() -> None:
 def test_a_post_release_is_served_by_its_base_table() -> None:
     choice = versions.table_for("0.5.23.post1")
     assert choice.table.version == "0.5.23"
-    assert choice.note is not None and "0.5.23.post1" in choice.note and "base release" in choice.note
+    assert choice.note is not None and "0.5.23.post1" in choice.note \
+           and "base release" in choice.note
 
 
 def test_table_for_says_which_table_it_uses() -> None:
@@ -96,7 +103,8 @@ def test_table_for_says_which_table_it_uses() -> None:
     assert unset.table.version == SHIPPED[-1] and unset.note is not None and "not set" in unset.note
     between = versions.table_for("0.5.21")
     assert between.table.version == "0.5.20"
-    assert between.note is not None and "nearest shipped" in between.note and "0.5.21" in between.note
+    assert between.note is not None and "nearest shipped" in between.note \
+           and "0.5.21" in between.note
     with pytest.raises(LookupError, match="not an SGLang release"):
         versions.table_for("latest")
 

@@ -1,5 +1,6 @@
-"""The seed profile reproduces the seed campaign's measured table (../shared/DESIGN.md) cell by cell, with its
-shape — the property that makes the simulator a fair stand-in for the real server when judging a tuner."""
+"""The seed profile reproduces the seed campaign's measured table (../shared/DESIGN.md) cell by
+cell, with its shape — the property that makes the simulator a fair stand-in for the real server
+when judging a tuner."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from tuner.simulator.ground_truth import SEED_WORKLOAD, expected_metrics
 from tuner.simulator.profile import DEFAULT_PROFILE
 
-#: concurrency → measured value for speculative-num-steps 1..5 (C=1, C=4 per-request tok/s; C=64 aggregate).
+#: concurrency → measured value for speculative-num-steps 1..5 (C=1, C=4 per-request tok/s; C=64
+#: aggregate).
 SEED_TABLE = {
     1: (123, 186, 234, 277, 282),
     4: (119, 162, 200, 236, None),
@@ -22,13 +24,15 @@ BASE = [
 
 
 def seed_value(steps: int, concurrency: int) -> float:
-    args = [*BASE, "--speculative-num-steps", str(steps), "--speculative-num-draft-tokens", str(steps + 1)]
+    args = [*BASE, "--speculative-num-steps", str(steps), "--speculative-num-draft-tokens",
+            str(steps + 1)]
     m = expected_metrics(DEFAULT_PROFILE, args, SEED_WORKLOAD, concurrency)
     return m.aggregate_tok_s if concurrency == 64 else m.per_request_tok_s
 
 
 @pytest.mark.parametrize(("concurrency", "steps"),
-                         [(c, s) for c, row in SEED_TABLE.items() for s, v in enumerate(row, 1) if v is not None])
+                         [(c, s) for c, row in SEED_TABLE.items() for s, v in enumerate(row, 1)
+                          if v is not None])
 def test_every_cell_of_the_seed_table_within_8_percent(concurrency: int, steps: int) -> None:
     measured = SEED_TABLE[concurrency][steps - 1]
     assert seed_value(steps, concurrency) == pytest.approx(measured, rel=0.08)

@@ -1,9 +1,9 @@
 """The scheduler in-process: batching limits, chunking, lengths, seeds, the schedule's timing.
 
-Most tests run the engine on a virtual clock (``VirtualClock``): simulated time jumps from deadline to
-deadline, so nothing depends on the host's speed or load. The few that need the real loop only check things
-a busy host cannot change (a deadline clock never runs early; requests of seconds are still running after
-milliseconds)."""
+Most tests run the engine on a virtual clock (``VirtualClock``): simulated time jumps from deadline
+to deadline, so nothing depends on the host's speed or load. The few that need the real loop only
+check things a busy host cannot change (a deadline clock never runs early; requests of seconds are
+still running after milliseconds)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from tuner.simulator.engine import Chunk, Engine, GenerationFailed, GenerationRe
 from tuner.simulator.profile import Profile, load_profile
 from tuner.simulator.requests import RequestHandle
 
-BASE = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3",
-        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+BASE = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm",
+        "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4"]
 PROMPT = "Explain how speculative decoding with a small draft model speeds up generation. " * 4
 
 
@@ -36,7 +37,8 @@ def configure(profile: Profile, *extra: str) -> ServerConfig:
 
 def virtual(profile: Profile, config: ServerConfig, seed: int, **kwargs: object) -> Engine:
     """An engine on a virtual clock at time scale 1 (so nothing coalesces)."""
-    return Engine(profile, config, seed=seed, clock=VirtualClock(), **kwargs)  # type: ignore[arg-type]
+    return Engine(profile, config, seed=seed, clock=VirtualClock(),
+                  **kwargs)  # type: ignore[arg-type]
 
 
 async def collect(engine: Engine, request: GenerationRequest) -> list[Chunk]:
@@ -55,9 +57,11 @@ def test_running_requests_never_exceed_the_cap(profile: Profile) -> None:
     config = configure(profile, "--max-running-requests", "4")
 
     async def scenario() -> tuple[int, int, int]:
-        engine = Engine(profile, config, time_scale=1.0, seed=1)  # requests of seconds, observed for ms
+        # requests of seconds, observed for ms
+        engine = Engine(profile, config, time_scale=1.0, seed=1)
         engine.start()
-        tasks = [asyncio.ensure_future(collect(engine, GenerationRequest(f"{PROMPT}{i}", 400, ignore_eos=True)))
+        tasks = [asyncio.ensure_future(
+            collect(engine, GenerationRequest(f"{PROMPT}{i}", 400, ignore_eos=True)))
                  for i in range(10)]
         peak = 0
         for _ in range(40):
@@ -83,8 +87,9 @@ def test_kv_capacity_limits_the_batch_like_the_ground_truth(profile: Profile) ->
     async def scenario() -> tuple[int, int]:
         engine = Engine(profile, config, time_scale=1.0, seed=1)
         engine.start()
-        tasks = [asyncio.ensure_future(collect(engine, GenerationRequest(PROMPT, 300, ignore_eos=True)))
-                 for _ in range(10)]
+        tasks = [
+            asyncio.ensure_future(collect(engine, GenerationRequest(PROMPT, 300, ignore_eos=True)))
+            for _ in range(10)]
         await asyncio.sleep(0.03)
         state = engine.num_running, engine.kv_used
         for task in tasks:
@@ -101,7 +106,8 @@ def test_kv_capacity_limits_the_batch_like_the_ground_truth(profile: Profile) ->
 def test_one_chunk_per_iteration_with_every_token_accepted_in_it(profile: Profile) -> None:
     config = configure(profile)
     engine = virtual(profile, config, seed=3)
-    [chunks] = asyncio.run(run_all(engine, [GenerationRequest(PROMPT, 200, temperature=0.0, ignore_eos=True)]))
+    [chunks] = asyncio.run(
+        run_all(engine, [GenerationRequest(PROMPT, 200, temperature=0.0, ignore_eos=True)]))
     sizes = [c.new_tokens for c in chunks]
     assert sizes[0] == 1  # the prefill's token comes alone
     assert all(1 <= n <= config.num_steps + 1 for n in sizes)
@@ -131,7 +137,8 @@ def test_output_length_follows_the_eos_rule(profile: Profile) -> None:
 
 def test_same_seed_same_chunks_and_another_seed_differs(profile: Profile) -> None:
     config = configure(profile)
-    requests = [GenerationRequest(f"{PROMPT}{i}", 120, temperature=0.5, ignore_eos=True) for i in range(8)]
+    requests = [GenerationRequest(f"{PROMPT}{i}", 120, temperature=0.5, ignore_eos=True)
+                for i in range(8)]
 
     def sizes(seed: int) -> list[list[int]]:
         results = asyncio.run(run_all(virtual(profile, config, seed=seed), requests))
@@ -145,7 +152,8 @@ def test_same_seed_same_chunks_and_another_seed_differs(profile: Profile) -> Non
 def test_accept_length_converges_to_the_model(profile: Profile) -> None:
     config = configure(profile, "--max-running-requests", "64")
     engine = virtual(profile, config, seed=2)
-    requests = [GenerationRequest(f"{PROMPT}{i}", 256, temperature=0.0, ignore_eos=True) for i in range(64)]
+    requests = [GenerationRequest(f"{PROMPT}{i}", 256, temperature=0.0, ignore_eos=True)
+                for i in range(64)]
     asyncio.run(run_all(engine, requests))
     c = engine.counters
     assert c.generation_tokens_total == 64 * 256 and c.requests_total == 64
@@ -155,13 +163,15 @@ def test_accept_length_converges_to_the_model(profile: Profile) -> None:
     expected = 1.0 + model.expected_accepted_drafts(rates)
     # Scheduler-side average (per verify, every token that verify produced).
     assert c.accepted_tokens / c.verify_forwards == pytest.approx(expected, rel=0.03)
-    # The windowed Prometheus ratio counts the prefill token too: within a few per cent of the expectation.
+    # The windowed Prometheus ratio counts the prefill token too: within a few per cent of the
+    # expectation.
     assert c.generation_tokens_total / c.verify_calls_total == pytest.approx(expected, rel=0.05)
     assert c.avg_spec_accept_length is not None  # at least one decode-log interval passed
 
 
 def test_over_large_tree_fails_every_decoding_request(profile: Profile) -> None:
-    config = configure(profile, "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "16")
+    config = configure(profile, "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens",
+                       "16")
     assert config.runtime_error is not None
 
     async def scenario() -> tuple[list[Chunk], BaseException | None]:
@@ -187,7 +197,8 @@ def test_flush_only_when_idle_and_it_resets_the_average(profile: Profile) -> Non
     async def scenario() -> tuple[bool, bool, float | None, float | None]:
         engine = virtual(profile, config, seed=0, decode_log_interval=5)
         engine.start()
-        task = asyncio.ensure_future(collect(engine, GenerationRequest(PROMPT, 300, ignore_eos=True)))
+        task = asyncio.ensure_future(collect(engine,
+                                             GenerationRequest(PROMPT, 300, ignore_eos=True)))
         while engine.num_running == 0:
             await asyncio.sleep(0)
         busy = engine.flush()
@@ -220,11 +231,13 @@ def test_iteration_time_follows_the_model_and_the_time_scale(profile: Profile) -
     elapsed, iterations, simulated_ms = asyncio.run(timed(VirtualClock(scale)))
     prompt_tokens = text.count_prompt_tokens(PROMPT)
     iteration_s = model.decode_iteration_ms(profile, config, 1, prompt_tokens + 75) / 1000.0
-    expected = (model.prefill_ms(profile, prompt_tokens) / 1000.0 + iterations * iteration_s) / scale
+    expected = (model.prefill_ms(profile, prompt_tokens) / 1000.0 + iterations
+                * iteration_s) / scale
     # The noise (±3 % per iteration) averages out over ~60 iterations.
     assert elapsed == pytest.approx(expected, rel=0.02)
     assert elapsed == pytest.approx(simulated_ms / 1000.0 / scale)
-    # On the real loop the deadline clock never runs early, however busy the host (it can only be late).
+    # On the real loop the deadline clock never runs early, however busy the host (it can only be
+    # late).
     real_elapsed, real_iterations, _ = asyncio.run(timed(None))
     assert real_iterations == iterations
     assert real_elapsed >= 0.999 * elapsed
@@ -237,12 +250,14 @@ def test_stream_interval_sends_every_nth_iteration(profile: Profile) -> None:
     [one] = asyncio.run(run_all(every, [request]))
     [three] = asyncio.run(run_all(third, [request]))
     assert third.stream_interval == 3 and third.iterations == every.iterations
-    # The prefill's token alone, then every third decode iteration's tokens together, and the last chunk.
+    # The prefill's token alone, then every third decode iteration's tokens together, and the last
+    # chunk.
     assert three[0].new_tokens == 1
     assert [c.verify_ct for c in three[1:-1]] == list(range(3, every.iterations, 3))
     assert three[-1].verify_ct == every.iterations and three[-1].finish_reason == "length"
     cumulative = {c.completion_tokens for c in one}
-    assert all(c.completion_tokens in cumulative for c in three) and three[-1].completion_tokens == 200
+    assert all(c.completion_tokens in cumulative for c in three) \
+           and three[-1].completion_tokens == 200
     assert "".join(c.text for c in three) == "".join(c.text for c in one)
 
 
@@ -257,9 +272,9 @@ async def _timed_chunks(engine: Engine, clock: VirtualClock, request: Generation
 
 
 def test_coalescing_keeps_the_schedule_a_client_measures(profile: Profile) -> None:
-    """At a high time scale chunks coalesce (fewer events for the same tokens), each sent at the scheduled
-    time of the iteration that completed it: the first and last token times, hence the per-request speed a
-    client computes, are those of the uncoalesced stream."""
+    """At a high time scale chunks coalesce (fewer events for the same tokens), each sent at the
+    scheduled time of the iteration that completed it: the first and last token times, hence the
+    per-request speed a client computes, are those of the uncoalesced stream."""
     config = configure(profile)
     request = GenerationRequest(PROMPT, 200, temperature=0.0, ignore_eos=True)
     runs = []
@@ -354,8 +369,9 @@ def test_chunks_and_arrivals_are_stamped_with_the_timeline(profile: Profile) -> 
 
 
 def test_a_burst_of_arrivals_settles_before_the_schedule_starts(profile: Profile) -> None:
-    """Above time scale 1 an engine woken from idle waits for the burst (ARRIVAL_SETTLE_S without an arrival):
-    a request that comes while it waits arrives with the first and is prefilled with it."""
+    """Above time scale 1 an engine woken from idle waits for the burst (ARRIVAL_SETTLE_S without an
+    arrival): a request that comes while it waits arrives with the first and is prefilled with
+    it."""
     config = configure(profile)
 
     async def run() -> list[tuple[float | None, float]]:
@@ -378,8 +394,9 @@ def test_a_burst_of_arrivals_settles_before_the_schedule_starts(profile: Profile
 
 
 class _HostClock(VirtualClock):
-    """A virtual clock whose "now" a client can push forward inside the phase being slept through: where in an
-    iteration a request lands is the host's timing (how fast the client reacted), not the model's."""
+    """A virtual clock whose "now" a client can push forward inside the phase being slept through:
+    where in an iteration a request lands is the host's timing (how fast the client reacted), not
+    the model's."""
 
     def __init__(self) -> None:
         super().__init__(1.0)
@@ -390,8 +407,9 @@ class _HostClock(VirtualClock):
 
 
 def test_latency_stamps_do_not_move_with_the_hosts_timing(profile: Profile) -> None:
-    """TTFT and E2E from the stamps are the schedule's: a closed-loop client that answers each completion a
-    little later inside the next iteration (a loaded host) gets exactly the same figures as a prompt one."""
+    """TTFT and E2E from the stamps are the schedule's: a closed-loop client that answers each
+    completion a little later inside the next iteration (a loaded host) gets exactly the same
+    figures as a prompt one."""
     config = configure(profile)
     prompts = [f"{PROMPT} request {i} " + "word " * (i * 7 % 40) for i in range(24)]
 
@@ -405,7 +423,8 @@ def test_latency_stamps_do_not_move_with_the_hosts_timing(profile: Profile) -> N
         async def worker() -> None:
             while queue:
                 i = queue.pop(0)
-                clock.host_delay = delays[i]  # the request reaches the server this late inside the iteration
+                # the request reaches the server this late inside the iteration
+                clock.host_delay = delays[i]
                 handle = engine.submit(GenerationRequest(prompts[i], 48, ignore_eos=True))
                 clock.host_delay = 0.0
                 chunks = [chunk async for chunk in handle.chunks()]
@@ -417,7 +436,8 @@ def test_latency_stamps_do_not_move_with_the_hosts_timing(profile: Profile) -> N
         return [out[i] for i in range(len(prompts))]
 
     prompt_client = asyncio.run(run([0.0] * len(prompts)))
-    # up to 0.9 ms late: inside every iteration of this configuration (the shortest prefill is longer)
+    # up to 0.9 ms late: inside every iteration of this configuration (the shortest prefill is
+    # longer)
     slow_client = asyncio.run(run([(i * 0.37) % 0.9 / 1000 for i in range(len(prompts))]))
     assert slow_client == prompt_client
     ttft, e2e = zip(*prompt_client, strict=True)
@@ -425,10 +445,11 @@ def test_latency_stamps_do_not_move_with_the_hosts_timing(profile: Profile) -> N
 
 
 def test_a_replacement_joins_the_iteration_right_after_the_finish(profile: Profile) -> None:
-    """Below the running cap, a closed-loop client's next request is admitted in the iteration after the one that
-    finished its previous request, as ground_truth assumes: its TTFT is its prefill alone (or a prefill shared
-    with another replacement), never the rest of an iteration it happened to land in. Without the hold it
-    waited for a whole decode iteration more — how long the client took decided the batch."""
+    """Below the running cap, a closed-loop client's next request is admitted in the iteration after
+    the one that finished its previous request, as ground_truth assumes: its TTFT is its prefill
+    alone (or a prefill shared with another replacement), never the rest of an iteration it happened
+    to land in. Without the hold it waited for a whole decode iteration more — how long the client
+    took decided the batch."""
     config = configure(profile)
     prompt = f"{PROMPT} replace"
     lengths = [20 + 13 * i for i in range(12)]
@@ -459,8 +480,9 @@ def test_a_replacement_joins_the_iteration_right_after_the_finish(profile: Profi
 
 
 def test_the_schedule_stands_still_while_it_holds() -> None:
-    """A hold shifts the deadline by the time held (the lag the engine had is kept) and adds nothing to the
-    timeline, so what arrives during it starts where the last phase ended; a hold nobody answers times out."""
+    """A hold shifts the deadline by the time held (the lag the engine had is kept) and adds nothing
+    to the timeline, so what arrives during it starts where the last phase ended; a hold nobody
+    answers times out."""
 
     async def scenario() -> tuple[float, float, float, float, bool, bool, ScheduleStats]:
         clock = Clock(time_scale=1.0)
@@ -478,7 +500,8 @@ def test_the_schedule_stands_still_while_it_holds() -> None:
         answered = await clock.hold(lambda: bool(arrived), wake, max_s=30.0)
         await task
         unanswered = await clock.hold(lambda: False, asyncio.Event(), max_s=0.01)
-        return timeline, clock.timeline_s, arrived[0], clock.deadline - deadline, answered, unanswered, clock.stats
+        return (timeline, clock.timeline_s, arrived[0], clock.deadline - deadline, answered,
+                unanswered, clock.stats)
 
     timeline, after, stamp, shift, answered, unanswered, stats = asyncio.run(scenario())
     assert answered and not unanswered

@@ -29,17 +29,21 @@ def test_comments_and_other_sections_do_not_count(stored_study: Path) -> None:
 @pytest.mark.parametrize(("edit", "section"), [
     (("max_tokens = 256", "max_tokens = 128"), "benchmark"),
     (("weights = { c1 = 0.5, c64 = 0.5 }", "weights = { c1 = 0.7, c64 = 0.3 }"), "objective"),
-    (("speculative-num-steps = { min = 1, max = 6 }", "speculative-num-steps = { min = 1, max = 8 }"), "search"),
+    (("speculative-num-steps = { min = 1, max = 6 }",
+      "speculative-num-steps = { min = 1, max = 8 }"), "search"),
 ])
-def test_each_section_change_is_named(stored_study: Path, edit: tuple[str, str], section: str) -> None:
+def test_each_section_change_is_named(stored_study: Path, edit: tuple[str, str],
+                                      section: str) -> None:
     stored_study.write_text(stored_study.read_text().replace(*edit))
     stored = open_stored_study(stored_study)
     assert changed_sections(stored.study, stored.spec) == [section]
-    assert stored.warnings and f"[{section}] has changed since study 'demo' began" in stored.warnings[0]
+    assert stored.warnings \
+           and f"[{section}] has changed since study 'demo' began" in stored.warnings[0]
     if section == "objective":  # re-ranking stored metrics is free: resuming is allowed, and said
         note = record_or_check(stored.study, stored.spec)
         assert note is not None and "re-ranked under the new objective" in note
-        assert changed_sections(stored.study, stored.spec) == []  # recorded: the next resume is silent
+        # recorded: the next resume is silent
+        assert changed_sections(stored.study, stored.spec) == []
         return
     with pytest.raises(StudyFileChanged, match=rf"\[{section}\] has changed") as info:
         record_or_check(stored.study, stored.spec)

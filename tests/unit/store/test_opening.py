@@ -15,7 +15,8 @@ from tuner.study.load import load_study_file
 @pytest.mark.parametrize(("text", "shown"), [
     ("postgresql+psycopg://tuner:pw@db/s", "postgresql+psycopg://tuner:***@db/s"),
     ("mysql://u:p%40ss@h:3306/s?password=x&ssl=1", "mysql://u:***@h:3306/s?password=***&ssl=1"),
-    ("cannot open 'postgresql://a:b@h/d': refused", "cannot open 'postgresql://a:***@h/d': refused"),
+    ("cannot open 'postgresql://a:b@h/d': refused",
+     "cannot open 'postgresql://a:***@h/d': refused"),
     ("postgresql://tuner@db/s", "postgresql://tuner@db/s"),
     ("postgresql+psycopg://tuner:p@ss@db/s", "postgresql+psycopg://tuner:***@db/s"),
     ("sqlite:////tmp/x.db", "sqlite:////tmp/x.db"),

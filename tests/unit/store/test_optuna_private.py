@@ -1,6 +1,8 @@
-"""Each piece of Optuna's private API spectune uses (tuner/store/optuna_private.py) against the installed Optuna.
+"""Each piece of Optuna's private API spectune uses (tuner/store/optuna_private.py) against the
+installed Optuna.
 
-An Optuna release that moved or renamed one fails here, naming it, instead of somewhere inside a study."""
+An Optuna release that moved or renamed one fails here, naming it, instead of somewhere inside a
+study."""
 
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from tuner.store.optuna_private import (
 
 @pytest.fixture
 def study(tmp_path) -> optuna.Study:  # type: ignore[no-untyped-def]
-    # Heartbeats outside Study.optimize and the experimental retry callback: as tuner/store/storage.py uses them.
+    # Heartbeats outside Study.optimize and the experimental retry callback: as
+    # tuner/store/storage.py uses them.
     warnings.filterwarnings("ignore", category=UserWarning, message="Heartbeat")
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     storage = RDBStorage(f"sqlite:///{tmp_path / 'o.db'}", heartbeat_interval=60, grace_period=120)
@@ -41,7 +44,8 @@ def test_the_rdb_storage_still_has_the_private_calls_we_retry(name: str) -> None
     assert callable(getattr(RDBStorage, name, None)), f"optuna.storages.RDBStorage.{name} moved"
 
 
-def test_the_study_reaches_its_storage_ids_and_the_storage_beneath_the_cache(study: optuna.Study) -> None:
+def test_the_study_reaches_its_storage_ids_and_the_storage_beneath_the_cache(
+        study: optuna.Study) -> None:
     assert isinstance(storage_of(study), _CachedStorage)
     assert isinstance(backend_of(study), RDBStorage)
     trial = study.ask()
@@ -76,7 +80,8 @@ def test_ask_takes_the_queued_trial_the_replacement_chooses(study: optuna.Study)
     assert study.ask().suggest_float("x", 0, 4) == 3.0
 
 
-def test_the_retry_callback_marks_its_history_and_the_heartbeat_table_is_read(study: optuna.Study) -> None:
+def test_the_retry_callback_marks_its_history_and_the_heartbeat_table_is_read(
+        study: optuna.Study) -> None:
     trial = study.ask()
     backend = backend_of(study)
     assert isinstance(backend, RDBStorage)
@@ -91,7 +96,8 @@ def test_the_retry_callback_marks_its_history_and_the_heartbeat_table_is_read(st
     assert retried_from(study.trials[-1]) == (0,)
 
 
-def test_a_shown_copy_carries_other_system_attrs_and_the_stored_trial_keeps_its_own(study: optuna.Study) -> None:
+def test_a_shown_copy_carries_other_system_attrs_and_the_stored_trial_keeps_its_own(
+        study: optuna.Study) -> None:
     study.enqueue_trial({"x": 1.0})
     stored = study.trials[0]
     shown = with_system_attrs(stored, {"constraints": [0.5]})

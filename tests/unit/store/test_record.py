@@ -1,4 +1,5 @@
-"""The typed record of a stored trial, read from real Optuna trials: what each kind of trial is for the study."""
+"""The typed record of a stored trial, read from real Optuna trials: what each kind of trial is for
+the study."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def test_a_measured_trial_is_a_candidate_with_typed_fields(setup: tuple) -> None
     assert r.skipped_phases == () and r.skip is None and r.skip_bounds == {}
     assert r.launch == "x" and r.timings["ready_s"] == 0.2 and "benchmark_s" in r.timings
     assert r.values == (pytest.approx(1.0),) and r.duration_s is not None and r.duration_s >= 0
-    # Stored as plain JSON values, as before the record existed: old databases and new ones read alike.
+    # Stored as plain JSON values, as before the record existed: old databases and new ones read
+    # alike.
     stored = study.trials[0].user_attrs
     assert type(stored[Key.OUTCOME]) is str and stored[Key.OUTCOME] == "measured"
     assert stored[Key.COUNTS] is True and stored[Key.PHASES]["1"]["per_request_tok_s_mean"] == 220.0
@@ -93,19 +95,21 @@ def test_the_live_view_gets_the_record_the_trial_ends_with(setup: tuple) -> None
     assert [r.outcome for r in seen] == [Outcome.MEASURED, Outcome.DUPLICATE, Outcome.DEPLOY_FAILED]
     for live, stored in zip(seen, records(study), strict=True):
         assert kinds(live) == kinds(stored)
-        assert (live.number, live.state, live.score, live.metrics) == (stored.number, stored.state, stored.score,
-                                                                       stored.metrics)
+        assert (live.number, live.state, live.score, live.metrics) == (stored.number, stored.state,
+                                                                       stored.score, stored.metrics)
 
 
-def _stored(state: TrialState, attrs: dict[str, object], constraints: dict[str, float] | None = None) -> TrialRecord:
+def _stored(state: TrialState, attrs: dict[str, object], constraints: dict[str, float]
+            | None = None) -> TrialRecord:
     study = optuna.create_study(direction="maximize")
-    study.add_trial(optuna.trial.create_trial(state=state, value=1.0 if state == TrialState.COMPLETE else None,
-                                              user_attrs=attrs, constraints=constraints))
+    study.add_trial(optuna.trial.create_trial(state=state, value=1.0 if state == TrialState.COMPLETE
+                                              else None, user_attrs=attrs, constraints=constraints))
     return TrialRecord.from_stored(study.trials[0])
 
 
 def test_rejected_taken_and_interrupted_trials_never_count() -> None:
-    rejected = _stored(TrialState.COMPLETE, {Key.OUTCOME: "rejected", Key.COUNTS: False, Key.REASON: "no draft"},
+    rejected = _stored(TrialState.COMPLETE,
+                       {Key.OUTCOME: "rejected", Key.COUNTS: False, Key.REASON: "no draft"},
                        {VALID_KEY: 1.0, STARTED_KEY: 0.0})
     assert kinds(rejected) == (Outcome.REJECTED, False, False, False)
     assert rejected.reason == "no draft" and not rejected.feasible
@@ -115,7 +119,8 @@ def test_rejected_taken_and_interrupted_trials_never_count() -> None:
     assert kinds(interrupted) == (Outcome.INTERRUPTED, False, False, False)
     assert interrupted.config_key == "k" and interrupted.host == "box-a"
     # Attributes written just before an interrupt do not make a FAIL trial measured.
-    cut_short = _stored(TrialState.FAIL, {Key.OUTCOME: "measured", Key.COUNTS: True, Key.SCORE: 1.2})
+    cut_short = _stored(TrialState.FAIL,
+                        {Key.OUTCOME: "measured", Key.COUNTS: True, Key.SCORE: 1.2})
     assert kinds(cut_short) == (Outcome.INTERRUPTED, False, False, False)
 
 

@@ -1,4 +1,5 @@
-"""The SGLang the target's preflight found installed is recorded on the study before the first trial."""
+"""The SGLang the target's preflight found installed is recorded on the study before the first
+trial."""
 
 from __future__ import annotations
 

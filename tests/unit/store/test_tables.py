@@ -1,4 +1,5 @@
-"""The option tables a target's SGLang supplied, cached in the study's storage per version and build."""
+"""The option tables a target's SGLang supplied, cached in the study's storage per version and
+build."""
 
 from __future__ import annotations
 
@@ -31,12 +32,18 @@ def test_a_stored_table_is_found_by_another_worker_of_the_same_storage(tmp_path:
 def test_builds_of_one_version_are_kept_apart() -> None:
     study = optuna.create_study()
     base = load_option_table("0.5.23")
-    patched = OptionTable("0.5.23", [*base.options[:-1], dataclasses.replace(base.options[-1], default="'x'")])
+    patched = OptionTable("0.5.23", [*base.options[:-1],
+                                     dataclasses.replace(base.options[-1], default="'x'")])
     store_table(study, base)  # default build: the table's fingerprint
     store_table(study, patched)
-    assert cached_table(study, "0.5.23", base.fingerprint).fingerprint == base.fingerprint  # type: ignore[union-attr]
-    assert cached_table(study, "0.5.23", patched.fingerprint).fingerprint == patched.fingerprint  # type: ignore[union-attr]
-    assert sorted(t.fingerprint for t in cached_tables(study)) == sorted([base.fingerprint, patched.fingerprint])
+    assert cached_table(study,
+                        "0.5.23",
+                        base.fingerprint).fingerprint == base.fingerprint  # type: ignore[union-attr]
+    assert cached_table(study,
+                        "0.5.23",
+                        patched.fingerprint).fingerprint == patched.fingerprint  # type: ignore[union-attr]
+    assert sorted(t.fingerprint
+                  for t in cached_tables(study)) == sorted([base.fingerprint, patched.fingerprint])
 
 
 def test_an_unreadable_entry_is_read_again_not_trusted() -> None:

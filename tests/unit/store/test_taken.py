@@ -1,5 +1,6 @@
-"""A configuration RUNNING on another worker counts as taken: the trial gives the point up (FAIL, free) instead of
-deploying it a second time; once that trial is COMPLETE the usual duplicate reuse applies."""
+"""A configuration RUNNING on another worker counts as taken: the trial gives the point up (FAIL,
+free) instead of deploying it a second time; once that trial is COMPLETE the usual duplicate reuse
+applies."""
 
 from __future__ import annotations
 
@@ -17,17 +18,20 @@ STEPS4 = {"speculative-num-steps": 4, "speculative-eagle-topk": 1}
 def test_running_elsewhere_is_taken_then_reused(setup: tuple) -> None:  # noqa: F811
     study, runner, measurer, space = setup
     study.optimize(runner, n_trials=1)  # the baseline: steps=3
-    # Another worker's trial, mid-measurement: RUNNING, its config key stored (as TrialRunner stores it first).
+    # Another worker's trial, mid-measurement: RUNNING, its config key stored (as TrialRunner stores
+    # it first).
     study.enqueue_trial(STEPS4)
     elsewhere = study.ask()
     elsewhere.set_user_attr(Key.CONFIG_KEY, space.suggest(elsewhere).key)
     proposed: list[int] = []
-    mine = TrialRunner(runner.spec, space, measurer, TrialEvents(on_proposed=lambda: proposed.append(1)))
+    mine = TrialRunner(runner.spec, space, measurer,
+                       TrialEvents(on_proposed=lambda: proposed.append(1)))
     study.enqueue_trial(STEPS4)
     study.optimize(mine, n_trials=1, catch=(ConfigTaken,))
     taken = study.trials[-1]
     assert taken.state == TrialState.FAIL and taken.user_attrs[Key.OUTCOME] == "taken"
-    assert taken.user_attrs["taken_by"] == elsewhere.number and taken.user_attrs[Key.COUNTS] is False
+    assert taken.user_attrs["taken_by"] == elsewhere.number \
+           and taken.user_attrs[Key.COUNTS] is False
     assert measurer.deployed == [3]  # steps=4 was not deployed a second time
     assert proposed == [1]  # the ask lock is released once the configuration is stored
     view = next(t for t in rank(study, runner.spec).trials if t.number == taken.number)

@@ -1,6 +1,6 @@
-"""A study checked against one release's option table (tuner.study.compat): the shipped examples on every
-release with CUDA-graph batch-size control, a flag a release lacks refused naming the releases that have it,
-a renamed flag mapped, one informative line for another release."""
+"""A study checked against one release's option table (tuner.study.compat): the shipped examples on
+every release with CUDA-graph batch-size control, a flag a release lacks refused naming the releases
+that have it, a renamed flag mapped, one informative line for another release."""
 
 from __future__ import annotations
 
@@ -48,13 +48,16 @@ def test_graph_control_spans_the_spread() -> None:
 
 @pytest.mark.parametrize("example", sorted(p.name for p in STUDIES.glob("*.toml")))
 @pytest.mark.parametrize("version", GRAPH_CONTROL)
-def test_shipped_examples_run_on_every_release_with_graph_control(example: str, version: str) -> None:
+def test_shipped_examples_run_on_every_release_with_graph_control(example: str,
+                                                                  version: str) -> None:
     spec = load_study_file(STUDIES / example)
     table = load_option_table(version)
     check = check_study(spec, table)
     spelled = versions.spelling_in("--cuda-graph-max-bs-decode", table)
-    if not check.ok:  # only a flag or value this old release lacks may stop it, and the line says which
-        assert all("does not" in p and "SGLang releases" in p for p in check.problems), check.problems
+    # only a flag or value this old release lacks may stop it, and the line says which
+    if not check.ok:
+        assert all("does not" in p and "SGLang releases" in p for p in check.problems), \
+               check.problems
         return
     flags = {p.flag for p in check.spec.search} | set(check.spec.baseline)
     assert spelled in flags and all(table.by_option(f) is not None for f in flags)
@@ -69,7 +72,8 @@ def test_examples_are_not_refused_on_recent_releases() -> None:
 
 def test_the_old_name_maps_forward_and_the_new_one_back(tmp_path: Path) -> None:
     old = _study(tmp_path, "[search]\ncuda-graph-max-bs = { choices = [16, 32] }")
-    assert [p.flag for p in load_study_file(old).search] == ["--cuda-graph-max-bs-decode"]  # newest table
+    # newest table
+    assert [p.flag for p in load_study_file(old).search] == ["--cuda-graph-max-bs-decode"]
     new = _study(tmp_path, "[search]\ncuda-graph-max-bs-decode = { choices = [16, 32] }", "0.5.10")
     spec = load_study_file(new)
     assert [p.flag for p in spec.search] == ["--cuda-graph-max-bs"]
@@ -78,7 +82,8 @@ def test_the_old_name_maps_forward_and_the_new_one_back(tmp_path: Path) -> None:
     assert check.note is not None and "0.5.10" in check.note and "0.5.23" in check.note
 
 
-def test_a_flag_the_release_lacks_is_refused_naming_the_releases_that_have_it(tmp_path: Path) -> None:
+def test_a_flag_the_release_lacks_is_refused_naming_the_releases_that_have_it(
+        tmp_path: Path) -> None:
     having = versions.releases_with("--speculative-adaptive")
     assert having and "0.5.10" not in having
     path = _study(tmp_path, """speculative-algorithm = "EAGLE"
@@ -97,15 +102,18 @@ speculative-num-steps = { min = 1, max = 3 }""")
 
 
 @pytest.mark.parametrize("backend", ["fa4", "cutlass_mla"])
-def test_a_choice_the_release_lacks_names_the_releases_that_accept_it(tmp_path: Path, backend: str) -> None:
-    """fa4 came in 0.5.3; cutlass_mla went after 0.5.17: a backend one release lacks names those that have it."""
+def test_a_choice_the_release_lacks_names_the_releases_that_accept_it(tmp_path: Path,
+                                                                      backend: str) -> None:
+    """fa4 came in 0.5.3; cutlass_mla went after 0.5.17: a backend one release lacks names those
+    that have it."""
     accepting = versions.releases_accepting("--attention-backend", backend)
     lacking = [v for v in versions.shipped() if v not in accepting]
     assert accepting and lacking
     spec = load_study_file(_study(tmp_path, f'attention-backend = "{backend}"', accepting[-1]))
     check = check_study(spec, load_option_table(lacking[-1]))
     assert not check.ok
-    assert f"--attention-backend does not accept '{backend}' in SGLang {lacking[-1]} (SGLang releases that do: " \
+    assert f"--attention-backend does not accept '{backend}' in SGLang {lacking[-1]} (SGLang " \
+           "releases that do: " \
            f"{versions.describe(accepting)})" in "\n".join(check.problems)
     assert check_study(spec, load_option_table(accepting[0])).ok
 
@@ -124,7 +132,8 @@ def test_a_post_release_matches_its_base_unless_its_table_differs() -> None:
     assert version_note("0.5.20", same) is None
     assert version_note("0.5.20.post1", base) is None
     changed = OptionTable("0.5.20.post1", [*base.options[:-1],
-                                           dataclasses.replace(base.options[-1], default="'changed'")])
+                                           dataclasses.replace(base.options[-1],
+                                                               default="'changed'")])
     assert version_note("0.5.20", changed) is not None
 
 
@@ -133,4 +142,5 @@ def test_validate_names_the_table_it_used(tmp_path: Path) -> None:
     assert spec.option_table.version == "0.5.20"
     assert spec.table_note is not None and "nearest shipped" in spec.table_note
     unset = load_study_file(_study(tmp_path, ""))
-    assert unset.study.sglang_version is None and unset.option_table.version == versions.shipped()[-1]
+    assert unset.study.sglang_version is None \
+           and unset.option_table.version == versions.shipped()[-1]

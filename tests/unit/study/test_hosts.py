@@ -1,5 +1,5 @@
-"""``[target] hosts`` and ``[study] heartbeat_*``: validation in one line each, and the one-host view a worker
-deploys to."""
+"""``[target] hosts`` and ``[study] heartbeat_*``: validation in one line each, and the one-host
+view a worker deploys to."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from tuner.study.load import load_study_file
 PG = 'storage = "postgresql+psycopg://u@127.0.0.1:5432/db"\n'
 
 
-def text(*, hosts: str | None = None, storage: str = PG, study_extra: str = "", target_extra: str = "") -> str:
+def text(*, hosts: str | None = None, storage: str = PG, study_extra: str = "",
+         target_extra: str = "") -> str:
     out = VALID.replace("seed = 1\n", "seed = 1\n" + storage + study_extra)
     if hosts is not None:
         out = out.replace("time_scale = 10.0\n", f"time_scale = 10.0\nhosts = {hosts}\n")
@@ -42,16 +43,16 @@ BROKEN = {
     "not-strings": (text(hosts="[1, 2]"), "target.hosts", "must be a list of strings"),
     "sqlite-with-several": (text(hosts='["a", "b"]', storage=""), "target.hosts",
                             "2 hosts need a PostgreSQL [study] storage"),
-    "fixed-port-with-several": (text(hosts='["a", "b"]', target_extra="port = 31000\n"), "target.port",
-                                "must be 0 with several hosts"),
+    "fixed-port-with-several": (text(hosts='["a", "b"]', target_extra="port = 31000\n"),
+                                "target.port", "must be 0 with several hosts"),
     "host-and-hosts": (systemd_text('host = "gpu1"\nhosts = ["gpu1", "gpu2"]\n'), "target.host",
                        "set host or hosts, not both"),
     "neither-host": (systemd_text(""), "target.host", "missing (required)"),
-    "shared-server-host": (systemd_text('hosts = ["gpu1", "gpu2"]\nserver_host = "lb"\n'), "target.server_host",
-                           "cannot be set with several hosts"),
+    "shared-server-host": (systemd_text('hosts = ["gpu1", "gpu2"]\nserver_host = "lb"\n'),
+                           "target.server_host", "cannot be set with several hosts"),
     "hosts-on-local": (text().replace('kind = "simulated"\ntime_scale = 10.0\n',
-                                      'kind = "local"\ncommand = ["x"]\nhosts = ["a"]\n'), "target.hosts",
-                       "unknown key"),
+                                      'kind = "local"\ncommand = ["x"]\nhosts = ["a"]\n'),
+                       "target.hosts", "unknown key"),
     "short-grace": (text(study_extra='heartbeat_interval = "30s"\nheartbeat_grace = "40s"\n'),
                     "study.heartbeat_grace", "at least twice heartbeat_interval (60 s), not 40 s"),
     "empty-host": (systemd_text('host = ""\n'), "target.host", "not a host name: ''"),
@@ -76,13 +77,15 @@ def test_hosts_and_heartbeat_are_read(tmp_path: Path) -> None:
     spec = load_study_file(write(tmp_path, text(hosts='["sim-a", "sim-b"]',
                                                 study_extra='heartbeat_interval = "2s"\n')))
     assert spec.target.hosts == ("sim-a", "sim-b") and hosts_of(spec) == ("sim-a", "sim-b")
-    assert (spec.study.heartbeat_interval_s, spec.study.heartbeat_grace_s) == (2, 10)  # grace: 5 beats
+    # grace: 5 beats
+    assert (spec.study.heartbeat_interval_s, spec.study.heartbeat_grace_s) == (2, 10)
     one = spec_for_host(spec, "sim-b")
     assert one.target.hosts == ("sim-b",)
     assert one.target.settings.log_dir.endswith("logs/sim-b")  # its own pid file and logs
     assert spec_for_host(spec, "sim-a").target.settings.log_dir != one.target.settings.log_dir
     assert check_host(spec, "sim-a") == "sim-a"
-    with pytest.raises(UsageError, match=r"--host 'gpu9' is not a host of study 't' \(\[target\] hosts: sim-a, sim-b"):
+    with pytest.raises(UsageError, match=r"--host 'gpu9' is not a host of study 't' \(\[target\] "
+                                         r"hosts: sim-a, sim-b"):
         check_host(spec, "gpu9")
 
 

@@ -1,4 +1,5 @@
-"""The JSON Schema and the key reference are generated from the models; the checked-in copies must match."""
+"""The JSON Schema and the key reference are generated from the models; the checked-in copies must
+match."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from tuner.targets.registry import TARGET_KINDS
 
 def test_checked_in_schema_and_reference_are_up_to_date() -> None:
     stale = outdated()
-    assert not stale, f"{', '.join(map(str, stale))} out of date: run `python -m tuner.study.reference`"
+    assert not stale, \
+           f"{', '.join(map(str, stale))} out of date: run `python -m tuner.study.reference`"
     assert SCHEMA_PATH.read_text(encoding="utf-8") == schema_text()
     assert REFERENCE_PATH.read_text(encoding="utf-8") == reference_text()
 

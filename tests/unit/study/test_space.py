@@ -1,4 +1,5 @@
-"""Property tests: every configuration the space can emit obeys SGLang's rules and parses like SGLang."""
+"""Property tests: every configuration the space can emit obeys SGLang's rules and parses like
+SGLang."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ speculative-algorithm = { choices = ["EAGLE3", "EAGLE", "off"] }
 speculative-num-steps = { min = 1, max = 8 }
 speculative-eagle-topk = { choices = [1, 2, 4, 8] }
 speculative-num-draft-tokens = { min = 2, max = 64 }
-attention-backend = { choices = ["fa3", "flashinfer", "triton", "trtllm_mha", "flex_attention", "torch_native"] }
+attention-backend = { choices = ["fa3", "flashinfer", "triton", "trtllm_mha", "flex_attention", \
+"torch_native"] }
 page-size = { choices = [1, 16, 64] }
 mem-fraction-static = { min = 0.70, max = 0.95, step = 0.01 }
 cuda-graph-max-bs-decode = { choices = [8, 16, 32, 64, 128, 256] }
@@ -63,7 +65,8 @@ def spaces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SearchSpace]:
 
 
 def point(space: SearchSpace) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries({d.name: st.sampled_from(d.encoded_values()) for d in space.dimensions})
+    return st.fixed_dictionaries({d.name: st.sampled_from(d.encoded_values())
+                                  for d in space.dimensions})
 
 
 def assert_obeys_rules(space: SearchSpace, config: ServerConfig) -> None:
@@ -96,7 +99,8 @@ def assert_obeys_rules(space: SearchSpace, config: ServerConfig) -> None:
 
 
 @pytest.mark.parametrize("name", ["wide", "simulated.toml", "qwen3.5-122b-eagle3.toml"])
-def test_every_emitted_configuration_obeys_sglang_rules(spaces: dict[str, SearchSpace], name: str) -> None:
+def test_every_emitted_configuration_obeys_sglang_rules(spaces: dict[str, SearchSpace],
+                                                        name: str) -> None:
     space = spaces[name]
 
     # Each example parses the whole command line with the option table (~0.1 s): 150 per space.
@@ -118,14 +122,16 @@ def test_wide_space_rejects_with_sglang_messages(spaces: dict[str, SearchSpace])
     assert "Flex Attention" in reasons
     assert "trtllm_mha backend only supports topk = 1" in reasons
     assert "page_size > 1 is only supported on" in reasons
-    assert "got attention_backend='torch_native'" in reasons  # SGLang 0.5.23 runs EAGLE on it otherwise
+    # SGLang 0.5.23 runs EAGLE on it otherwise
+    assert "got attention_backend='torch_native'" in reasons
     assert summary.valid > 0
 
 
 def test_speculation_off_drops_every_speculative_flag(spaces: dict[str, SearchSpace]) -> None:
     space = spaces["wide"]
     # Any point with speculation off (scanning the product for one took minutes on this space).
-    params = dict(next(space.points()), **{"speculative-algorithm": "off", "attention-backend": "fa3"})
+    params = dict(next(space.points()),
+                  **{"speculative-algorithm": "off", "attention-backend": "fa3"})
     proposal = space.decode(params)
     assert proposal.config is not None
     assert not any(f.startswith("--speculative-") for f in proposal.config.flag_dict)
@@ -167,7 +173,8 @@ def test_space_size_counts_distinct_configurations(spaces: dict[str, SearchSpace
     space = spaces["simulated.toml"]
     summary = space.enumerate()
     assert summary.complete and summary.total_points == space.raw_size() == 6 * 3 * 15 * 7 * 3
-    # topk=1 collapses every draft position onto steps+1, so there are fewer distinct configs than points.
+    # topk=1 collapses every draft position onto steps+1, so there are fewer distinct configs than
+    # points.
     assert 0 < summary.distinct_valid < summary.valid
 
 
@@ -249,5 +256,6 @@ phases = [{ concurrency = 1, requests = 2 }]
 """)
     space = SearchSpace(load_study_file(path), TABLE)
     refused = space.decode({"attention-backend": "cutedsl_mla"})
-    assert refused.rejected and "[target] gpu or [target] compute_capability" in (refused.reason or "")
+    assert refused.rejected \
+           and "[target] gpu or [target] compute_capability" in (refused.reason or "")
     assert not space.decode({"attention-backend": "flashinfer"}).rejected

@@ -1,4 +1,5 @@
-"""A target kind is a class with the whole contract: one that leaves out its plan or access check cannot be made."""
+"""A target kind is a class with the whole contract: one that leaves out its plan or access check
+cannot be made."""
 
 from __future__ import annotations
 

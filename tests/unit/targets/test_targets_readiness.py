@@ -84,7 +84,8 @@ def test_an_exit_ends_the_wait_at_once(server: tuple[str, _State]) -> None:
     dead_at = time.monotonic() + 0.5
     started = time.monotonic()
     with pytest.raises(NotReady) as info:
-        wait_ready(url, timeout_s=30, watch=lambda: ExitInfo(code=2) if time.monotonic() > dead_at else None)
+        wait_ready(url, timeout_s=30, watch=lambda: ExitInfo(code=2) if time.monotonic() > dead_at
+                   else None)
     assert info.value.exit == ExitInfo(code=2)
     assert info.value.connected  # it had answered 503
     assert time.monotonic() - started < 1.5
@@ -93,15 +94,16 @@ def test_an_exit_ends_the_wait_at_once(server: tuple[str, _State]) -> None:
 def test_timeout_when_nothing_listens() -> None:
     started = time.monotonic()
     with pytest.raises(NotReady) as info:
-        wait_ready("http://127.0.0.1:9", timeout_s=0.8, watch=alive, policy=ReadinessPolicy(max_interval_s=0.2))
+        wait_ready("http://127.0.0.1:9", timeout_s=0.8, watch=alive,
+                   policy=ReadinessPolicy(max_interval_s=0.2))
     assert info.value.exit is None and not info.value.connected
     assert 0.8 <= time.monotonic() - started < 1.5
 
 
 class Trickler:
-    """A hostile HTTP server on 127.0.0.1: every connection gets ``head`` (at once, or one byte at a time
-    when ``slow_head``), then an endless trickle of body bytes ``gap_s`` apart. The gap is far below any
-    per-read timeout, so only a deadline on the whole request ends a client's wait."""
+    """A hostile HTTP server on 127.0.0.1: every connection gets ``head`` (at once, or one byte at a
+    time when ``slow_head``), then an endless trickle of body bytes ``gap_s`` apart. The gap is far
+    below any per-read timeout, so only a deadline on the whole request ends a client's wait."""
 
     def __init__(self, head: bytes, gap_s: float = 0.1, slow_head: bool = False) -> None:
         self.head = head
@@ -149,11 +151,14 @@ class Trickler:
 
 @pytest.mark.fault("hostile_server")
 @pytest.mark.parametrize(("head", "slow_head"), [
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", False),  # 200 at once, body never completes
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", True),  # status line and headers byte by byte
+    # 200 at once, body never completes
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", False),
+    # status line and headers byte by byte
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", True),
     (b"HTTP/1.1 200 OK\r\nX-Slow: ", False),  # a header line that never ends
 ])
-def test_a_probe_of_a_trickling_server_ends_by_its_own_deadline(head: bytes, slow_head: bool) -> None:
+def test_a_probe_of_a_trickling_server_ends_by_its_own_deadline(head: bytes,
+                                                                slow_head: bool) -> None:
     server = Trickler(head, gap_s=0.05, slow_head=slow_head)
     try:
         started = time.monotonic()
@@ -167,7 +172,8 @@ def test_a_probe_of_a_trickling_server_ends_by_its_own_deadline(head: bytes, slo
 
 @pytest.mark.fault("hostile_server")
 def test_wait_ready_ends_near_its_timeout_against_a_trickling_health_check() -> None:
-    # 1 byte per 0.3 s: far below the 2 s per-read timeout, so the old probe waited for all 10^8 bytes
+    # 1 byte per 0.3 s: far below the 2 s per-read timeout, so the old probe waited for all 10^8
+    # bytes
     server = Trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", gap_s=0.3)
     policy = ReadinessPolicy(request_timeout_s=1.0)
     try:
@@ -179,7 +185,8 @@ def test_wait_ready_ends_near_its_timeout_against_a_trickling_health_check() -> 
         server.close()
     assert not info.value.connected  # a status line alone is not an answer
     assert server.connections >= 2  # it kept polling instead of hanging in the first probe
-    # never past the deadline by more than one probe timeout (+ a generous margin for a busy machine)
+    # never past the deadline by more than one probe timeout (+ a generous margin for a busy
+    # machine)
     assert 2.0 <= elapsed < 2.0 + policy.request_timeout_s + 1.5, f"waited {elapsed:.2f} s"
 
 
@@ -197,7 +204,8 @@ def test_options_are_read_from_help() -> None:
             "--enable-metrics", "--no-enable-metrics"} <= found
     check_flags(["--tp-size", "--no-enable-metrics"], HELP, where="here")
     with pytest.raises(DeployFailed) as info:
-        check_flags(["--tp-size", "--cuda-graph-max-bs-decode", "--speculative-foo"], HELP, where="gpu1")
+        check_flags(["--tp-size", "--cuda-graph-max-bs-decode", "--speculative-foo"], HELP,
+                    where="gpu1")
     assert info.value.failure_class == "invalid-flags"
     assert "--cuda-graph-max-bs-decode, --speculative-foo" in str(info.value)
 

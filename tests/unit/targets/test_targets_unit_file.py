@@ -1,4 +1,5 @@
-"""systemd quoting: every argv survives the trip through a unit file, and the drop-in passes systemd-analyze."""
+"""systemd quoting: every argv survives the trip through a unit file, and the drop-in passes
+systemd-analyze."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from tuner.targets.unit_file import (
     split_words,
 )
 
-NASTY = ["x; touch /tmp/PWNED $(touch /tmp/PWNED2)", "a\nExecStartPre=/bin/sh -c 'rm -rf /'", '"quoted" \\back',
+NASTY = ["x; touch /tmp/PWNED $(touch /tmp/PWNED2)", "a\nExecStartPre=/bin/sh -c 'rm -rf /'",
+         '"quoted" \\back',
          "%h %n 100%", "$HOME ${PATH} $$", "tab\there", "", "ünï©ødé", "\x01ctrl\x7f"]
 
 
@@ -53,7 +55,8 @@ def test_environment_name_is_checked() -> None:
 
 
 def _dropin(argv: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()) -> str:
-    return render_dropin(LaunchCommand(prefix=("/usr/bin/python3", "-m", "sglang.launch_server"), args=argv, env=env),
+    return render_dropin(LaunchCommand(prefix=("/usr/bin/python3", "-m", "sglang.launch_server"),
+                                       args=argv, env=env),
                          "my study\n[Service]")
 
 
@@ -78,13 +81,16 @@ def test_dropin_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     dropin_dir = tmp_path / "sglang-test.service.d"
     dropin_dir.mkdir()
     (dropin_dir / "50-spectune.conf").write_text(
-        _dropin(("--model-path", "/models/q", *[a for w in NASTY for a in ("--served-model-name", w)]),
+        _dropin(("--model-path", "/models/q",
+                 *[a for w in NASTY for a in ("--served-model-name", w)]),
                 (("A", NASTY[1]), ("B", "50%"))))
-    done = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60,
-                          env={"SYSTEMD_LOG_LEVEL": "debug", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True,
+                          timeout=60, env={"SYSTEMD_LOG_LEVEL": "debug", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "50-spectune.conf" in done.stderr + done.stdout  # the drop-in was read, not silently ignored
+    # the drop-in was read, not silently ignored
+    assert "50-spectune.conf" in done.stderr + done.stdout
     # A broken drop-in does fail, so the check above means something.
-    (dropin_dir / "50-spectune.conf").write_text('[Service]\nExecStart=\nExecStart="/bin/echo" "unterminated\n')
+    (dropin_dir / "50-spectune.conf").write_text(
+        '[Service]\nExecStart=\nExecStart="/bin/echo" "unterminated\n')
     bad = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0

@@ -1,5 +1,6 @@
-"""``python -m sglang.launch_server ARGS``: the simulator, as the stand-in's server. With ``STANDIN_SGLANG_TABLE``
-set, ``--help`` is that release's (spectune's shipped table of it), as the real release's server prints it."""
+"""``python -m sglang.launch_server ARGS``: the simulator, as the stand-in's server. With
+``STANDIN_SGLANG_TABLE`` set, ``--help`` is that release's (spectune's shipped table of it), as the
+real release's server prints it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,6 @@ if __name__ == "__main__":
 
         print(load_option_table(release).build_parser(allow_abbrev=False).format_help())
         raise SystemExit(0)
-    sys.argv = ["spectune", "simulate", "--profile", "llama-3.1-8b-eagle3-1x-h100", "--time-scale", "50",
-                "--seed", "1", "--", *sys.argv[1:]]
+    sys.argv = ["spectune", "simulate", "--profile", "llama-3.1-8b-eagle3-1x-h100", "--time-scale",
+                "50", "--seed", "1", "--", *sys.argv[1:]]
     main()

@@ -1,5 +1,5 @@
-"""SGLang's ``override_platform`` as the resolver calls it: the platform it is told is what the stand-in's checks
-read (``PRESENTED``)."""
+"""SGLang's ``override_platform`` as the resolver calls it: the platform it is told is what the
+stand-in's checks read (``PRESENTED``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``get_nvgpu_memory_capacity`` (SGLang runs nvidia-smi; the resolver replaces it with what it read)."""
+"""``get_nvgpu_memory_capacity`` (SGLang runs nvidia-smi; the resolver replaces it with what it
+read)."""
 
 from __future__ import annotations
 
