@@ -1,17 +1,20 @@
-"""How much load the spectune load generator sustains on one CPU core, and how much it distorts what it measures.
+"""How much load the spectune load generator sustains on one CPU core, and how much it distorts what
+it measures.
 
-A tiny SSE server (raw asyncio, HTTP/1.1 chunked, SGLang-shaped chat chunks with continuous usage) runs in a
-separate process on its own core and streams either as fast as it can or at a fixed pace, logging the send
-time of every event. The load generator (the real ``PhaseRunner``) runs in this process pinned to one core.
+A tiny SSE server (raw asyncio, HTTP/1.1 chunked, SGLang-shaped chat chunks with continuous usage)
+runs in a separate process on its own core and streams either as fast as it can or at a fixed pace,
+logging the send time of every event. The load generator (the real ``PhaseRunner``) runs in this
+process pinned to one core.
 
 Figures printed:
 * capacity: events/s and tokens/s the generator consumes from a zero-delay stream, at C=1 and C=64;
-* gap overhead: per event, client arrival stamp − server send stamp (``perf_counter`` is CLOCK_MONOTONIC,
-  shared by both processes), and |client gap − server gap| for consecutive events;
-* throughput error: the generator's aggregate tok/s against the tokens the server actually sent inside the
-  same measured window, at the seed's C=64 event rate (≈1900 tok/s, 2.5 tokens/event) and at a high rate;
-* a control for the paced runs: the same streams read by a raw socket that only stamps each read, so that
-  what the machine adds (scheduling, VM wake-ups) can be told from what the generator adds.
+* gap overhead: per event, client arrival stamp − server send stamp (``perf_counter`` is
+  CLOCK_MONOTONIC, shared by both processes), and |client gap − server gap| for consecutive events;
+* throughput error: the generator's aggregate tok/s against the tokens the server actually sent
+  inside the same measured window, at the seed's C=64 event rate (≈1900 tok/s, 2.5 tokens/event) and
+  at a high rate;
+* a control for the paced runs: the same streams read by a raw socket that only stamps each read, so
+  that what the machine adds (scheduling, VM wake-ups) can be told from what the generator adds.
 
 Run: ``.venv/bin/python bench/client_capacity.py`` (about 30 s). Results go in docs/benchmarks.md.
 """
@@ -29,15 +32,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-# ----- the server (runs in its own process) -------------------------------------------------------------------
+# ----- the server (runs in its own process) -------------------------------------------------------
 
 
 def _event(tokens: int, total: int) -> bytes:
     content = " tok" * tokens
-    obj = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000, "model": "bench",
-           "choices": [{"index": 0, "delta": {"role": None, "content": content, "reasoning_content": None,
-                                              "tool_calls": None}, "logprobs": None, "finish_reason": None,
-                        "matched_stop": None}],
+    obj = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
+           "model": "bench", "choices": [{"index": 0,
+                        "delta": {"role": None, "content": content, "reasoning_content": None,
+                                  "tool_calls": None}, "logprobs": None,
+                        "finish_reason": None, "matched_stop": None}],
            "usage": {"prompt_tokens": 256, "total_tokens": 256 + total, "completion_tokens": total,
                      "prompt_tokens_details": None, "reasoning_tokens": 0}}
     data = b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
@@ -51,8 +55,9 @@ _TAIL = b"%x\r\n%s\r\n0\r\n\r\n" % (len(_DONE), _DONE)
 
 
 class SSEServer:
-    """POST with {"bench": {"events": E, "pattern": [2, 3], "interval": s}, "rid": id}: E events, each with
-    the next token count of ``pattern``, ``interval`` seconds apart (0: as fast as the socket takes them)."""
+    """POST with {"bench": {"events": E, "pattern": [2, 3], "interval": s}, "rid": id}: E events,
+    each with the next token count of ``pattern``, ``interval`` seconds apart (0: as fast as the
+    socket takes them)."""
 
     def __init__(self) -> None:
         self.log: dict[str, list[tuple[float, int]]] = {}
@@ -81,7 +86,8 @@ class SSEServer:
                 if head.startswith(b"GET /log"):
                     payload = json.dumps(self.log).encode()
                     self.log = {}
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload))
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
+                                 % (len(payload), payload))
                     continue
                 if not head.startswith(b"POST"):
                     writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
@@ -100,7 +106,8 @@ class SSEServer:
         self.log[str(body.get("rid"))] = sent
         writer.write(_HEAD)
         if interval <= 0:
-            # Blocks of events per write keep this server far faster than any client: it is not what is measured.
+            # Blocks of events per write keep this server far faster than any client: it is not what
+            # is measured.
             for i in range(0, len(events), 16):
                 if writer.is_closing():  # the client cancelled this request
                     return
@@ -133,7 +140,7 @@ async def _serve(cpu: int | None) -> None:
         await listener.serve_forever()
 
 
-# ----- the client side ----------------------------------------------------------------------------------------
+# ----- the client side ----------------------------------------------------------------------------
 
 
 @dataclass
@@ -163,13 +170,15 @@ async def _measure(port: int, run: Run) -> dict[str, Any]:
     def body(index: int) -> bytes:
         obj = api.build(prompt, workload, "bench")
         obj["rid"] = index
-        obj["bench"] = {"events": run.events_per_request, "pattern": [2, 3], "interval": run.interval}
+        obj["bench"] = {"events": run.events_per_request, "pattern": [2, 3],
+                        "interval": run.interval}
         return json.dumps(obj).encode()
 
     url = f"http://127.0.0.1:{port}"
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
-        spec = PhaseSpec(run.concurrency, requests=run.requests, duration_s=run.duration_s, warmup=0)
+        spec = PhaseSpec(run.concurrency, requests=run.requests, duration_s=run.duration_s,
+                         warmup=0)
         runner = PhaseRunner(session, url, api, body, spec, Timeouts(10, 60, 600))
         cpu0, wall0 = time.process_time(), time.perf_counter()
         result = await runner.run()
@@ -199,11 +208,13 @@ async def _measure(port: int, run: Run) -> dict[str, Any]:
         "events_s": events / (t1 - t0),
         "client_tok_s": result.aggregate_tok_s,
         "server_tok_s": server_tok_s,
-        # Only meaningful when the server paces its streams: a zero-delay server sends as fast as the socket
-        # buffers take it, so what it "sent" in the window runs ahead of what any client has read.
-        "throughput_error": (result.aggregate_tok_s or 0) / server_tok_s - 1 if run.interval > 0 else None,
-        "cpu_share": cpu / wall,
-        # Events per second of the client's own CPU time: the capacity of one core even on a busy machine.
+        # Only meaningful when the server paces its streams: a zero-delay server sends as fast as
+        # the socket buffers take it, so what it "sent" in the window runs ahead of what any client
+        # has read.
+        "throughput_error": (result.aggregate_tok_s or 0) / server_tok_s - 1 if run.interval > 0
+        else None, "cpu_share": cpu / wall,
+        # Events per second of the client's own CPU time: the capacity of one core even on a busy
+        # machine.
         "events_per_cpu_s": events / cpu if cpu > 0 else None,
         # Latency too: against a zero-delay server it measures the socket buffers, not the client.
         "latency_us_mean": float(lat.mean()) if lat.size and run.interval > 0 else None,
@@ -215,17 +226,19 @@ async def _measure(port: int, run: Run) -> dict[str, Any]:
 
 
 async def _control(port: int, run: Run) -> dict[str, Any]:
-    """The same paced streams read by the least a client can do: a raw socket that stamps each read and
-    counts the events in it — no HTTP parsing, no SSE, no JSON. What the machine itself adds to latency and
-    gaps; the generator's overhead is its figures minus these."""
+    """The same paced streams read by the least a client can do: a raw socket that stamps each read
+    and counts the events in it — no HTTP parsing, no SSE, no JSON. What the machine itself adds to
+    latency and gaps; the generator's overhead is its figures minus these."""
     import numpy as np
 
     async def stream(rid: int) -> None:
         body = json.dumps({"rid": f"control-{rid}", "bench": {"events": run.events_per_request,
-                                                               "pattern": [2, 3], "interval": run.interval}})
+                                                               "pattern": [2, 3],
+                                                              "interval": run.interval}})
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s"
-                     % (len(body), body.encode()))
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(body), body.encode()))
         stamps: list[float] = []
         while True:
             data = await reader.read(65536)
@@ -253,8 +266,10 @@ async def _control(port: int, run: Run) -> dict[str, Any]:
         lat_all.append(client - sent)
         gap_all.append(np.abs(np.diff(client) - np.diff(sent)))
     lat_us, gap_us = np.concatenate(lat_all) * 1e6, np.concatenate(gap_all) * 1e6
-    return {"latency_us_mean": float(lat_us.mean()), "latency_us_p99": float(np.percentile(lat_us, 99)),
-            "gap_error_us_mean": float(gap_us.mean()), "gap_error_us_p99": float(np.percentile(gap_us, 99))}
+    return {"latency_us_mean": float(lat_us.mean()),
+            "latency_us_p99": float(np.percentile(lat_us, 99)),
+            "gap_error_us_mean": float(gap_us.mean()),
+            "gap_error_us_p99": float(np.percentile(gap_us, 99))}
 
 
 RUNS = (
@@ -278,7 +293,7 @@ def _cpu_name() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -307,15 +322,15 @@ def main() -> None:
         return
     print(f"{_cpu_name()}, Python {platform.python_version()}, client pinned to CPU {client_cpu}, "
           f"server to CPU {server_cpu}")
-    header = (f"{'run':38} {'events/s':>9} {'tok/s':>9} {'client CPU':>10} {'ev/CPU-s':>9} {'tput err':>9} "
-              f"{'lat mean':>9} {'lat p99':>9} {'gap err':>8} {'gap p99':>8}")
+    header = (f"{'run':38} {'events/s':>9} {'tok/s':>9} {'client CPU':>10} {'ev/CPU-s':>9} "
+              f"{'tput err':>9} {'lat mean':>9} {'lat p99':>9} {'gap err':>8} {'gap p99':>8}")
     print(header)
     for r in results:
         def us(v: float | None) -> str:
             return "—" if v is None else f"{v:,.0f}µs"
         err = "—" if r["throughput_error"] is None else f"{r['throughput_error']:+.2%}"
-        print(f"{r['label']:38} {r['events_s']:>9,.0f} {r['client_tok_s']:>9,.0f} {r['cpu_share']:>10.0%} "
-              f"{r['events_per_cpu_s']:>9,.0f} "
+        print(f"{r['label']:38} {r['events_s']:>9,.0f} {r['client_tok_s']:>9,.0f} "
+              f"{r['cpu_share']:>10.0%} {r['events_per_cpu_s']:>9,.0f} "
               f"{err:>9} {us(r['latency_us_mean']):>9} {us(r['latency_us_p99']):>9} "
               f"{us(r['gap_error_us_mean']):>8} {us(r['gap_error_us_p99']):>8}")
         if "control" in r:

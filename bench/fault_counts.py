@@ -1,9 +1,9 @@
 """The fault-injection cases per class, and how many hold: the table in docs/faults.md.
 
-A case is a test marked ``@pytest.mark.fault("CLASS")`` (a Hypothesis test counts its examples). The script
-runs them all in one pytest run — the storage outages too, which the default test command leaves out — and
-counts per class: held (passed), not held (failed or errored, xfail included), not run (skipped: a missing
-system binary). ``--collect`` only counts the cases, in seconds.
+A case is a test marked ``@pytest.mark.fault("CLASS")`` (a Hypothesis test counts its examples). The
+script runs them all in one pytest run — the storage outages too, which the default test command
+leaves out — and counts per class: held (passed), not held (failed or errored, xfail included), not
+run (skipped: a missing system binary). ``--collect`` only counts the cases, in seconds.
 
     .venv/bin/python bench/fault_counts.py              # about 15 min on a busy 2-core machine
     .venv/bin/python bench/fault_counts.py --collect
@@ -23,9 +23,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 #: Where the marked cases live (collecting the whole suite would import every test module).
 PATHS = ("tests/faults", "tests/integration/objectives/test_hostile_server.py",
-         "tests/unit/targets/test_targets_readiness.py", "tests/integration/targets/test_systemd_ssh.py")
-CLASSES = ("kill_points", "signals", "study_mutations", "hostile_values", "study_edits", "hostile_server", "ssh",
-           "storage")
+         "tests/unit/targets/test_targets_readiness.py",
+         "tests/integration/targets/test_systemd_ssh.py")
+CLASSES = ("kill_points", "signals", "study_mutations", "hostile_values", "study_edits",
+           "hostile_server", "ssh", "storage")
 
 
 @dataclass(eq=False)  # a pluggy plugin must be hashable
@@ -42,7 +43,8 @@ class Tally:
             if marker is None:
                 continue
             self.kind[item.nodeid] = marker.args[0]
-            settings = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
+            settings = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings",
+                               None)
             self.weight[item.nodeid] = settings.max_examples if settings is not None else 1
 
     def pytest_runtest_logreport(self, report: Any) -> None:
@@ -56,7 +58,8 @@ class Tally:
             self.outcome.setdefault(report.nodeid, "held")
 
     def table(self, *, ran: bool) -> str:
-        rows = ["| class | cases | held | not held | not run |", "|---|---:|---:|---:|---:|"] if ran else \
+        rows = ["| class | cases | held | not held | not run |",
+                "|---|---:|---:|---:|---:|"] if ran else \
             ["| class | cases |", "|---|---:|"]
         totals: Counter[str] = Counter()
         for kind in CLASSES:
@@ -77,7 +80,8 @@ class Tally:
 def _row(name: str, counts: Counter[str], ran: bool) -> str:
     if not ran:
         return f"| {name} | {counts['cases']} |"
-    return f"| {name} | {counts['cases']} | {counts['held']} | {counts['not held']} | {counts['not run']} |"
+    return (f"| {name} | {counts['cases']} | {counts['held']} | {counts['not held']} | "
+            f"{counts['not run']} |")
 
 
 def main() -> int:

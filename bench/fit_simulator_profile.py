@@ -1,12 +1,13 @@
 """Fit the seed profile's timing and acceptance parameters to the seed campaign's measured table.
 
-    python bench/fit_simulator_profile.py            # fit, print the parameters and the table it gives
+    python bench/fit_simulator_profile.py            # fit, print the parameters and the table it
+    gives
 
-The seed measured C=1 and C=4 per-request tok/s and C=64 aggregate tok/s for speculative-num-steps 1–5
-(topk=1, temperature 0, ignore_eos; ../shared/DESIGN.md). Those 14 cells, plus the table's shape (C=1 still
-rising from steps 4 to 5 by under 5 %, C=64 highest at steps 3), are fitted by least squares on log ratios
-with scipy, within physically plausible bounds. The result is pasted into the profile TOML by hand: the
-simulator itself needs no fitting library.
+The seed measured C=1 and C=4 per-request tok/s and C=64 aggregate tok/s for speculative-num-steps
+1–5 (topk=1, temperature 0, ignore_eos; ../shared/DESIGN.md). Those 14 cells, plus the table's shape
+(C=1 still rising from steps 4 to 5 by under 5 %, C=64 highest at steps 3), are fitted by least
+squares on log ratios with scipy, within physically plausible bounds. The result is pasted into the
+profile TOML by hand: the simulator itself needs no fitting library.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ PARAMETERS = (
 
 
 def seed_args(steps: int) -> tuple[str, ...]:
-    return (*BASE_ARGS, "--speculative-num-steps", str(steps), "--speculative-num-draft-tokens", str(steps + 1))
+    return (*BASE_ARGS, "--speculative-num-steps", str(steps), "--speculative-num-draft-tokens",
+            str(steps + 1))
 
 
 def with_values(profile: Profile, values: np.ndarray) -> Profile:
@@ -57,7 +59,8 @@ def with_values(profile: Profile, values: np.ndarray) -> Profile:
     for (section, name, _, _), value in zip(PARAMETERS, values, strict=True):
         sections.setdefault(section, {})[name] = float(value)
     return dataclasses.replace(profile, **{
-        section: dataclasses.replace(getattr(profile, section), **changes) for section, changes in sections.items()
+        section: dataclasses.replace(getattr(profile, section), **changes) for section,
+        changes in sections.items()
     })
 
 
@@ -78,7 +81,8 @@ def residuals(values: np.ndarray, profile: Profile) -> np.ndarray:
         for i, measured in enumerate(row):
             if measured is not None:
                 error = math.log(table[c][i] / measured)
-                # Least squares, plus a steep wall beyond ±6.5 % so no cell drifts past the ±8 % goal.
+                # Least squares, plus a steep wall beyond ±6.5 % so no cell drifts past the ±8 %
+                # goal.
                 out.append(error + 50.0 * math.copysign(max(0.0, abs(error) - 0.065), error))
     # Shape: C=1 rises 4 → 5 by 0–5 % (kept in 0.5–4 %); C=64 peaks at steps 3 (1 % margin).
     rise = table[1][4] / table[1][3] - 1.0
@@ -90,11 +94,12 @@ def residuals(values: np.ndarray, profile: Profile) -> np.ndarray:
 
 def main() -> None:
     profile = load_profile(DEFAULT_PROFILE)
-    start = np.array([getattr(getattr(profile, section), name) for section, name, _, _ in PARAMETERS])
+    start = np.array([getattr(getattr(profile, section), name) for section, name, _,
+                      _ in PARAMETERS])
     lower = np.array([p[2] for p in PARAMETERS])
     upper = np.array([p[3] for p in PARAMETERS])
-    fit = least_squares(residuals, np.clip(start, lower, upper), bounds=(lower, upper), args=(profile,),
-                        diff_step=1e-3)
+    fit = least_squares(residuals, np.clip(start, lower, upper), bounds=(lower, upper),
+                        args=(profile,), diff_step=1e-3)
     fitted = with_values(profile, fit.x)
     for (section, name, _, _), value in zip(PARAMETERS, fit.x, strict=True):
         print(f"[{section}] {name} = {value:.4g}")
@@ -104,8 +109,10 @@ def main() -> None:
         cells = []
         for i, measured in enumerate(row):
             value = table[c][i]
-            cells.append(f"{value:7.0f}" + (f" ({(value / measured - 1) * 100:+4.1f}%)" if measured else " " * 9))
-        print(f"C={c:<3} {'aggregate' if c == 64 else 'per-request':>11} " + "".join(f"{x:>16}" for x in cells))
+            cells.append(f"{value:7.0f}"
+                         + (f" ({(value / measured - 1) * 100:+4.1f}%)" if measured else " " * 9))
+        print(f"C={c:<3} {'aggregate' if c == 64 else 'per-request':>11} "
+              + "".join(f"{x:>16}" for x in cells))
 
 
 if __name__ == "__main__":

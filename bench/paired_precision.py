@@ -1,16 +1,17 @@
 """How precise is a trial's score, paired with the reference run's requests or not?
 
-For the study file (default: studies/simulated.toml, the demo) at its own request counts and time scale: measure
-the baseline (the reference run), the baseline again on a fresh start (a null comparison: its true score is 1),
-and a few other configurations of the search space, each on a fresh simulator, then print each score with
+For the study file (default: studies/simulated.toml, the demo) at its own request counts and time
+scale: measure the baseline (the reference run), the baseline again on a fresh start (a null
+comparison: its true score is 1), and a few other configurations of the search space, each on a
+fresh simulator, then print each score with
 
-* its unpaired 95 % interval (each phase's figure interval on its own, objectives/confidence.py — how scores
-  were computed before pairing), and
-* its paired interval (each phase against the reference run's same requests, objectives/paired.py — how
-  spectune computes them now),
+* its unpaired 95 % interval (each phase's figure interval on its own, objectives/confidence.py —
+  how scores were computed before pairing), and
+* its paired interval (each phase against the reference run's same requests, objectives/paired.py —
+  how spectune computes them now),
 
-the half-widths in %, and how many times the phases' request counts would have to grow for ±3 % without pairing
-(half-widths shrink as 1/√n). Results go in docs/scoring.md.
+the half-widths in %, and how many times the phases' request counts would have to grow for ±3 %
+without pairing (half-widths shrink as 1/√n). Results go in docs/scoring.md.
 
     .venv/bin/python bench/paired_precision.py [--study studies/simulated.toml]
 """
@@ -39,8 +40,10 @@ OTHERS: tuple[dict[str, Any], ...] = (
 TARGET = 0.03
 
 
-def measure(argv: list[str], spec: Any, profile: str | None, scale: float) -> dict[int, dict[str, Any]]:
-    with tempfile.TemporaryDirectory() as tmp, running_simulator(argv, profile=profile, time_scale=scale,
+def measure(argv: list[str], spec: Any, profile: str | None, scale: float) -> dict[int,
+                                                                                   dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as tmp, running_simulator(argv, profile=profile,
+                                                                 time_scale=scale,
                                                                  log_path=Path(tmp) / "sim.log",
                                                                  ready_timeout_s=300) as sim:
         result = run_benchmark(sim.url, spec.benchmark)
@@ -58,16 +61,19 @@ def main() -> None:
     weights = spec.objective.weights
     baseline = {**spec.server_flags, **spec.baseline}
     configs = [("baseline (reference)", baseline), ("baseline again", baseline),
-               *((", ".join(f"{k.removeprefix('speculative-')}={v}" for k, v in o.items()), {**baseline, **o})
+               *((", ".join(f"{k.removeprefix('speculative-')}={v}" for k, v in o.items()),
+                  {**baseline, **o})
                  for o in OTHERS)]
-    runs = [(name, measure(ServerConfig.build(flags).argv(table), spec, profile, scale)) for name, flags in configs]
+    runs = [(name, measure(ServerConfig.build(flags).argv(table), spec, profile, scale)) for name,
+            flags in configs]
     reference = runs[0][1]
     refs = references_from(reference, weights)
     assert refs is not None, "the reference run measured nothing usable"
     scorer = Scorer(weights, refs)
     counts = ", ".join(f"{p.label} n={p.requests}" for p in spec.benchmark.phases)
     print(f"{args.study}: {counts}, weights {dict(weights)}, time scale {scale:g}\n")
-    print(f"{'configuration':<44} {'score':>6} {'unpaired ±':>11} {'paired ±':>9} {'n× for ±3 % unpaired':>21}")
+    print(f"{'configuration':<44} {'score':>6} {'unpaired ±':>11} {'paired ±':>9} "
+          f"{'n× for ±3 % unpaired':>21}")
     unpaired_hw, paired_hw = [], []
     for name, metrics in runs[1:]:
         score = scorer.score(metrics)
@@ -80,7 +86,8 @@ def main() -> None:
         h_paired = (paired.high - paired.low) / 2 / score
         unpaired_hw.append(h_plain)
         paired_hw.append(h_paired)
-        print(f"{name:<44} {score:>6.3f} {h_plain:>10.1%} {h_paired:>8.1%} {(h_plain / TARGET) ** 2:>20.1f}×")
+        print(f"{name:<44} {score:>6.3f} {h_plain:>10.1%} {h_paired:>8.1%} "
+              f"{(h_plain / TARGET) ** 2:>20.1f}×")
     print(f"\nmedian half-width: unpaired ±{statistics.median(unpaired_hw):.1%}, "
           f"paired ±{statistics.median(paired_hw):.1%} (same requests)")
 

@@ -1,21 +1,26 @@
-"""Does the simulator measure the model or the host? The demo baseline, idle and beside CPU hogs, against
-the ground truth.
+"""Does the simulator measure the model or the host? The demo baseline, idle and beside CPU hogs,
+against the ground truth.
 
-For the study file's baseline (default: studies/simulated.toml) and its benchmark phases, at its time scale:
+For the study file's baseline (default: studies/simulated.toml) and its benchmark phases, at its
+time scale:
 
-* truth: ``ground_truth.expected_metrics_for_prompts`` over the prompts each phase measures (noiseless, analytic);
-* schedule: the same benchmark replayed on the engine with a virtual clock (``tuner.simulator.replay``): what
-  the load generator computes when every chunk arrives at its scheduled time;
-* idle / loaded: the real load generator against a fresh simulator process, first as the machine is, then
-  with ``--hogs`` busy processes beside it (``stress-ng --cpu N`` when installed, else Python busy loops).
-  The simulator stamps its events with its schedule, so the load generator's figures are on that schedule
-  (``PhaseResult.timebase == "server"``); what the arrival times alone said is shown beside them ("by
-  arrival"), as is each phase's verdict (``simulator-overloaded`` when the schedule given up passed the limit);
+* truth: ``ground_truth.expected_metrics_for_prompts`` over the prompts each phase measures
+  (noiseless, analytic);
+* schedule: the same benchmark replayed on the engine with a virtual clock
+  (``tuner.simulator.replay``): what the load generator computes when every chunk arrives at its
+  scheduled time;
+* idle / loaded: the real load generator against a fresh simulator process, first as the machine is,
+  then with ``--hogs`` busy processes beside it (``stress-ng --cpu N`` when installed, else Python
+  busy loops). The simulator stamps its events with its schedule, so the load generator's figures
+  are on that schedule (``PhaseResult.timebase == "server"``); what the arrival times alone said is
+  shown beside them ("by arrival"), as is each phase's verdict (``simulator-overloaded`` when the
+  schedule given up passed the limit);
 
-then the ratios, and the simulator's own account of each live run (schedule time it gave up, largest lag).
+then the ratios, and the simulator's own account of each live run (schedule time it gave up, largest
+lag).
 
-Run: ``.venv/bin/python bench/simulator_under_load.py [--study FILE] [--time-scale X] [--hogs 2] [--repeat 1]``
-(about a minute at the demo's 10×). Results go in docs/simulator.md.
+Run: ``.venv/bin/python bench/simulator_under_load.py [--study FILE] [--time-scale X] [--hogs 2]
+[--repeat 1]`` (about a minute at the demo's 10×). Results go in docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 class Live:
     c1: float  # C=1 per-request tok/s (simulated time)
     c64: float  # last phase's aggregate tok/s
-    c64_arrival: float  # the same from the client's arrival times (what it read before the schedule stamps)
+    # the same from the client's arrival times (what it read before the schedule stamps)
+    c64_arrival: float
     timebase: str
     failures: tuple[str, ...]  # phases that failed (simulator-overloaded)
     dropped_share: float  # schedule time given up / busy time, over the run
@@ -66,14 +72,16 @@ def _burn() -> None:
 
 @contextmanager
 def hogs(n: int, own_session: bool) -> Iterator[str]:
-    """``own_session``: the hogs in a session of their own, as another user's or terminal's jobs are (with
-    the kernel's autogroup scheduling each session gets a fair share); else in this session, competing with the
-    simulator and the load generator inside this session's share (the worst case)."""
+    """``own_session``: the hogs in a session of their own, as another user's or terminal's jobs are
+    (with the kernel's autogroup scheduling each session gets a fair share); else in this session,
+    competing with the simulator and the load generator inside this session's share (the worst
+    case)."""
     if n <= 0:
         yield "none"
         return
     if shutil.which("stress-ng"):
-        process = subprocess.Popen(["stress-ng", "--cpu", str(n), "--quiet"], stdout=subprocess.DEVNULL,
+        process = subprocess.Popen(["stress-ng", "--cpu", str(n), "--quiet"],
+                                   stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=own_session)
         try:
             time.sleep(0.5)
@@ -100,7 +108,8 @@ def _schedule(url: str) -> dict[str, Any]:
 
 
 def live_run(argv: list[str], profile: str | None, scale: float, bench: BenchmarkSpec) -> Live:
-    with running_simulator(argv, profile=profile, time_scale=scale, seed=0, ready_timeout_s=300) as sim:
+    with running_simulator(argv, profile=profile, time_scale=scale, seed=0,
+                           ready_timeout_s=300) as sim:
         before = _schedule(sim.url)
         started = time.monotonic()
         result = run_benchmark(sim.url, bench)
@@ -118,7 +127,7 @@ def live_run(argv: list[str], profile: str | None, scale: float, bench: Benchmar
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", default=str(ROOT / "studies" / "simulated.toml"))
     parser.add_argument("--time-scale", type=float, default=None, help="default: the study file's")
     parser.add_argument("--hogs", type=int, default=2)
@@ -138,13 +147,15 @@ def main() -> None:
     config = ground_truth.resolve_config(prof, argv)
 
     def prompt_text(index: int) -> str:
-        return text.prompt_of_messages([{"role": r, "content": c} for r, c in source.prompt(index).messages])
+        return text.prompt_of_messages([{"role": r, "content": c} for r,
+                                        c in source.prompt(index).messages])
 
     truths = []
     for k, phase in enumerate(bench.phases):
         first = k * PHASE_INDEX_STRIDE + phase.warmup
         prompts = [prompt_text(first + i) for i in range(phase.requests or 1)]
-        truths.append(ground_truth.expected_metrics_for_prompts(prof, argv, workload, phase.concurrency, prompts))
+        truths.append(ground_truth.expected_metrics_for_prompts(prof, argv, workload,
+                                                                phase.concurrency, prompts))
     truth = (truths[0].per_request_tok_s, truths[-1].aggregate_tok_s)
     scheduled = replay.replay(prof, config, workload, bench.phases, prompt_text, time_scale=scale,
                               stream_coalescing=True)
@@ -160,22 +171,24 @@ def main() -> None:
     load_after = os.getloadavg()[0]
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"study {args.study}, baseline, time scale {scale:g}, {cores} cores, load average {load_before:.1f} "
-          f"before / {load_after:.1f} after; loaded = {hog}")
+    print(f"study {args.study}, baseline, time scale {scale:g}, {cores} cores, load average "
+          f"{load_before:.1f} before / {load_after:.1f} after; loaded = {hog}")
     print(f"{'':14}{'truth':>9}{'schedule':>10}" + "".join(f"{c:>9}" for c in ("idle", "loaded"))
           + f"{'idle/truth':>12}{'loaded/truth':>14}{'loaded/idle':>13}")
-    for i, (label, name) in enumerate((("C=1 tok/s", "c1"), (f"C={bench.phases[-1].concurrency} agg", "c64"))):
+    for i, (label, name) in enumerate((("C=1 tok/s", "c1"),
+                                       (f"C={bench.phases[-1].concurrency} agg", "c64"))):
         idle = [getattr(r, name) for r in runs["idle"]]
         loaded = [getattr(r, name) for r in runs["loaded"]]
         mi, ml = sum(idle) / len(idle), sum(loaded) / len(loaded)
         print(f"{label:14}{truth[i]:9.1f}{sched[i]:10.1f}{mi:9.1f}{ml:9.1f}{mi / truth[i]:12.3f}"
               f"{ml / truth[i]:14.3f}{ml / mi:13.3f}"
-              + (f"   runs: idle {[round(v, 1) for v in idle]} loaded {[round(v, 1) for v in loaded]}"
+              + (f"   runs: idle {[round(v, 1) for v in idle]} loaded "
+                 f"{[round(v, 1) for v in loaded]}"
                  if args.repeat > 1 else ""))
     for name, items in runs.items():
         for r in items:
-            print(f"  {name}: C=64 {r.c64:.1f} on the {r.timebase}'s clock, {r.c64_arrival:.1f} by arrival; "
-                  f"schedule given up {r.dropped_share:.1%} of busy time, largest lag "
+            print(f"  {name}: C=64 {r.c64:.1f} on the {r.timebase}'s clock, {r.c64_arrival:.1f} by "
+                  f"arrival; schedule given up {r.dropped_share:.1%} of busy time, largest lag "
                   f"{r.max_lag_s * 1000:.0f} ms, mean lag {r.mean_lag_s * 1000:.1f} ms, "
                   f"benchmark wall {r.wall_s:.1f} s; failed: {', '.join(r.failures) or 'none'}")
 

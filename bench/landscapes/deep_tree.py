@@ -1,10 +1,10 @@
 """Held-out landscape 2, a predictable workload where a deep, wide tree wins.
 
-Physics (not the simulator's): acceptance saturates exponentially in the depth the tree covers and grows with
-log2(topk) (code edits: most tokens are predictable); verification pays tree attention in 8-token tiles (cost
-steps at 8, 16, 24, 32 tokens), so the best draft count sits on a tile edge; the draft model is cheap per
-step. Memory is benign: only the largest graphs at the highest memory fraction fail to start, and the
-smallest KV pool with 96 running requests.
+Physics (not the simulator's): acceptance saturates exponentially in the depth the tree covers and
+grows with log2(topk) (code edits: most tokens are predictable); verification pays tree attention in
+8-token tiles (cost steps at 8, 16, 24, 32 tokens), so the best draft count sits on a tile edge; the
+draft model is cheap per step. Memory is benign: only the largest graphs at the highest memory
+fraction fail to start, and the smallest KV pool with 96 running requests.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def model(p: Point, concurrency: int) -> Phase:
         rate = 1000.0 * accept / t_ms
         return Phase(rate, rate, accept, 250.0)
     batch = min(concurrency, p.running)
-    t_ms = max(24.0, 0.0035 * batch * tiles * 8 * (1.0 + 0.05 * p.topk)) + 0.9 * p.steps + 1.2 * tiles
+    t_ms = max(24.0, 0.0035 * batch * tiles * 8
+               * (1.0 + 0.05 * p.topk)) + 0.9 * p.steps + 1.2 * tiles
     if batch > p.graph:
         t_ms *= 1.35
     per_request = 1000.0 * accept / t_ms

@@ -1,14 +1,16 @@
-"""Landscape 8 (issue 27), prefill-bound C=64: 3k-token prompts make the C=64 phase mostly prefill, so what
-decides the score is how much GPU the scheduler leaves to prefill — the captured batch, the running requests and
-the memory — far more than the draft tree, whose tokens compete with prefill for compute.
+"""Landscape 8 (issue 27), prefill-bound C=64: 3k-token prompts make the C=64 phase mostly prefill,
+so what decides the score is how much GPU the scheduler leaves to prefill — the captured batch, the
+running requests and the memory — far more than the draft tree, whose tokens compete with prefill
+for compute.
 
-Physics (its own): a dense model, compute-bound at C=64 on prefill chunks + batch × draft verification tokens;
-speculation pays at C=1 (memory-bound) and costs at C=64 (every draft token is compute a prefill chunk needed),
-so the two phases pull the tree in opposite directions and the weights (C=1 0.3, C=64 0.7, this landscape's own
-objective) put the C=64 side first. The captured batch must hold the decode batch (else eager, 1.3× slower) but
-costs memory outside the static pool ∝ graph × draft; the static pool holds ``capacity`` running requests of
-3.5k tokens, and admitting more evicts and prefills again. A decode batch whose verification activations do
-not fit next to the graphs dies under load (out of memory in decode).
+Physics (its own): a dense model, compute-bound at C=64 on prefill chunks + batch × draft
+verification tokens; speculation pays at C=1 (memory-bound) and costs at C=64 (every draft token is
+compute a prefill chunk needed), so the two phases pull the tree in opposite directions and the
+weights (C=1 0.3, C=64 0.7, this landscape's own objective) put the C=64 side first. The captured
+batch must hold the decode batch (else eager, 1.3× slower) but costs memory outside the static pool
+∝ graph × draft; the static pool holds ``capacity`` running requests of 3.5k tokens, and admitting
+more evicts and prefills again. A decode batch whose verification activations do not fit next to the
+graphs dies under load (out of memory in decode).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def accept_length(p: Point) -> float:
     for share, alpha in ((0.5, 0.55), (0.5, 0.75)):
         a = 1.0 - (1.0 - alpha) ** (p.topk ** 0.4)
         whole = math.floor(depth)
-        total += share * (1.0 + sum(a ** i for i in range(1, whole + 1)) + (depth - whole) * a ** (whole + 1))
+        total += share * (1.0 + sum(a ** i for i in range(1, whole + 1)) + (depth - whole)
+                          * a ** (whole + 1))
     return total
 
 
@@ -48,12 +51,14 @@ def model(p: Point, concurrency: int) -> Phase:
     admitted = min(concurrency, p.running)
     batch = min(admitted, capacity)
     if graph_gb + 0.0016 * batch * p.draft > free_gb:
-        raise RunFailure("crashed-under-load", "decode-oom", f"CUDA out of memory at a decode batch of {batch}")
+        raise RunFailure("crashed-under-load", "decode-oom",
+                         f"CUDA out of memory at a decode batch of {batch}")
     evicted = max(0, admitted - capacity) / admitted
-    # Per decode step: verification of batch × draft tokens, the draft model, and the prefill of the requests
-    # that finished meanwhile (batch × accept ÷ 512 of them), all compute-bound.
+    # Per decode step: verification of batch × draft tokens, the draft model, and the prefill of the
+    # requests that finished meanwhile (batch × accept ÷ 512 of them), all compute-bound.
     prefill_tokens = batch * accept / 512 * PROMPT_TOKENS * (1.0 + 2.0 * evicted)
-    t_ms = 8.0 + 0.0045 * (batch * p.draft + prefill_tokens) + p.steps * (0.6 + 0.002 * batch * p.topk)
+    t_ms = 8.0 + 0.0045 * (batch * p.draft + prefill_tokens) + p.steps * (0.6 + 0.002 * batch
+                                                                          * p.topk)
     if batch > p.graph:
         t_ms += 0.3 * (8.0 + 0.0045 * batch * p.draft)  # the decode part runs eagerly
     per_request = 1000.0 * accept / t_ms
@@ -63,7 +68,8 @@ def model(p: Point, concurrency: int) -> Phase:
 
 def landscape(spec: StudySpec) -> MeasuredLandscape:
     made = model_landscape(spec, model, noise=0.025)
+    objective = make_objective({1: 0.3, 64: 0.7},
+                               ["error_rate <= 0.01", "c64.ttft_p99_ms < 15000"],
+                               concurrencies=[1, 64])
     return MeasuredLandscape(spec, made.make_measurer, truth=made.truth_measurer,
-                             objective=make_objective({1: 0.3, 64: 0.7}, ["error_rate <= 0.01",
-                                                                          "c64.ttft_p99_ms < 15000"],
-                                                      concurrencies=[1, 64]))
+                             objective=objective)

@@ -1,11 +1,13 @@
-"""Held-out landscape 3, a ridge: the best draft-token count moves with CUDA-graph size and max running requests.
+"""Held-out landscape 3, a ridge: the best draft-token count moves with CUDA-graph size and max
+running requests.
 
-Physics (not the simulator's): a decode step at C=64 is captured in a CUDA graph only while batch × draft
-tokens fits the graph's token budget (6 × graph batch) and the batch fits the graph; otherwise it runs
-eagerly (1.6× slower). C=1 wants many draft tokens, C=64 wants batch × draft under the budget, so the best
-draft count is ≈ 6 × graph ÷ min(64, max running requests). Acceptance is a geometric chain per request
-class over the depth the tree covers. Graph memory is taken beside the static pool (OOM above a line in
-memory fraction × graph size); a small KV pool with 96 running requests retracts (errors, a constraint).
+Physics (not the simulator's): a decode step at C=64 is captured in a CUDA graph only while batch ×
+draft tokens fits the graph's token budget (6 × graph batch) and the batch fits the graph; otherwise
+it runs eagerly (1.6× slower). C=1 wants many draft tokens, C=64 wants batch × draft under the
+budget, so the best draft count is ≈ 6 × graph ÷ min(64, max running requests). Acceptance is a
+geometric chain per request class over the depth the tree covers. Graph memory is taken beside the
+static pool (OOM above a line in memory fraction × graph size); a small KV pool with 96 running
+requests retracts (errors, a constraint).
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
-"""Landscape 7 (issue 27), small separable gains: the tree is settled early; what is left is a few per cent in
-each of the memory and scheduling flags, at the far ends of their ranges — where a search that stays near its
-best trial rarely looks, and a one-flag-at-a-time sweep walks straight to.
+"""Landscape 7 (issue 27), small separable gains: the tree is settled early; what is left is a few
+per cent in each of the memory and scheduling flags, at the far ends of their ranges — where a
+search that stays near its best trial rarely looks, and a one-flag-at-a-time sweep walks straight
+to.
 
-Physics (its own): acceptance is a saturating chain (α = 0.7, a deeper tree pays little past 4 levels, top-k
-2 adds a little); the step cost grows with the draft tokens and the steps. Around that, each other flag has
-its own smooth effect and little interaction: a smaller static fraction leaves the allocator headroom (fewer
-fragmentation stalls: up to 4 % at the lowest fraction, but below 0.80 the KV pool retracts at C=64); a small
-captured batch (16) keeps the graphs in L2-friendly buckets (C=64 runs mixed graph + eager bucketing: 3 % at
-16, none at 128); fewer running requests (48) queue the rest but decode faster (5 % at C=64, TTFT allowed). Start-up
-fails only where graph size × draft tokens outgrow the memory the static fraction leaves.
+Physics (its own): acceptance is a saturating chain (α = 0.7, a deeper tree pays little past 4
+levels, top-k 2 adds a little); the step cost grows with the draft tokens and the steps. Around
+that, each other flag has its own smooth effect and little interaction: a smaller static fraction
+leaves the allocator headroom (fewer fragmentation stalls: up to 4 % at the lowest fraction, but
+below 0.80 the KV pool retracts at C=64); a small captured batch (16) keeps the graphs in
+L2-friendly buckets (C=64 runs mixed graph + eager bucketing: 3 % at 16, none at 128); fewer running
+requests (48) queue the rest but decode faster (5 % at C=64, TTFT allowed). Start-up fails only
+where graph size × draft tokens outgrow the memory the static fraction leaves.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
-"""Held-out landscape 4, written after the search was tuned and used only to check it: acceptance spread over
-requests, a compute roofline with 128-token tiles, eager decoding above the graph size, and a KV pool that the
-weights leave little of.
+"""Held-out landscape 4, written after the search was tuned and used only to check it: acceptance
+spread over requests, a compute roofline with 128-token tiles, eager decoding above the graph size,
+and a KV pool that the weights leave little of.
 
-Physics (neither the simulator's nor the other landscapes'): each request has its own per-token acceptance
-probability (a mixture: hard, typical and easy prompts); top-k raises a position's acceptance as 1 − (1 − α)^(k^0.35);
-the draft tokens bound how deep the verified tree reaches (√k nodes per level). At C=1 the target is
-memory-bound (a fixed cost plus tree attention per token); at C=64 it is compute-bound on batch × draft tokens,
-rounded up to 128-token tiles; every draft step costs a kernel launch plus batch × top-k work. A batch larger
-than the CUDA-graph size runs eagerly (1.5× slower per step). Graph capture needs memory outside the static
-pool in proportion to graph size × draft tokens; the KV pool is what the static fraction leaves after the
-weights, and a pool too small for the running requests retracts (slow and a TTFT beyond any constraint).
+Physics (neither the simulator's nor the other landscapes'): each request has its own per-token
+acceptance probability (a mixture: hard, typical and easy prompts); top-k raises a position's
+acceptance as 1 − (1 − α)^(k^0.35); the draft tokens bound how deep the verified tree reaches (√k
+nodes per level). At C=1 the target is memory-bound (a fixed cost plus tree attention per token); at
+C=64 it is compute-bound on batch × draft tokens, rounded up to 128-token tiles; every draft step
+costs a kernel launch plus batch × top-k work. A batch larger than the CUDA-graph size runs eagerly
+(1.5× slower per step). Graph capture needs memory outside the static pool in proportion to graph
+size × draft tokens; the KV pool is what the static fraction leaves after the weights, and a pool
+too small for the running requests retracts (slow and a TTFT beyond any constraint).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def model(p: Point, concurrency: int) -> Phase:
         return Phase(rate, rate, accept, 300.0)
     batch = min(concurrency, p.running)
     tokens = batch * p.draft
-    t_ms = max(11.0, 0.021 * 128 * math.ceil(tokens / 128)) + p.steps * (0.8 + 0.0009 * batch * p.topk)
+    t_ms = max(11.0, 0.021 * 128 * math.ceil(tokens / 128)) + p.steps * (0.8 + 0.0009 * batch
+                                                                         * p.topk)
     if batch > p.graph:
         t_ms *= 1.5
     ttft = 900.0 + 20.0 * p.draft + 3000.0 * (concurrency / batch - 1.0)

@@ -1,10 +1,12 @@
-"""Held-out-style landscape: memory-tight's physics, but its fastest region is unsafe once the server is up.
+"""Held-out-style landscape: memory-tight's physics, but its fastest region is unsafe once the
+server is up.
 
-What speculative-decoding servers do in the field (sgl-project/sglang#16027, #13352, #21475): wide trees
-(topk ≥ 2) with deep drafts (steps ≥ 4) emit different text at temperature 0 — the fastest configurations of
-this landscape; and a C=64 decode batch whose activation memory (batch × draft tokens) does not fit beside the
-graphs left by the memory fraction dies with ``torch.OutOfMemoryError`` long after the server reported ready.
-Both are run failures (tuner/run/trial.py): the search must learn to avoid them, never pick one.
+What speculative-decoding servers do in the field (sgl-project/sglang#16027, #13352, #21475): wide
+trees (topk ≥ 2) with deep drafts (steps ≥ 4) emit different text at temperature 0 — the fastest
+configurations of this landscape; and a C=64 decode batch whose activation memory (batch × draft
+tokens) does not fit beside the graphs left by the memory fraction dies with
+``torch.OutOfMemoryError`` long after the server reported ready. Both are run failures
+(tuner/run/trial.py): the search must learn to avoid them, never pick one.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ def unsafe(p: Point, concurrency: int) -> str | None:
 
 
 def model(p: Point, concurrency: int) -> Phase:
-    phase = memory_tight.model(p, concurrency)  # start-up failures first, as memory_tight decides them
+    # start-up failures first, as memory_tight decides them
+    phase = memory_tight.model(p, concurrency)
     failure = unsafe(p, concurrency)
     if failure == "wrong-output":
-        raise RunFailure("wrong-output", "wrong-output", "text departs from the baseline's at temperature 0")
+        raise RunFailure("wrong-output", "wrong-output",
+                         "text departs from the baseline's at temperature 0")
     if failure == "decode-oom":
-        raise RunFailure("crashed-under-load", "decode-oom", "torch.OutOfMemoryError: CUDA out of memory at C=64")
+        raise RunFailure("crashed-under-load", "decode-oom",
+                         "torch.OutOfMemoryError: CUDA out of memory at C=64")
     return phase
 
 

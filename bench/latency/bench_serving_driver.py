@@ -1,8 +1,9 @@
-"""Run by ``bench/latency/vs_bench_serving.py`` under a real SGLang release's Python (not spectune's): SGLang's own
-bench_serving request function (``async_request_sglang_generate``, the default ``--backend sglang``) and its
-``calculate_metrics``, in a closed loop of C clients over the prompts given — exactly as ``bench_serving
---max-concurrency C --request-rate inf`` sends them. Prints bench_serving's latency figures as JSON (ms, on the
-client's clock; the caller rescales a time-scaled simulator's).
+"""Run by ``bench/latency/vs_bench_serving.py`` under a real SGLang release's Python (not
+spectune's): SGLang's own bench_serving request function (``async_request_sglang_generate``, the
+default ``--backend sglang``) and its ``calculate_metrics``, in a closed loop of C clients over the
+prompts given — exactly as ``bench_serving --max-concurrency C --request-rate inf`` sends them.
+Prints bench_serving's latency figures as JSON (ms, on the client's clock; the caller rescales a
+time-scaled simulator's).
 
     python bench_serving_driver.py URL PROMPTS.json CONCURRENCY WARMUP MAX_TOKENS STUBS_DIR
 """
@@ -22,24 +23,28 @@ def main() -> None:
     sys.path.insert(0, stubs_dir)
     import stubs  # noqa: F401  # stands in for sgl_kernel and torchvision (CPU-only)
 
-    datasets = types.ModuleType("datasets")  # only the HF dataset loaders need it; none is used here
+    # only the HF dataset loaders need it; none is used here
+    datasets = types.ModuleType("datasets")
     datasets.load_dataset = None  # type: ignore[attr-defined]
     sys.modules.setdefault("datasets", datasets)
     import sglang.benchmark.serving as serving
 
-    # The module-level ``args`` bench_serving's request functions read: its command-line defaults, greedy,
-    # generating to max_tokens (``--disable-ignore-eos`` not given), streaming.
-    serving.args = argparse.Namespace(temperature=0.0, top_p=1.0, disable_ignore_eos=False, disable_stream=False,
-                                      return_logprob=False, return_routed_experts=False, logprob_start_len=-1,
-                                      top_logprobs_num=0, token_ids_logprob=None, cache_report=False, header=None)
+    # The module-level ``args`` bench_serving's request functions read: its command-line defaults,
+    # greedy, generating to max_tokens (``--disable-ignore-eos`` not given), streaming.
+    serving.args = argparse.Namespace(temperature=0.0, top_p=1.0, disable_ignore_eos=False,
+                                      disable_stream=False,
+                                      return_logprob=False, return_routed_experts=False,
+                                      logprob_start_len=-1,
+                                      top_logprobs_num=0, token_ids_logprob=None,
+                                      cache_report=False, header=None)
     with open(prompts_path, encoding="utf-8") as f:
         prompts: list[str] = json.load(f)
     c, w, n_tokens = int(concurrency), int(warmup), int(max_tokens)
 
     def request(prompt: str) -> object:
-        return serving.RequestFuncInput(prompt=prompt, api_url=url.rstrip("/") + "/generate", prompt_len=0,
-                                        output_len=n_tokens, model="", lora_name="", image_data=None,
-                                        extra_request_body={})
+        return serving.RequestFuncInput(prompt=prompt, api_url=url.rstrip("/") + "/generate",
+                                        prompt_len=0, output_len=n_tokens, model="", lora_name="",
+                                        image_data=None, extra_request_body={})
 
     async def closed_loop(items: list[str], clients: int) -> list[object]:
         queue = list(items)
@@ -65,7 +70,8 @@ def main() -> None:
             return [0] * max(1, len(text.split()))
 
     metrics, _ = serving.calculate_metrics(None, outputs, duration, Tokenizer(), "sglang")
-    names = [f"{stat}_{m}_ms" for m in ("ttft", "itl", "e2e_latency") for stat in ("mean", "median", "p90", "p99")]
+    names = [f"{stat}_{m}_ms" for m in ("ttft", "itl", "e2e_latency")
+             for stat in ("mean", "median", "p90", "p99")]
     print(json.dumps({name: getattr(metrics, name) for name in names} | {
         "completed": metrics.completed, "output_throughput": metrics.output_throughput}))
 

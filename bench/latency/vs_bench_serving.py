@@ -1,16 +1,20 @@
-"""Do the simulator's latency figures, as spectune measures them, agree with SGLang's own bench_serving?
+"""Do the simulator's latency figures, as spectune measures them, agree with SGLang's own
+bench_serving?
 
-Starts the built-in simulator (the demo's baseline command line), measures a C=1 and a C=64 phase with
-spectune's load generator (``run_benchmark``: on the simulator's stamped schedule) and then the same prompts,
-in the same order, at the same concurrency with SGLang's bench_serving request function and ``calculate_metrics``
-(bench/latency/bench_serving_driver.py, run under a real SGLang release's Python: see bench/sglang_versions/env.py),
-and prints TTFT, ITL and E2E (mean, p50, p90, p99) side by side with the difference.
+Starts the built-in simulator (the demo's baseline command line), measures a C=1 and a C=64 phase
+with spectune's load generator (``run_benchmark``: on the simulator's stamped schedule) and then the
+same prompts, in the same order, at the same concurrency with SGLang's bench_serving request
+function and ``calculate_metrics`` (bench/latency/bench_serving_driver.py, run under a real SGLang
+release's Python: see bench/sglang_versions/env.py), and prints TTFT, ITL and E2E (mean, p50, p90,
+p99) side by side with the difference.
 
-Run it on a quiet machine at time scale 1 (the default): bench_serving times on the client's clock, so at a time
-scale X every real millisecond the client itself spends counts X simulated ones in its figures; spectune's
-figures come from the simulator's schedule and do not have that term (docs/scoring.md, "Latency").
+Run it on a quiet machine at time scale 1 (the default): bench_serving times on the client's clock,
+so at a time scale X every real millisecond the client itself spends counts X simulated ones in its
+figures; spectune's figures come from the simulator's schedule and do not have that term
+(docs/scoring.md, "Latency").
 
-    .venv/bin/python bench/latency/vs_bench_serving.py [--time-scale 1] [--release 0.5.23] [--c64-requests 128]
+    .venv/bin/python bench/latency/vs_bench_serving.py [--time-scale 1] [--release 0.5.23]
+    [--c64-requests 128]
 """
 
 from __future__ import annotations
@@ -30,22 +34,27 @@ from tuner.simulator.process import running_simulator
 
 HERE = Path(__file__).resolve().parent
 #: The demo's baseline (studies/simulated.toml) as a command line.
-SIMULATOR_ARGS = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3",
-                  "--speculative-draft-model-path", "Qwen/Qwen3.5-122B-A10B-EAGLE3", "--enable-metrics",
+SIMULATOR_ARGS = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4",
+                  "--speculative-algorithm", "EAGLE3",
+                  "--speculative-draft-model-path", "Qwen/Qwen3.5-122B-A10B-EAGLE3",
+                  "--enable-metrics",
                   "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
                   "--speculative-num-draft-tokens", "4", "--mem-fraction-static", "0.86",
                   "--cuda-graph-max-bs-decode", "64", "--max-running-requests", "64"]
-FIGURES = [(f"{m}_{s}_ms", f"{stat}_{bm}_ms") for m, bm in (("ttft", "ttft"), ("itl", "itl"), ("e2e", "e2e_latency"))
+FIGURES = [(f"{m}_{s}_ms", f"{stat}_{bm}_ms") for m,
+           bm in (("ttft", "ttft"), ("itl", "itl"), ("e2e", "e2e_latency"))
            for s, stat in (("mean", "mean"), ("p50", "median"), ("p90", "p90"), ("p99", "p99"))]
 
 
-def bench_serving(url: str, prompts: list[str], phase: PhaseSpec, max_tokens: int, release: str) -> dict[str, float]:
+def bench_serving(url: str, prompts: list[str], phase: PhaseSpec, max_tokens: int,
+                  release: str) -> dict[str, float]:
     root = Path(os.environ.get("SPECTUNE_SGLANG_CACHE", "/work/.cache/sglang"))
     pythonpath = (root / "releases" / release / ".pythonpath").read_text(encoding="utf-8").strip()
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(prompts, f)
     env = {**os.environ, "PYTHONPATH": pythonpath, "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([str(root / "base" / "bin" / "python"), str(HERE / "bench_serving_driver.py"), url, f.name,
+    done = subprocess.run([str(root / "base" / "bin" / "python"),
+                           str(HERE / "bench_serving_driver.py"), url, f.name,
                            str(phase.concurrency), str(phase.warmup), str(max_tokens),
                            str(HERE.parent / "sglang_fidelity")],
                           capture_output=True, text=True, env=env, timeout=1800, check=False)
@@ -59,30 +68,34 @@ def bench_serving(url: str, prompts: list[str], phase: PhaseSpec, max_tokens: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--time-scale", type=float, default=1.0)
-    parser.add_argument("--release", default="0.5.23", help="the SGLang release whose bench_serving to run")
+    parser.add_argument("--release", default="0.5.23",
+                        help="the SGLang release whose bench_serving to run")
     parser.add_argument("--c1-requests", type=int, default=8)
     parser.add_argument("--c64-requests", type=int, default=128)
     parser.add_argument("--max-tokens", type=int, default=256)
     args = parser.parse_args()
-    workload = WorkloadSpec(api="generate", dataset="builtin", max_tokens=args.max_tokens, temperature=0.0,
-                            ignore_eos=True)
+    workload = WorkloadSpec(api="generate", dataset="builtin", max_tokens=args.max_tokens,
+                            temperature=0.0, ignore_eos=True)
     phases = (PhaseSpec(concurrency=1, requests=args.c1_requests, warmup=1),
               PhaseSpec(concurrency=64, requests=args.c64_requests, warmup=8))
     source = load_source(workload)
     with tempfile.TemporaryDirectory() as tmp, running_simulator(
-            SIMULATOR_ARGS, time_scale=args.time_scale, log_path=Path(tmp) / "sim.log", ready_timeout_s=120) as sim:
+            SIMULATOR_ARGS, time_scale=args.time_scale, log_path=Path(tmp) / "sim.log",
+            ready_timeout_s=120) as sim:
         ours = run_benchmark(sim.url, BenchmarkSpec(workload=workload, phases=phases))
         theirs = []
         for k, phase in enumerate(phases):
             first = k * PHASE_INDEX_STRIDE  # the prompts spectune sent in this phase, in its order
-            texts = [source.prompt(first + i).text for i in range(phase.warmup + (phase.requests or 0))]
+            texts = [source.prompt(first + i).text
+                     for i in range(phase.warmup + (phase.requests or 0))]
             theirs.append(bench_serving(sim.url, texts, phase, args.max_tokens, args.release))
-    print(f"simulator at time scale {args.time_scale:g}; SGLang {args.release} bench_serving (backend sglang); "
-          "figures in the modelled server's ms")
+    print(f"simulator at time scale {args.time_scale:g}; SGLang {args.release} bench_serving "
+          "(backend sglang); figures in the modelled server's ms")
     worst = 0.0
     for k, phase in enumerate(phases):
         result = ours.phases[k].at_time_scale(args.time_scale)
-        print(f"\n{phase.label}: {result.completed} requests (spectune) / {theirs[k]['completed']} (bench_serving)")
+        print(f"\n{phase.label}: {result.completed} requests (spectune) / {theirs[k]['completed']} "
+              "(bench_serving)")
         print(f"  {'figure':<14} {'spectune':>10} {'bench_serving':>14} {'difference':>11}")
         for ours_name, their_name in FIGURES:
             mine, other = result.metric(ours_name), theirs[k][their_name] * args.time_scale

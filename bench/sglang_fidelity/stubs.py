@@ -1,8 +1,10 @@
-"""Stand-ins for packages SGLang imports but the argument checks never use (CUDA kernels, torchvision).
+"""Stand-ins for packages SGLang imports but the argument checks never use (CUDA kernels,
+torchvision).
 
-``sgl_kernel`` only ships CUDA builds, and PyPI's torchvision does not load against a CPU torch; SGLang's
-model-config modules import both at module level. Importing this module makes those imports succeed with
-objects that accept any attribute or call. Only for the fidelity generator's throw-away venv.
+``sgl_kernel`` only ships CUDA builds, and PyPI's torchvision does not load against a CPU torch;
+SGLang's model-config modules import both at module level. Importing this module makes those imports
+succeed with objects that accept any attribute or call. Only for the fidelity generator's throw-away
+venv.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class _Module(types.ModuleType):
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, fullname: str, path: Any,
+                  target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname.split(".")[0] in STUB_ROOTS:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
@@ -60,8 +63,8 @@ sys.meta_path.insert(0, _Finder())
 
 def _skip_fake_kernels() -> None:
     """SGLang 0.5.6 registers fake (meta) implementations of ``sgl_kernel`` operators at import
-    (``@torch.library.register_fake("sgl_kernel::…")``), which needs the real operator; for a stood-in package the
-    registration is skipped (nothing here ever runs a kernel)."""
+    (``@torch.library.register_fake("sgl_kernel::…")``), which needs the real operator; for a
+    stood-in package the registration is skipped (nothing here ever runs a kernel)."""
     try:
         import torch.library as library
     except ImportError:
@@ -71,7 +74,8 @@ def _skip_fake_kernels() -> None:
         if original is None:
             continue
 
-        def registration(qualname: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+        def registration(qualname: Any, *args: Any, _original: Any = original,
+                         **kwargs: Any) -> Any:
             if isinstance(qualname, str) and qualname.split("::")[0] in STUB_ROOTS:
                 return args[0] if args else (lambda fn: fn)
             return _original(qualname, *args, **kwargs)

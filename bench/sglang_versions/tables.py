@@ -1,15 +1,18 @@
-"""Generate spectune's shipped option tables (tuner/sglang/data/sglang-<version>.json) from real SGLang wheels.
+"""Generate spectune's shipped option tables (tuner/sglang/data/sglang-<version>.json) from real
+SGLang wheels.
 
 For each release cached by bench/sglang_versions/env.py, run that release's own parser —
-``ServerArgs.add_cli_args`` on a fresh ``argparse.ArgumentParser``, through tuner/sglang/dump.py, the same code
-the resolver runs on a target — under the base venv with the unpacked wheel on ``PYTHONPATH``, and write the
-JSON. Nothing is typed by hand. A post-release (0.5.10.post1) gets a file of its own only when its table
-differs from its base release's; otherwise spectune's base table serves it (``tuner.sglang.versions``).
+``ServerArgs.add_cli_args`` on a fresh ``argparse.ArgumentParser``, through tuner/sglang/dump.py,
+the same code the resolver runs on a target — under the base venv with the unpacked wheel on
+``PYTHONPATH``, and write the JSON. Nothing is typed by hand. A post-release (0.5.10.post1) gets a
+file of its own only when its table differs from its base release's; otherwise spectune's base table
+serves it (``tuner.sglang.versions``).
 
     python3.11 bench/sglang_versions/env.py 0.5.24          # fetch and unpack the wheel (cached)
-    python3.11 bench/sglang_versions/tables.py 0.5.24       # write tuner/sglang/data/sglang-0.5.24.json
-    python3.11 bench/sglang_versions/tables.py              # every cached release
-    python3.11 bench/sglang_versions/tables.py --check      # compare, write nothing (exit 1 on a difference)
+    python3.11 bench/sglang_versions/tables.py 0.5.24       # write
+    tuner/sglang/data/sglang-0.5.24.json python3.11 bench/sglang_versions/tables.py              #
+    every cached release python3.11 bench/sglang_versions/tables.py --check      # compare, write
+    nothing (exit 1 on a difference)
 
 Prints one line per release: option count, file size, fingerprint.
 """
@@ -31,7 +34,8 @@ DUMP = ROOT / "tuner" / "sglang" / "dump.py"
 STUBS = ROOT / "bench" / "sglang_fidelity"
 CACHE = Path(os.environ.get("SPECTUNE_SGLANG_CACHE", "/work/.cache/sglang"))
 
-#: Runs under the release's interpreter: stand-ins for CUDA-only imports, then dump.py loaded by path.
+#: Runs under the release's interpreter: stand-ins for CUDA-only imports, then dump.py loaded by
+#: path.
 _PROGRAM = """
 import importlib.util, json, sys
 sys.path.insert(0, {stubs!r})
@@ -56,10 +60,12 @@ def read_table(cache: Path, release: Path) -> dict[str, Any]:
     program = _PROGRAM.format(stubs=str(STUBS), dump=str(DUMP))
     marker = release / ".pythonpath"
     if not marker.is_file():
-        raise RuntimeError(f"{release.name}: not set up (run bench/sglang_versions/env.py {release.name})")
-    env = {**os.environ, "PYTHONPATH": marker.read_text(encoding="utf-8").strip(), "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([str(cache / "base" / "bin" / "python"), "-c", program], env=env, capture_output=True,
-                          text=True, timeout=600)
+        raise RuntimeError(
+            f"{release.name}: not set up (run bench/sglang_versions/env.py {release.name})")
+    env = {**os.environ, "PYTHONPATH": marker.read_text(encoding="utf-8").strip(),
+           "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([str(cache / "base" / "bin" / "python"), "-c", program], env=env,
+                          capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         tail = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         raise RuntimeError(f"{release.name}: {tail[-1] if tail else f'exit {proc.returncode}'}")
@@ -80,17 +86,19 @@ def base_release(version: str) -> str | None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("releases", nargs="*", help="releases to generate (default: every cached one)")
     ap.add_argument("--cache", type=Path, default=CACHE)
     ap.add_argument("--out", type=Path, default=DATA)
-    ap.add_argument("--check", action="store_true", help="compare with the shipped files; write nothing")
+    ap.add_argument("--check", action="store_true",
+                    help="compare with the shipped files; write nothing")
     opts = ap.parse_args()
     available = release_dirs(opts.cache)
     wanted = opts.releases or list(available)
     missing = [v for v in wanted if v not in available]
     if missing:
-        print(f"not set up: {', '.join(missing)} (run bench/sglang_versions/env.py {' '.join(missing)})")
+        print(f"not set up: {', '.join(missing)} (run bench/sglang_versions/env.py "
+              f"{' '.join(missing)})")
         return 2
     tables: dict[str, dict[str, Any]] = {}
     differ = 0
