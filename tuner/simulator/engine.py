@@ -15,25 +15,14 @@ Semantics are those ``ground_truth`` assumes, so the live server converges to it
   every ``--stream-interval`` decode iterations (SGLang's option, default 1), carrying every token
   since the last.
 
-Coalescing: at a high time scale one chunk per request per iteration is more SSE events than Python
-can send and a client can read on a shared CPU (~38k/s at C=64 and 50×), and the host's load then
-decides the figures. So the engine also waits until ``batch · time_scale / EVENT_BUDGET_PER_S``
-simulated seconds have passed since a request's last chunk: fewer, larger chunks carrying the same
-tokens at the scheduled time of the iteration that completed them. A client's per-request speed
-(tokens between its first and last chunk) and aggregate are unchanged; ITL and tokens per chunk then
-describe the coalesced stream. At time scale 1 nothing coalesces.
+Coalescing (fewer, larger chunks at a high time scale): tuner/simulator/coalescing.py.
 
 Time is kept by ``clock.Clock``: a deadline schedule (Python work and timer granularity do not add
 up) that catches up short stalls, counts the lag it gives up (``ScheduleStats``), holds while
 clients replace finished requests.
 
-Seeded randomness (noise: the engine's; acceptance: per (seed, arrival number)): same requests, same
-chunks. Acceptance sampling: the chain accepts at least k drafts with probability ``S_k =
-p_1·…·p_k``, so one uniform u per iteration gives exactly the chain's distribution (accepted = the
-largest k with u < S_k). The uniforms of one request are a randomized golden-ratio (Weyl) sequence
-rather than independent draws: every iteration still has the chain's distribution, but a request's
-total stays close to its expectation (independent draws made the mean speed of 8 requests of 128
-tokens wander ±2 % around the model, one standard deviation).
+Seeded randomness (noise: the engine's; acceptance: per (seed, arrival number),
+tuner/simulator/running.py): same requests, same chunks.
 """
 
 from __future__ import annotations
@@ -43,7 +32,6 @@ import contextlib
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from tuner.simulator import faults, model, text
 from tuner.simulator.adaptive import Controller
@@ -53,6 +41,12 @@ from tuner.simulator.clock import (
     REPLACEMENT_HOLD_MAX_S,
     Clock,
     VirtualClock,
+)
+from tuner.simulator.coalescing import (
+    EVENT_BUDGET_PER_S,
+    FIRST_CHUNK_PAUSE_FROM_SCALE,
+    FIRST_CHUNK_PAUSE_S,
+    MIN_CHUNKS,
 )
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.profile import Profile
@@ -64,50 +58,18 @@ from tuner.simulator.requests import (
     RequestHandle,
     SpecStats,
 )
+from tuner.simulator.running import Running, first_uniform, survival
 
 __all__ = ["Chunk", "Counters", "Engine", "GenerationFailed", "GenerationRequest", "RequestHandle",
            "SpecStats"]
 
-#: The Weyl sequence's step: 1/φ spreads consecutive points most evenly over [0, 1).
-_GOLDEN = 0.6180339887498949
-#: SSE events per real second the engine aims to stay under (all requests together) by coalescing
-#: chunks. An event costs the server ~100-200 µs (mostly its send syscall) and the client as much
-#: again: at C=64 and 10× (6k events/s uncoalesced) that is most of a core, which a shared machine
-#: does not give. At 1000 events/s both stay near a tenth of a core; what it costs is the tokens a
-#: window's end finds held back (about half a chunk per running request: ~1 % of a C=64 window at
-#: 10×).
-EVENT_BUDGET_PER_S = 1000.0
-#: Chunks a request is streamed in at least, however much coalescing would merge (a short request at
-#: a high time scale would otherwise be its first and last chunk only).
-MIN_CHUNKS = 8
-#: From this time scale on, the engine pauses this long (real time) after streaming first chunks.
-FIRST_CHUNK_PAUSE_FROM_SCALE = 50.0
-FIRST_CHUNK_PAUSE_S = 0.002
-
-
-@dataclass(eq=False)
-class _Running:
-    request: GenerationRequest
-    handle: RequestHandle
-    survival: tuple[float, ...]  # S_k = P(at least k drafts accepted), k = 1..depth
-    u: float  # the request's position in its Weyl sequence of uniforms
-    writer: text.TokenWriter
-    reserved: int
-    generated: int = 0
-    pending: int = 0  # tokens generated but not streamed yet (coalescing, --stream-interval)
-    since_chunk: int = 0  # decode iterations since the last chunk
-    chunk_at_ms: float = 0.0  # simulated time of the last chunk
-    verify_ct: int = 0
-    correct: int = 0
-    histogram: list[int] = field(default_factory=list)
-    cancelled: bool = False
 
 
 class Engine:
     def __init__(self, profile: Profile, config: ServerConfig, *, time_scale: float = 1.0,
-                 seed: int = 0,
-                 decode_log_interval: int | None = None, on_log: Callable[[str], object]
-                 | None = None, clock: Clock | None = None, coalesce: bool = True,
+                 seed: int = 0, decode_log_interval: int | None = None,
+                 on_log: Callable[[str], object] | None = None, clock: Clock | None = None,
+                 coalesce: bool = True,
                  on_fatal: Callable[[list[str]], object] | None = None) -> None:
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
@@ -118,8 +80,8 @@ class Engine:
         interval = decode_log_interval or config.args.get("decode_log_interval") or 40
         self.decode_log_interval = int(interval)
         self.stream_interval = max(1, int(config.args.get("stream_interval") or 1))
-        self._first_chunk_pause_s = (FIRST_CHUNK_PAUSE_S if time_scale
-                                     >= FIRST_CHUNK_PAUSE_FROM_SCALE else 0.0)
+        self._first_chunk_pause_s = (FIRST_CHUNK_PAUSE_S
+                                     if time_scale >= FIRST_CHUNK_PAUSE_FROM_SCALE else 0.0)
         # An explicit --stream-interval is taken as asked (a client that wants one chunk per
         # iteration gets it); only the default lets the engine coalesce.
         explicit = any(a == "--stream-interval" or a.startswith("--stream-interval=")
@@ -138,8 +100,8 @@ class Engine:
         self._on_log = on_log
         self.iterations = 0  # decode iterations since start
         self._rng = random.Random(text.stable_hash("engine", seed))
-        self._waiting: deque[_Running] = deque()
-        self._running: list[_Running] = []
+        self._waiting: deque[Running] = deque()
+        self._running: list[Running] = []
         self._kv_used = 0
         self._arrivals = 0
         self._internal_arrivals = 0
@@ -151,8 +113,8 @@ class Engine:
         self.faults = faults.FaultRuntime.of(profile.faults, config, on_fatal)
         # requests completed since the warmup (run.py resets it): what a hang counts
         self.served = 0
-        self.adaptive = Controller(config.adaptive,
-                                   config.cuda_graph_bs) if config.adaptive is not None else None
+        self.adaptive = (Controller(config.adaptive, config.cuda_graph_bs)
+                         if config.adaptive is not None else None)
         self._steps: int | None = None  # adaptive: draft steps of the iteration in flight
         self._switch_ms = 0.0  # a pending adaptive switch's cost, paid by the next iteration
         # Replacement holds: on (off after one timed out), requests the last decode finished, in
@@ -207,10 +169,10 @@ class Engine:
             handle.arrival_s = self.clock.arrival_stamp()
         multiplier = model.acceptance_multiplier(self.profile, self.config, request.prompt)
         self._holding = True
-        self._waiting.append(_Running(
+        self._waiting.append(Running(
             request=request, handle=handle,
             survival=self._survival(request.temperature, multiplier),
-            u=random.Random(text.stable_hash("accept", self.seed, number)).random(),
+            u=first_uniform(self.seed, number),
             writer=text.TokenWriter(self.seed, request.prompt,
                                     self.faults.faults.diverge_after_tokens),
             reserved=prompt_tokens + max(request.max_new_tokens, 1) + self.config.draft_tokens,
@@ -237,18 +199,10 @@ class Engine:
     def _survival(self, temperature: float, multiplier: float) -> tuple[float, ...]:
         key = (temperature, multiplier)
         if key not in self._survival_cache:
-            # adaptive.py
-            depth = self.config.adaptive.max_steps if self.config.adaptive is not None else None
-            rates = model.position_rates(self.profile, self.config, temperature=temperature,
-                                         multiplier=multiplier, chain=depth)
-            survival, chain = [], 1.0
-            for p in rates:
-                chain *= p
-                survival.append(chain)
-            self._survival_cache[key] = tuple(survival)
+            self._survival_cache[key] = survival(self.profile, self.config, temperature, multiplier)
         return self._survival_cache[key]
 
-    def _admit(self) -> list[_Running]:
+    def _admit(self) -> list[Running]:
         admitted = []
         capacity = self.config.max_total_num_tokens
         while self._waiting:
@@ -343,21 +297,20 @@ class Engine:
     def _report_late(self, dropped_s: float) -> None:
         stats = self.clock.stats
         # One line per second of trouble at most: the log must not add to the load it reports.
-        if self._on_log is not None and (stats.late_events == 1 or stats.busy_s
-                                         - self._late_logged_at >= 1.0):
+        if self._on_log is not None and (stats.late_events == 1
+                                         or stats.busy_s - self._late_logged_at >= 1.0):
             self._late_logged_at = stats.busy_s
             share = stats.dropped_s / stats.busy_s if stats.busy_s else 0.0
             self._on_log(f"Simulator behind schedule: gave up {dropped_s * 1000:.1f} ms (total "
                          f"{stats.dropped_s:.3f} s, {share:.1%} of busy time; time scale "
-                         f"{self.time_scale:g} "
-                         "is too fast for this machine's free CPU)")
+                         f"{self.time_scale:g} is too fast for this machine's free CPU)")
 
     def _drop_cancelled(self) -> None:
         gone = [r for r in self._running if r.cancelled]
         for r in gone:
             self._release(r)
 
-    def _release(self, r: _Running) -> None:
+    def _release(self, r: Running) -> None:
         self._running.remove(r)
         self._kv_used -= r.reserved
 
@@ -376,20 +329,10 @@ class Engine:
                 self._release(r)
                 r.handle._queue.put_nowait(GenerationFailed(error))
                 continue
-            r.u = (r.u + _GOLDEN) % 1.0
-            accepted = 0
-            for s_k in r.survival[:self._steps]:
-                if r.u >= s_k:
-                    break
-                accepted += 1
+            accepted = r.accept(self._steps)
             corrects.append(accepted)
-            remaining = r.handle.output_length - r.generated
-            n = min(1 + accepted, remaining)
-            r.verify_ct += 1
-            r.correct += n - 1
-            while len(r.histogram) <= n - 1:
-                r.histogram.append(0)
-            r.histogram[n - 1] += 1
+            n = min(1 + accepted, r.handle.output_length - r.generated)
+            r.record(n)
             if not r.request.internal:
                 self.counters.accepted_tokens += n
                 self.counters.verify_forwards += 1
@@ -397,8 +340,8 @@ class Engine:
             # Coalescing never leaves a request with fewer than about MIN_CHUNKS chunks: with only
             # its first and last, a short request at a high time scale is over within a millisecond
             # and both chunks may reach the client in one read, leaving its decode speed undefined.
-            due = (self.simulated_ms - r.chunk_at_ms >= self._gap_ms_per_request
-                   * len(self._running)
+            gap_ms = self._gap_ms_per_request * len(self._running)
+            due = (self.simulated_ms - r.chunk_at_ms >= gap_ms
                    or r.pending + n >= max(1, r.handle.output_length // MIN_CHUNKS))
             stream = r.since_chunk >= self.stream_interval and due
             self._emit(r, n, stream=stream)
@@ -410,7 +353,7 @@ class Engine:
         if self.iterations % self.decode_log_interval == 0:
             self._log_interval()
 
-    def _emit(self, r: _Running, n: int, *, stream: bool) -> None:
+    def _emit(self, r: Running, n: int, *, stream: bool) -> None:
         """``n`` more tokens for ``r``; streamed now if ``stream`` or the request is done, else held
         back."""
         r.generated += n
@@ -424,8 +367,8 @@ class Engine:
         if finish is None and not stream:
             return
         chunk = Chunk(text="".join(r.writer.take(r.pending)), new_tokens=r.pending,
-                      completion_tokens=r.generated,
-                      finish_reason=finish, verify_ct=r.verify_ct, correct_drafts=r.correct,
+                      completion_tokens=r.generated, finish_reason=finish,
+                      verify_ct=r.verify_ct, correct_drafts=r.correct,
                       at_s=self.clock.timeline_s)
         r.pending = r.since_chunk = 0
         r.chunk_at_ms = self.simulated_ms
@@ -433,7 +376,7 @@ class Engine:
             self._finish(r)
         r.handle._queue.put_nowait(chunk)
 
-    def _finish(self, r: _Running) -> None:
+    def _finish(self, r: Running) -> None:
         self._release(r)
         proposed = r.verify_ct * max(self.config.draft_tokens - 1, 0)
         r.handle.stats = SpecStats(verify_ct=r.verify_ct, num_correct_drafts=r.correct,

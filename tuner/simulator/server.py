@@ -19,9 +19,9 @@ from typing import Any
 from aiohttp import web
 
 from tuner.simulator import faults, protocol
+from tuner.simulator.coalescing import EVENT_BUDGET_PER_S
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.engine import (
-    EVENT_BUDGET_PER_S,
     Engine,
     GenerationFailed,
     GenerationRequest,
