@@ -23,9 +23,10 @@ from tuner.sglang.options import (
     normalize_flag,
 )
 from tuner.study import branches
-from tuner.study.models import ENV_NAME_PATTERN, SearchParam, ServerSection
+from tuner.study.models import SearchParam, ServerSection
 from tuner.study.problems import Problems
 from tuner.study.spec import ParamSpec, StudySpec
+from tuner.study.values import ENV_NAME_PATTERN
 
 #: The target decides where the server listens; a study cannot override it per trial.
 TARGET_OWNED_OPTIONS = ("--host", "--port")

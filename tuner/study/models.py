@@ -10,14 +10,12 @@ rest of spectune reads.
 from __future__ import annotations
 
 import math
-import os
-import re
 import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, PlainValidator, ValidationInfo, WithJsonSchema, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from objectives.prompts import WorkloadError, parse_jsonl
 from objectives.spec import Api, BenchmarkSpec, PhaseSpec, WorkloadSpec
@@ -26,20 +24,21 @@ from tuner.core.fields import FileModel, Number, PositiveDuration, base_dir, res
 from tuner.sglang import versions
 from tuner.study.checks import CheckSection
 from tuner.study.spec import FinishAction, SamplerName, StudySettings
+from tuner.study.storage_url import expand_env, resolve_storage
+from tuner.study.values import (
+    ENV_NAME_PATTERN,
+    MAX_COUNT,
+    EnvValue,
+    FlagValueField,
+    PositiveInt,
+    Seed,
+    Weight,
+)
 from tuner.targets.registry import TARGETS
 from tuner.targets.settings import TargetSettings
 
-#: Storage URL schemes spectune ships a driver for (``postgresql`` alone is SQLAlchemy's name for
-#: the same).
-STORAGE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
-#: Seeds go to NumPy and Optuna, whose generators take unsigned 32-bit seeds.
-Seed = Annotated[int, Field(ge=0, lt=2**32)]
-PositiveInt = Annotated[int, Field(gt=0)]
 MetricMode = Literal["weighted", "pareto"]
 Preset = Literal["realistic", "seed"]
-#: The most requests or tokens one key may ask for: beyond the longest context of any served model,
-#: and more requests than a phase could send overnight.
-MAX_COUNT = 10_000_000
 
 
 def choices_of(literal: Any) -> tuple[str, ...]:
@@ -163,82 +162,7 @@ def _whole_seconds(seconds: float) -> int:
     return max(1, math.ceil(seconds))
 
 
-#: ``${NAME}`` in a storage URL: the environment variable NAME (POSIX names; no default syntax, no
-#: nesting).
-ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def expand_env(value: str) -> str:
-    """``value`` with each ``${NAME}`` replaced by the environment variable; one unset (or empty) is
-    an error naming it — a study must not fall back to another database because a secret was not
-    exported."""
-    for name in ENV_REFERENCE.findall(value):
-        if not os.environ.get(name):
-            raise ValueError(f"environment variable {name} is not set (the URL reads ${{{name}}})")
-    return ENV_REFERENCE.sub(lambda m: os.environ[m.group(1)], value)
-
-
-def resolve_storage(storage: str, folder: Path, *, shown: str | None = None) -> str:
-    """Relative SQLite paths are relative to the study file, not to wherever spectune was started.
-    ``shown``: the URL as messages quote it (before ``${NAME}`` expansion)."""
-    scheme, sep, rest = storage.partition("://")
-    if not sep or not re.fullmatch(r"[a-z0-9+]+", scheme):
-        quoted = repr(storage if shown is None else shown)
-        if shown is not None and shown != storage:
-            quoted += " (after expanding its variables, not a URL)"
-        raise ValueError(f"not a database URL: {quoted} (e.g. sqlite:///study.db, "
-                         "postgresql+psycopg://user@host/db)")
-    if scheme not in STORAGE_SCHEMES:
-        dialect = scheme.split("+")[0]
-        what = (f"database driver {scheme!r}" if dialect in STORAGE_SCHEMES
-                else f"database {dialect!r}")
-        raise ValueError(f"unsupported {what} (supported: {', '.join(STORAGE_SCHEMES)})")
-    if scheme == "sqlite" and rest.startswith("/") and rest != "/:memory:":
-        db_path = Path(rest[1:])
-        if not db_path.is_absolute():
-            db_path = (folder / db_path).resolve()
-        if not db_path.parent.is_dir():
-            raise ValueError(f"directory {db_path.parent} does not exist")
-        return f"{scheme}:///{db_path}"
-    return storage
-
-
 # ----- [server], [search], [baseline] -------------------------------------------------------------
-def _env_value(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"must be a string or number, not {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"must be a finite number, not {value!r}")
-    return str(value)
-
-
-#: The largest weight: only the weights' ratios count, and past this their sum, or a score under
-#: them, could overflow a float (the grey-box sampler divides by both).
-MAX_WEIGHT = 1e6
-
-
-def _weight(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ValueError(f"must be a number ≥ 0, not {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"must be a finite number, not {value!r}")
-    if value > MAX_WEIGHT:
-        raise ValueError(
-            f"must be at most {MAX_WEIGHT:g}, not {value!r} (only the ratios count: c1 = 0.7, "
-            "c64 = 0.3)")
-    return float(value)
-
-
-Weight = Annotated[float, PlainValidator(_weight),
-                   WithJsonSchema({"type": "number", "minimum": 0, "maximum": MAX_WEIGHT})]
-EnvValue = Annotated[str, PlainValidator(_env_value),
-                     WithJsonSchema({"type": ["string", "number"]})]
-#: Any TOML value: SGLang's option table, not the schema, knows what each flag takes
-#: (tuner.study.flags).
-FlagValueField = Annotated[Any, WithJsonSchema({})]
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
-
 class ServerSection(FileModel):
     """``[server]``: what every trial's server gets besides the tuned flags."""
 
