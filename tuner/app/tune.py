@@ -31,7 +31,8 @@ from tuner.core.interrupts import deferred, interruptible, silence_tracebacks
 from tuner.run.confirm import RULE, Verdict, confirm_top, runs_planned
 from tuner.run.loop import Gate, Limits, NoGate, StopReason, requeue_interrupted, run_trials
 from tuner.run.setup import Objectives, adopt, study_sampler
-from tuner.run.trial import ConfigTaken, TrialEvents, TrialRunner
+from tuner.run.trial import TrialRunner
+from tuner.run.trial_events import ConfigTaken, TrialEvents
 from tuner.search.baseline import enqueue_baseline
 from tuner.sglang.launch import launch_command
 from tuner.sglang.versions import respelled

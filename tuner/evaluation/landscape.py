@@ -36,8 +36,9 @@ from objectives.spec import BenchmarkSpec
 from tuner.evaluation.landscape_plugin import make_objective, study_of
 from tuner.run.loop import Limits, run_trials
 from tuner.run.measurement import PhaseFailure, PhaseMeasurement
+from tuner.run.measurer import Measurer
 from tuner.run.setup import Objectives, adopt, study_sampler
-from tuner.run.trial import Measurer, TrialRunner
+from tuner.run.trial import TrialRunner
 from tuner.search.baseline import enqueue_baseline
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable

@@ -18,7 +18,8 @@ import optuna
 
 from tuner.evaluation.landscape import Landscape, SearchResult, evaluate_search
 from tuner.evaluation.landscape_plugin import study_of
-from tuner.run.trial import Measurer, TrialRunner
+from tuner.run.measurer import Measurer
+from tuner.run.trial import TrialRunner
 from tuner.store.record import TrialRecord, best_of, measured_records
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec

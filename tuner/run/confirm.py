@@ -26,7 +26,8 @@ from objectives.confidence import Interval
 from objectives.scoring import constraint_values, is_feasible
 from tuner.core.faults import fault_point
 from tuner.run.measurement import PhaseMeasurement
-from tuner.run.trial import Measurer, TrialRunner
+from tuner.run.measurer import Measurer
+from tuner.run.trial import TrialRunner
 from tuner.store.phases import encode_phases
 from tuner.store.record import StudyKey, TrialRecord, measured_records, records
 from tuner.study.spec import StudySpec

@@ -29,7 +29,8 @@ from optuna.trial import TrialState
 
 from tuner.core import interrupts
 from tuner.core.faults import fault_point
-from tuner.run.trial import ConfigTaken, PhaseFailed, TrialRunner
+from tuner.run.trial import TrialRunner
+from tuner.run.trial_events import ConfigTaken, PhaseFailed
 from tuner.search.baseline import baseline_runs_first, keep_the_baseline
 from tuner.search.explore import queue_unexplored_neighbour
 from tuner.store.optuna_private import trial_id_of

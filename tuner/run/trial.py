@@ -5,18 +5,17 @@ rejected point, a server that fails to start and a benchmark full of errors all 
 trials with constraints, so the sampler learns to avoid them (reference/optuna-5.0-notes.md §4).
 Only the target being unreachable (``TargetUnavailable``) or an interruption propagates.
 
-How a configuration is measured is behind ``Measurer``: the study uses a real target and the aiohttp
-benchmark; bench/sample_efficiency.py uses the simulator's noiseless ground truth with the same
-logic.
+How a configuration is measured is behind ``Measurer`` (tuner/run/measurer.py); what a trial tells
+its caller besides its value, in tuner/run/trial_events.py.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Final, Protocol, runtime_checkable
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Final
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -31,7 +30,9 @@ from objectives.scoring import (
 )
 from tuner.core.interrupts import defer_from_here
 from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseFigures, PhaseMeasurement
+from tuner.run.measurer import Measurer, Resolving
 from tuner.run.output_check import check_outputs
+from tuner.run.trial_events import ConfigTaken, PhaseFailed, TrialEvents
 from tuner.search.samplers import SkippedPhases, skipped_phases
 from tuner.sglang.launch import ServerConfig
 from tuner.store.record import (
@@ -56,28 +57,6 @@ SKIP_MIN_TRIALS = 3
 LOG_TAIL_CHARS = 4000
 
 
-class Measurer(Protocol):
-    """Deploys a configuration and measures one benchmark phase at a time. A measurer may also
-    ``resolve`` a configuration without deploying it (``Resolving``): the target's own SGLang then
-    decides its identity.
-
-    The study's measurer answers typed (tuner/run/measure.py); a landscape's may answer in the plain
-    form the landscape API documents (tuner/run/measurement.py reads it once, here)."""
-
-    def deploy(self, config: ServerConfig) -> DeployFacts | Mapping[str, Any]:
-        """Start ``config`` and return the facts of the start. Raises ``DeployFailed``."""
-
-    def measure(self, phase_index: int) -> PhaseMeasurement | Mapping[str, Any]:
-        """Run phase ``phase_index`` of the study's benchmark on the deployed server."""
-
-
-@runtime_checkable
-class Resolving(Protocol):
-    def resolve(self, config: ServerConfig) -> Mapping[str, Any] | None:
-        """The effective values the target's SGLang runs for ``config`` (None: it cannot be asked);
-        raises ``DeployFailed`` when it refuses the command line."""
-
-
 #: What a duplicate copies from the record of the trial whose result it reuses.
 REUSED: Final = ("metrics", "failure_class", "failure", "skipped_phases", "skip", "launch",
                  "failure_cause", "run_failure", "output_check")
@@ -86,38 +65,6 @@ REUSED: Final = ("metrics", "failure_class", "failure", "skipped_phases", "skip"
 #: Attempts at a phase that failed as a whole (``failure`` in its metrics: objectives/overload.py)
 #: on one deployment before the trial gives up: a busy host is often busy for seconds, not minutes.
 PHASE_ATTEMPTS = 2
-
-
-class PhaseFailed(Exception):
-    """A phase failed on every attempt (e.g. ``simulator-overloaded``). The trial ends FAIL — the
-    sampler learns nothing from a figure that measured the host — with its attempts stored, and the
-    loop queues it again."""
-
-    def __init__(self, failure_class: str, message: str) -> None:
-        super().__init__(f"{failure_class}: {message}")
-        self.failure_class = failure_class
-
-
-class ConfigTaken(Exception):
-    """Another worker is measuring this configuration right now. The trial ends FAIL (samplers
-    ignore FAIL; the other worker's RUNNING trial already tells them the point is pending) and
-    counts as free."""
-
-
-@dataclass
-class TrialEvents:
-    """Hooks for the live view and the study loop; every one is optional."""
-
-    on_stage: Callable[[int, str], None] | None = None
-    #: Called with the record the trial ends with, just before Optuna stores its state.
-    on_done: Callable[[TrialRecord], None] | None = None
-    #: Called once the trial's configuration is visible to other workers (its config key is stored)
-    #: or it was rejected — the point after which a worker may let the next one ask
-    #: (tuner/run/loop.py).
-    on_proposed: Callable[[], None] | None = None
-    #: Called with the trial's number and the flag values it is about to deploy (the live view shows
-    #: them then, not only once the trial ends).
-    on_deploy: Callable[[int, Mapping[str, Any]], None] | None = None
 
 
 class TrialRunner:
