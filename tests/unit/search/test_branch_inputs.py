@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from tests.helpers import STUDIES
-from tuner.search.greybox import GreyBoxSampler, Observations, candidates
+from tuner.search.candidates import candidates
+from tuner.search.greybox import GreyBoxSampler, Observations
 from tuner.sglang.options import load_option_table
 from tuner.study.load import load_study_file
 from tuner.study.space import DRAFT, SearchSpace

@@ -10,7 +10,8 @@ import pytest
 from tests.helpers import REPO
 from tests.unit.evaluation.steps_landscape import landscape as steps_landscape
 from tuner.evaluation.landscape import evaluate_search, simulator_landscape
-from tuner.search.greybox import GreyBoxSampler, Observations, candidates, monotone_oom, observe
+from tuner.search.candidates import candidates
+from tuner.search.greybox import GreyBoxSampler, Observations, monotone_oom, observe
 from tuner.search.samplers import make_sampler
 from tuner.sglang.options import load_option_table
 from tuner.store.record import TrialRecord

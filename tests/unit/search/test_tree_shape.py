@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from tests.helpers import REPO
-from tuner.search.greybox import GreyBoxSampler, Observations, candidates
+from tuner.search.candidates import candidates
+from tuner.search.greybox import GreyBoxSampler, Observations
 from tuner.search.tree_shape import tree_shape
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import load_option_table

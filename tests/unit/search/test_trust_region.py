@@ -9,7 +9,8 @@ import pytest
 from tests.helpers import REPO
 from tuner.evaluation.landscape import evaluate_search, simulator_landscape
 from tuner.search.baseline import designed_start
-from tuner.search.greybox import GreyBoxSampler, Observations, candidates, observe
+from tuner.search.candidates import candidates
+from tuner.search.greybox import GreyBoxSampler, Observations, observe
 from tuner.search.trust_region import RADIUS, STALL, radius, rung_table, within
 from tuner.sglang.options import load_option_table
 from tuner.store.record import TrialRecord
