@@ -14,8 +14,8 @@ import optuna
 import pytest
 
 from tests.helpers import STUDIES, spectune_command
+from tuner.store.keys import Key
 from tuner.store.opening import open_existing_study
-from tuner.store.record import Key
 from tuner.study.load import load_study_file
 
 RUN = os.getpid()

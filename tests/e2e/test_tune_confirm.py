@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.e2e.test_tune import RUN, load, make_study, tune, wait_gone
 from tests.helpers import spectune_command
-from tuner.store.record import StudyKey
+from tuner.store.keys import StudyKey
 
 
 def query(study: Path, *args: str) -> dict[str, object]:

@@ -15,7 +15,8 @@ import pytest
 
 from tests.e2e.test_tune import load, make_study
 from tests.helpers import faulty_profile, spectune_command
-from tuner.store.record import Outcome, StudyKey, records
+from tuner.store.keys import StudyKey
+from tuner.store.record import Outcome, records
 from tuner.targets.base import FailureCause
 
 RUN = os.getpid()

@@ -22,8 +22,8 @@ import pytest
 from tests.faults.forkserver import ForkServer
 from tests.helpers import STUDIES, spectune_command
 from tests.postgres import postgres_server
+from tuner.store.keys import Key
 from tuner.store.opening import open_existing_study
-from tuner.store.record import Key
 from tuner.study.load import load_study_file
 from tuner.targets.process_group import marked_processes
 

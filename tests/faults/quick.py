@@ -94,7 +94,7 @@ def make_measured(forks: ForkServer, folder: Path) -> Path:
 
 
 def counted(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
-    from tuner.store.record import Key
+    from tuner.store.keys import Key
 
     return [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE
             and t.user_attrs.get(Key.COUNTS)]

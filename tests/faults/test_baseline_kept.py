@@ -18,7 +18,7 @@ import pytest
 from tests.faults.conftest import assert_one_line, load, wait_gone
 from tests.faults.forkserver import ForkServer
 from tests.faults.quick import DEADLINE_S, counted, err, name_of, start, tiny_study
-from tuner.store.record import Key, StudyKey
+from tuner.store.keys import Key, StudyKey
 
 #: Where each start is killed: its first trial is the baseline (or its retry). Two kills before any
 #: server starts keep the case cheap; the others leave a server for the next start to stop.

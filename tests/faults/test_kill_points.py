@@ -24,7 +24,7 @@ from tests.faults.conftest import (
     wait_gone,
 )
 from tuner.core.net import free_port
-from tuner.store.record import Key, StudyKey
+from tuner.store.keys import Key, StudyKey
 
 N = 3
 

@@ -36,7 +36,7 @@ from tests.faults.quick import (
     start,
     tiny_study,
 )
-from tuner.store.record import Key
+from tuner.store.keys import Key
 
 pytestmark = [pytest.mark.storage_outage, pytest.mark.fault("storage")]
 

@@ -29,7 +29,7 @@ from tuner.query.ranking import Ranking
 from tuner.query.winner import leader_text
 from tuner.run import confirm as stage
 from tuner.run.trial import TrialRunner
-from tuner.store.record import StudyKey
+from tuner.store.keys import StudyKey
 from tuner.store.storage import study_lock
 from tuner.study.hosts import hosts_of, spec_for_host
 from tuner.study.space import SearchSpace

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
 from tuner.sglang.versions import spelling_in
-from tuner.store.record import StudyKey
+from tuner.store.keys import StudyKey
 from tuner.store.tables import StudyAttrs, cached_table, store_table
 from tuner.study.compat import check_study
 from tuner.study.space import Proposal, SearchSpace, effective_key

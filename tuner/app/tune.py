@@ -36,14 +36,8 @@ from tuner.run.trial_events import ConfigTaken, TrialEvents
 from tuner.search.baseline import enqueue_baseline
 from tuner.sglang.launch import launch_command
 from tuner.sglang.versions import respelled
-from tuner.store.record import (
-    Outcome,
-    StudyKey,
-    TrialRecord,
-    best_record,
-    measured_records,
-    records,
-)
+from tuner.store.keys import StudyKey
+from tuner.store.record import Outcome, TrialRecord, best_record, measured_records, records
 from tuner.store.resilient import storage_failure
 from tuner.store.storage import (
     CONNECT_TIMEOUT_S,

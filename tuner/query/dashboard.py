@@ -52,8 +52,9 @@ from tuner.core import interrupts
 from tuner.query.importance import importance_values
 from tuner.query.load import StoredStudy
 from tuner.query.ranking import Ranking, rank
+from tuner.store.keys import Key
 from tuner.store.optuna_private import storage_of, study_id_of, with_system_attrs
-from tuner.store.record import Key, TrialRecord, skipped_text
+from tuner.store.record import TrialRecord, skipped_text
 from tuner.study.spec import ConstraintSpec, ParamSpec
 
 #: Digits of a trial's value shown (a score of 1.6135222156490205 reads as 1.614).

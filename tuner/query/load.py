@@ -14,8 +14,8 @@ from pathlib import Path
 import optuna
 
 from tuner.store.fingerprint import changed_sections, describe_change
+from tuner.store.keys import StudyKey
 from tuner.store.opening import StudyNotFound, open_existing_study
-from tuner.store.record import StudyKey
 from tuner.study.load import load_study_file
 from tuner.study.spec import StudySpec
 

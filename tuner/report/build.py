@@ -27,7 +27,8 @@ from tuner.query.winner import answer_status, confirm_command, leader_text, weig
 from tuner.report import figures
 from tuner.report.page import PageContent, Plot, render
 from tuner.report.steps import steps_table
-from tuner.store.record import Outcome, StudyKey
+from tuner.store.keys import StudyKey
+from tuner.store.record import Outcome
 from tuner.store.storage import redact
 from tuner.targets.unit_file import render_dropin
 

@@ -28,8 +28,9 @@ from tuner.core.faults import fault_point
 from tuner.run.measurement import PhaseMeasurement
 from tuner.run.measurer import Measurer
 from tuner.run.trial import TrialRunner
+from tuner.store.keys import StudyKey
 from tuner.store.phases import encode_phases
-from tuner.store.record import StudyKey, TrialRecord, measured_records, records
+from tuner.store.record import TrialRecord, measured_records, records
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed
 

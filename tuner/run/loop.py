@@ -33,8 +33,9 @@ from tuner.run.trial import TrialRunner
 from tuner.run.trial_events import ConfigTaken, PhaseFailed
 from tuner.search.baseline import baseline_runs_first, keep_the_baseline
 from tuner.search.explore import queue_unexplored_neighbour
+from tuner.store.keys import StudyKey
 from tuner.store.optuna_private import trial_id_of
-from tuner.store.record import Outcome, StudyKey, TrialRecord, measured_records, records
+from tuner.store.record import Outcome, TrialRecord, measured_records, records
 from tuner.store.resilient import asked_trials, storage_failure
 from tuner.store.score import stored_references
 from tuner.store.storage import (

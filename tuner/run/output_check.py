@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 from objectives.probe import ProbeOutput
 from tuner.core import interrupts
 from tuner.run.outputs import Reference, judge, make_reference
-from tuner.store.record import Key, StudyKey
+from tuner.store.keys import Key, StudyKey
 from tuner.study.spec import OutputCheckSpec
 
 

@@ -14,7 +14,7 @@ import optuna
 
 from tuner.search.samplers import make_sampler, sampler_kind
 from tuner.store.fingerprint import record_or_check
-from tuner.store.record import StudyKey
+from tuner.store.keys import StudyKey
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 

@@ -35,15 +35,8 @@ from tuner.run.output_check import check_outputs
 from tuner.run.trial_events import ConfigTaken, PhaseFailed, TrialEvents
 from tuner.search.samplers import SkippedPhases, skipped_phases
 from tuner.sglang.launch import ServerConfig
-from tuner.store.record import (
-    Key,
-    Outcome,
-    RejectedBy,
-    StudyKey,
-    TrialRecord,
-    measured_records,
-    write,
-)
+from tuner.store.keys import Key, StudyKey
+from tuner.store.record import Outcome, RejectedBy, TrialRecord, measured_records, write
 from tuner.store.score import score_benchmarked, study_scorer
 from tuner.study.space import SearchSpace, effective_key
 from tuner.study.spec import StudySpec

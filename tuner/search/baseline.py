@@ -25,8 +25,8 @@ from optuna.trial import TrialState
 from tuner.core.errors import SpectuneError
 from tuner.core.faults import fault_point
 from tuner.search.references import comparison_points, tree_branch_starts
+from tuner.store.keys import Key, StudyKey
 from tuner.store.optuna_private import replace_waiting_pop, storage_of, study_id_of, trial_id_of
-from tuner.store.record import Key, StudyKey
 from tuner.store.storage import MAX_RETRIES, params_of, retry_attrs
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec

@@ -19,8 +19,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from tuner.store.keys import Key
 from tuner.store.optuna_private import queued_params
-from tuner.store.record import Key, records
+from tuner.store.record import records
 from tuner.study.space import SearchSpace
 
 

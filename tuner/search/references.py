@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.store.record import Key
+from tuner.store.keys import Key
 from tuner.study import branches
 from tuner.study.branches import Branch, BranchKind
 from tuner.study.space import SearchSpace

@@ -2,10 +2,10 @@
 reader.
 
 A trial's result lives in Optuna user attributes (plus its state, values and constraints). ``Key``
-names each attribute once; ``TrialRecord.from_stored`` decodes a ``FrozenTrial`` into typed fields,
-``TrialRecord.to_attrs`` encodes a record the runner built, and ``write`` is the one place
-attributes are set. The stored names and values are the ones earlier versions wrote, so existing
-study databases read unchanged.
+(tuner/store/keys.py) names each attribute once; ``TrialRecord.from_stored`` decodes a
+``FrozenTrial`` into typed fields, ``TrialRecord.to_attrs`` encodes a record the runner built, and
+``write`` is the one place attributes are set. The stored names and values are the ones earlier
+versions wrote, so existing study databases read unchanged.
 
 What a trial *is* for the study is defined here once:
 
@@ -38,6 +38,7 @@ from optuna.trial import FrozenTrial, TrialState
 from objectives.confidence import Interval
 from tuner.sglang.launch import ServerConfig
 from tuner.store.confirmed import Confirmed, confirmations
+from tuner.store.keys import Key, StudyKey
 from tuner.store.phases import decode_phases, encode_phases, skip_bounds
 from tuner.targets.base import FailureCause
 from tuner.targets.classify import cause_of
@@ -88,88 +89,6 @@ _SGLANG_REFUSAL = " refuses this configuration (exit "
 STORED_OUTCOMES: Final = frozenset({Outcome.MEASURED, Outcome.DEPLOY_FAILED, Outcome.REJECTED,
                                     Outcome.DUPLICATE, Outcome.TAKEN, Outcome.PHASE_FAILED,
                                     Outcome.RUN_FAILED})
-
-
-class Key:
-    """Trial user attribute names (reports, ``best``, ``deploy`` and old databases rely on these
-    exact names)."""
-
-    OUTCOME: Final = "outcome"  # an Outcome of STORED_OUTCOMES
-    COUNTS: Final = "counts"  # True when the trial used the server (counts towards n_trials)
-    # a skipped trial's is its optimistic bound (what the sampler is told), never shown
-    SCORE: Final = "score"
-    # [low, high]: the score's 95 % interval (None for a skipped trial)
-    SCORE_CI: Final = "score_ci"
-    PARAMS_DECODED: Final = "params_decoded"  # the proposal's flag values, before repairs
-    REPAIRS: Final = "repairs"
-    REASON: Final = "reason"  # why a proposal was rejected
-    REJECTED_BY: Final = "rejected_by"  # a RejectedBy: the target's own SGLang, or spectune's rules
-    CONFIG: Final = "config"  # ServerConfig.to_json()
-    # the effective key (Proposal.key): stored first, so other workers see it
-    CONFIG_KEY: Final = "config_key"
-    # what SGLang runs: auto-chosen tree, page size, backend, graphs, request cap
-    EFFECTIVE: Final = "effective"
-    PHASES: Final = "phases"  # concurrency (as a string) → that phase's metrics
-    SKIPPED_PHASES: Final = "skipped_phases"
-    SKIP: Final = "skip"  # the bound that made the remaining phases not worth running
-    FAILURE_CLASS: Final = "failure_class"
-    FAILURE: Final = "failure"
-    # a FailureCause (tuner/targets/classify.py): what the samplers read
-    FAILURE_CAUSE: Final = "failure_cause"
-    #: Evidence of a failure while measured: {"phase": "c64", "concurrency": 64, "exit": "...",
-    #: "errors": {...}, "completed": n, "failed": n} (crashed-under-load, hung).
-    RUN_FAILURE: Final = "run_failure"
-    #: The output check (tuner/run/outputs.py): statistic, floor, threshold, verdict and one
-    #: example.
-    OUTPUT_CHECK: Final = "output_check"
-    LOG_TAIL: Final = "log_tail"
-    LOG: Final = "log"  # where the server's log is (deploy fact)
-    LAUNCH: Final = "launch"  # the launch command (deploy fact)
-    BASE_URL: Final = "base_url"  # deploy fact
-    TIMINGS: Final = "timings"  # deploy_s, ready_s, benchmark_s
-    HOST: Final = "host"
-    BASELINE: Final = "baseline"  # set when the baseline is enqueued
-    DUPLICATE_OF: Final = "duplicate_of"
-    TAKEN_BY: Final = "taken_by"
-    RETRY_OF: Final = "retry_of"  # set when an interrupted trial's parameters are enqueued again
-    NEIGHBOUR_OF: Final = "neighbour_of"  # set when a neighbour of a repeated proposal is enqueued
-    #: "adaptive" or "off": SGLang's own choice measured beside the tuning
-    #: (tuner/search/references.py)
-    REFERENCE: Final = "reference"
-
-
-class StudyKey:
-    """Study user attribute names."""
-
-    # the unit's own options deploys keep (unit_flags = "carry")
-    UNIT_OPTIONS: Final = "unit_options_carried"
-    # concurrency (as a string) → the metric a score of 1.0 stands for
-    REFERENCES: Final = "references"
-    REFERENCES_TRIAL: Final = "references_trial"  # the trial whose measurement the references are
-    #: {"baseline": n | None, "order": [n, …], "trials": {"n": {"runs": [phases, …], "failed": k}}}:
-    #: the confirmation stage's fresh runs (each run's phases stored as ``Key.PHASES`` is), in the
-    #: order measured.
-    CONFIRMATION: Final = "confirmation"
-    BASELINE_ENQUEUED: Final = "baseline_enqueued"
-    SAMPLER: Final = "sampler"
-    # the SGLang installed on the target, as its preflight found it
-    SGLANG_VERSION: Final = "sglang_version"
-    #: The output check's reference: {"trial": n, "outputs": [...], "floor": {...}}
-    #: (tuner/run/outputs.py).
-    OUTPUT_REFERENCE: Final = "output_reference"
-    #: Why the study turned the output check off ([check] outputs = false): stored so every reader
-    #: sees it.
-    OUTPUT_CHECK_OFF: Final = "output_check_off"
-
-    @staticmethod
-    def interrupted(number: int) -> str:
-        return f"interrupted_{number}"
-
-    @staticmethod
-    def sglang_table(version: str, build: str) -> str:
-        """The option table a target's SGLang ``version`` (``build``) supplied
-        (tuner/store/tables.py)."""
-        return f"sglang_table:{version}:{build}"
 
 
 def write(trial: optuna.Trial, record: TrialRecord, *, since: TrialRecord | None = None) -> None:

@@ -28,8 +28,9 @@ from objectives.scoring import (
 )
 from objectives.spec import ConstraintSpec
 from tuner.core.faults import fault_point
+from tuner.store.keys import Key, StudyKey
 from tuner.store.phases import decode_phases
-from tuner.store.record import Key, Outcome, StudyKey, TrialRecord
+from tuner.store.record import Outcome, TrialRecord
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.core.errors import SpectuneError
+from tuner.store.keys import Key
 from tuner.store.optuna_private import queued_params, retried_from
-from tuner.store.record import Key
 from tuner.store.resilient import ResilientRDBStorage, backoff, refused_for_good
 
 HEARTBEAT_INTERVAL_S = 60

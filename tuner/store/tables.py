@@ -14,7 +14,7 @@ import zlib
 from typing import Any, Protocol
 
 from tuner.sglang.options import OptionTable
-from tuner.store.record import StudyKey
+from tuner.store.keys import StudyKey
 
 
 class StudyAttrs(Protocol):

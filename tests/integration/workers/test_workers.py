@@ -24,8 +24,8 @@ from optuna.trial import TrialState
 
 from tests.e2e.test_tune import load, make_study, servers_of, wait_gone
 from tests.helpers import spectune_command
+from tuner.store.keys import Key
 from tuner.store.opening import StudyNotFound
-from tuner.store.record import Key
 from tuner.workers.leases import LeaseTable
 
 HOSTS = ("sim-a", "sim-b", "sim-c")

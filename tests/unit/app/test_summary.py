@@ -8,7 +8,8 @@ from optuna.trial import TrialState
 from objectives.confidence import Interval
 from tuner.app.summary import best_lines
 from tuner.run.confirm import choose_winner
-from tuner.store.record import Key, TrialRecord
+from tuner.store.keys import Key
+from tuner.store.record import TrialRecord
 
 
 def _record(number: int) -> TrialRecord:

@@ -8,7 +8,8 @@ from typing import Any
 from optuna.trial import TrialState
 
 from tuner.query.caveats import COLLAPSE_DROP, collapse_caveats
-from tuner.store.record import Key, TrialRecord
+from tuner.store.keys import Key
+from tuner.store.record import TrialRecord
 
 
 def record(number: int, c1: float, c64: float, ttft64: float,

@@ -20,7 +20,7 @@ from tuner.query.load import open_stored_study
 from tuner.query.table import TrialRow, render
 from tuner.report.build import write_report
 from tuner.sglang.launch import ServerConfig
-from tuner.store.record import Key
+from tuner.store.keys import Key
 from tuner.store.storage import make_storage
 from tuner.study.load import load_study_file
 

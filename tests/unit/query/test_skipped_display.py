@@ -6,7 +6,8 @@ from __future__ import annotations
 from optuna.trial import TrialState
 
 from tuner.app.progress import summary_line
-from tuner.store.record import Key, Outcome, TrialRecord, skipped_text
+from tuner.store.keys import Key
+from tuner.store.record import Outcome, TrialRecord, skipped_text
 
 SKIPPED = {Key.OUTCOME: "measured", Key.COUNTS: True, Key.SCORE: 0.97, Key.SKIPPED_PHASES: [64],
            Key.SKIP: {"bounds": {"64": 2000.0}, "optimistic_score": 0.97, "incumbent_score": 1.2},

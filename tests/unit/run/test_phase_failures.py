@@ -21,7 +21,8 @@ from tuner.run.loop import MAX_PHASE_FAILURES, Limits, run_trials
 from tuner.run.trial import PHASE_ATTEMPTS, TrialRunner
 from tuner.search.baseline import enqueue_baseline
 from tuner.sglang.options import load_option_table
-from tuner.store.record import Key, Outcome, StudyKey, TrialRecord, measured_records
+from tuner.store.keys import Key, StudyKey
+from tuner.store.record import Outcome, TrialRecord, measured_records
 from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 

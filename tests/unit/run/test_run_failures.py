@@ -16,7 +16,8 @@ from tests.unit.run.test_phase_failures import make
 from tests.unit.run.test_trial import FakeMeasurer
 from tuner.query.ranking import TrialView
 from tuner.run.loop import Limits, run_trials
-from tuner.store.record import Key, Outcome, TrialRecord, best_record
+from tuner.store.keys import Key
+from tuner.store.record import Outcome, TrialRecord, best_record
 from tuner.targets.base import FailureCause
 
 CRASH = {"failure": "crashed-under-load",

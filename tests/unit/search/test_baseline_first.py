@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from tuner.search.baseline import baseline_runs_first
-from tuner.store.record import Key
+from tuner.store.keys import Key
 
 
 def _study(tmp_path: Path) -> optuna.Study:

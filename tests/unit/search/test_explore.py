@@ -16,7 +16,7 @@ from tuner.search.baseline import enqueue_baseline
 from tuner.search.explore import neighbours
 from tuner.sglang.options import load_option_table
 from tuner.simulator.profile import load_profile
-from tuner.store.record import Key
+from tuner.store.keys import Key
 from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 

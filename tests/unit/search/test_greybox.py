@@ -125,7 +125,7 @@ def test_the_out_of_memory_model_reads_the_typed_cause_not_a_substring() -> None
     from optuna.distributions import FloatDistribution
     from optuna.trial import create_trial
 
-    from tuner.store.record import Key
+    from tuner.store.keys import Key
 
     space = _space()
     table = candidates(space)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from tests.helpers import STUDIES
 from tuner.search.references import comparison_points
 from tuner.sglang.options import load_option_table
-from tuner.store.record import Key
+from tuner.store.keys import Key
 from tuner.study import branches
 from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace

@@ -12,7 +12,8 @@ from tuner.evaluation.landscape import evaluate_search
 from tuner.search.baseline import DESIGNED_SHAPES, designed_start
 from tuner.search.samplers import resolve_sampler_name
 from tuner.sglang.options import load_option_table
-from tuner.store.record import Key, TrialRecord
+from tuner.store.keys import Key
+from tuner.store.record import TrialRecord
 from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 

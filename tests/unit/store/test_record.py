@@ -11,7 +11,8 @@ from objectives.scoring import STARTED_KEY, VALID_KEY
 from tests.unit.run.test_trial import run_steps, setup  # noqa: F401 - fixture
 from tuner.run.trial import TrialRunner
 from tuner.run.trial_events import TrialEvents
-from tuner.store.record import Key, Outcome, TrialRecord, best_record, measured_records, records
+from tuner.store.keys import Key
+from tuner.store.record import Outcome, TrialRecord, best_record, measured_records, records
 
 
 def record(study: optuna.Study, number: int) -> TrialRecord:

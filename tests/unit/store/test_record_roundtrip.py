@@ -10,7 +10,8 @@ from optuna.trial import TrialState
 
 from objectives.confidence import Interval
 from tuner.sglang.launch import ServerConfig
-from tuner.store.record import Key, Outcome, RejectedBy, TrialRecord
+from tuner.store.keys import Key
+from tuner.store.record import Outcome, RejectedBy, TrialRecord
 from tuner.targets.base import FailureCause
 
 CONFIG = ServerConfig.build({"--model-path": "m", "--speculative-num-steps": 3})

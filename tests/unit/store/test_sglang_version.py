@@ -12,7 +12,7 @@ import pytest
 from tests.study_factory import write_study_file
 from tuner.app.tune import run_study
 from tuner.sglang.launch import ServerConfig
-from tuner.store.record import StudyKey
+from tuner.store.keys import StudyKey
 from tuner.store.storage import make_storage
 from tuner.study.load import load_study_file
 from tuner.targets.base import Deployment, DeployPlan, Target, TargetUnavailable

@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 
 from tuner.sglang.options import OptionTable, load_option_table
-from tuner.store.record import StudyKey
+from tuner.store.keys import StudyKey
 from tuner.store.tables import cached_table, cached_tables, store_table
 
 

@@ -11,7 +11,7 @@ from tests.unit.run.test_trial import setup  # noqa: F401 - fixture
 from tuner.query.ranking import rank
 from tuner.run.trial import TrialRunner
 from tuner.run.trial_events import ConfigTaken, TrialEvents
-from tuner.store.record import Key
+from tuner.store.keys import Key
 
 STEPS4 = {"speculative-num-steps": 4, "speculative-eagle-topk": 1}
 
