@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.core.durations import format_duration
-from tuner.core.errors import SpectuneError
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.sglang.versions import respelled
@@ -42,23 +41,19 @@ from tuner.targets.resolver import (
 )
 from tuner.targets.settings import DEFAULT_STARTUP_TIMEOUT_S
 from tuner.targets.ssh import Connection, RemoteCommandFailed, Result, SSHSettings
-from tuner.targets.unit_command import dropped, exec_start_argv
+from tuner.targets.unit_command import (
+    CARRIED_MARK,
+    carried_by_dropin,
+    carried_from_unit,
+    dropped,
+    exec_start_argv,
+)
 from tuner.targets.unit_file import DROPIN_NAME, marker_study, render_dropin
 
 log = logging.getLogger(__name__)
 
 READY_LINE = "The server is fired up and ready to roll!"
-#: The comment line of a drop-in that records the unit's options it carries (``unit_flags =
-#: "carry"``).
-CARRIED_MARK = "# spectune-unit-options: "
 _DEAD_SUBSTATES = ("dead", "failed", "exited", "auto-restart")
-
-
-class UnitFlagsDropped(SpectuneError):
-    """The unit's command has options the study never emits and ``[target] unit_flags`` is "refuse":
-    exit 2, before the unit is touched."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -152,39 +147,22 @@ class SystemdSshTarget(AskingTarget):
         """The unit's options the drop-in would drop: carried into every deploy, or the study
         refuses (``[target] unit_flags``; tuner/targets/unit_command.py)."""
         self._unit_checked = True
+        s = self.settings
         ours = self._read_dropin()
         # our own drop-in is in force: the unit's command is not visible; it kept the list
         if ours is not None:
-            kept = next((line.removeprefix(CARRIED_MARK) for line in ours.splitlines()
-                         if line.startswith(CARRIED_MARK)), None)
-            if kept is not None and self.settings.unit_flags == "carry":
-                self.carried = tuple(shlex.split(kept))
-                self.notes.append(
-                    f"{self.settings.unit}: carried into every deploy, as the drop-in in force "
-                    f"records them: {kept}")
-            else:
-                self.notes.append(f"{self.where}: a spectune drop-in is in force, so the unit's "
-                                  "own command could not be compared (restore first to check it)")
-            return
-        argv = exec_start_argv(self._systemctl("show", "-p", "ExecStart",
-                                               self.settings.unit).stdout)
-        if argv is None:
-            return
-        lost = dropped(argv, self.settings.command, emitted, self.table)
-        if not lost:
-            return
-        listed = ", ".join(o.text() for o in lost)
-        if self.settings.unit_flags == "carry":
-            self.carried = tuple(w for o in lost for w in o.words)
-            self.notes.append(
-                f"{self.settings.unit}: carried into every deploy from the unit's command "
-                f"([target] unit_flags = \"carry\"): {listed}")
-            return
-        raise UnitFlagsDropped(
-            f"{self.settings.unit} on {self.settings.ssh.host} runs with options the study does "
-            f"not set, which spectune's drop-in (it replaces ExecStart) would drop: {listed}. Set "
-            "[target] unit_flags = \"carry\" to keep them in every deploy, or give them in "
-            "[server.flags]")
+            carried, note = carried_by_dropin(ours, s.unit, self.where, s.unit_flags)
+        else:
+            argv = exec_start_argv(self._systemctl("show", "-p", "ExecStart", s.unit).stdout)
+            if argv is None:
+                return
+            lost = dropped(argv, s.command, emitted, self.table)
+            if not lost:
+                return
+            carried, note = carried_from_unit(lost, s.unit, s.ssh.host, s.unit_flags)
+        if carried is not None:
+            self.carried = carried
+        self.notes.append(note)
 
     def _start_resolver(self) -> None:
         """Ask the host's SGLang (the unit's interpreter) from now on — one process over this SSH

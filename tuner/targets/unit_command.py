@@ -10,9 +10,11 @@ carried into every deploy or the study refuses.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from tuner.core.errors import SpectuneError
 from tuner.sglang.options import OptionTable
 from tuner.targets.unit_file import split_words
 
@@ -21,6 +23,16 @@ from tuner.targets.unit_file import split_words
 _ARGV = re.compile(r"argv\[\]=(.*?)\s;\s")
 #: Options the target itself sets on every deploy (from ``[target]``), never "dropped".
 TARGET_OWNED = ("--host", "--port")
+#: The comment line of a drop-in that records the unit's options it carries (``unit_flags =
+#: "carry"``).
+CARRIED_MARK = "# spectune-unit-options: "
+
+
+class UnitFlagsDropped(SpectuneError):
+    """The unit's command has options the study never emits and ``[target] unit_flags`` is "refuse":
+    exit 2, before the unit is touched."""
+
+    exit_code = 2
 
 
 def exec_start_argv(show_output: str) -> list[str] | None:
@@ -75,3 +87,31 @@ def dropped(argv: Sequence[str], prefix: Sequence[str], emitted: Iterable[str],
 
     ours = {canonical(f) for f in (*emitted, *TARGET_OWNED)}
     return [o for o in unit_options(argv, prefix) if canonical(o.name) not in ours]
+
+
+def carried_by_dropin(ours: str, unit: str, where: str,
+                      unit_flags: str) -> tuple[tuple[str, ...] | None, str]:
+    """Our own drop-in ``ours`` is in force, so the unit's command is not visible: the options the
+    drop-in records it carries (``unit_flags = "carry"``), and the note saying so."""
+    kept = next((line.removeprefix(CARRIED_MARK) for line in ours.splitlines()
+                 if line.startswith(CARRIED_MARK)), None)
+    if kept is not None and unit_flags == "carry":
+        return tuple(shlex.split(kept)), (f"{unit}: carried into every deploy, as the drop-in in "
+                                          f"force records them: {kept}")
+    return None, (f"{where}: a spectune drop-in is in force, so the unit's own command could not "
+                  "be compared (restore first to check it)")
+
+
+def carried_from_unit(lost: Sequence[UnitOption], unit: str, host: str,
+                      unit_flags: str) -> tuple[tuple[str, ...], str]:
+    """The unit's options ``lost`` that the drop-in would drop: carried into every deploy with a
+    note (``unit_flags = "carry"``), else ``UnitFlagsDropped``."""
+    listed = ", ".join(o.text() for o in lost)
+    if unit_flags == "carry":
+        return (tuple(w for o in lost for w in o.words),
+                f"{unit}: carried into every deploy from the unit's command "
+                f"([target] unit_flags = \"carry\"): {listed}")
+    raise UnitFlagsDropped(
+        f"{unit} on {host} runs with options the study does not set, which spectune's drop-in (it "
+        f"replaces ExecStart) would drop: {listed}. Set [target] unit_flags = \"carry\" to keep "
+        "them in every deploy, or give them in [server.flags]")

@@ -18,7 +18,8 @@ from tuner.core.net import free_port
 from tuner.sglang.launch import ServerConfig
 from tuner.targets.base import TargetUnavailable
 from tuner.targets.ssh import Connection, SSHSettings
-from tuner.targets.systemd_ssh import SystemdSettings, SystemdSshTarget, UnitFlagsDropped
+from tuner.targets.systemd_ssh import SystemdSettings, SystemdSshTarget
+from tuner.targets.unit_command import UnitFlagsDropped
 from tuner.targets.unit_file import split_words
 
 FLAGS = {"--model-path": "Qwen/Qwen3.5-122B-A10B", "--tp-size": 4, "--mem-fraction-static": 0.86}
