@@ -24,7 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from tuner.sglang.loading import DECODE_TEMPLATE, DRAFT_DECODE_BACKENDS, DRAFT_EXTEND_BACKENDS, EXTEND_TEMPLATE
+from tuner.sglang.loading import (
+    DECODE_TEMPLATE,
+    DRAFT_DECODE_BACKENDS,
+    DRAFT_EXTEND_BACKENDS,
+    EXTEND_TEMPLATE,
+)
 from tuner.targets import resolver_script
 from tuner.targets.resolver import RESOLVER_SCRIPT, ProcessPipe, SGLangResolver, resolver_env
 from tuner.targets.setup_errors import SGLangCannotJudge
