@@ -79,8 +79,9 @@ def main() -> None:
             best[choice] = max(best[choice], score)
         dominated = {b for b, s in best.items() if s < TARGET_RATIO * optimum}
         winner = max(best, key=best.__getitem__)
-        name = Path(study_path).stem + (f" @ {factory_text.rpartition('/')[2].replace('.py', '')}"
-                                         if factory_text else " (sim)")
+        name = Path(study_path).stem + (
+            f" @ {factory_text.rpartition('/')[2].replace('.py', '')}" if factory_text
+            else " (sim)")
         print(f"# {name}: optimum {optimum:.3f} on {winner}; branch bests "
               + ", ".join(f"{b} {s / optimum:.3f}" for b, s in best.items())
               + f"; dominated: {sorted(dominated)}", file=sys.stderr)

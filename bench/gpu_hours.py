@@ -96,8 +96,8 @@ def landscape_hours(name: str, spec: StudySpec, runs: Mapping[str, tuple[int, li
     rows = []
     for per_seed, goal_name in goals:
         for method, (budget, method_runs) in runs.items():
-            models = [("", study_cost(spec))] + ([(", the seed's costs", seed_cost())] if method
-                                                 == "sweep" else [])
+            models = [("", study_cost(spec))] + ([(", the seed's costs", seed_cost())]
+                                                 if method == "sweep" else [])
             for suffix, model in models:
                 spends = tuple(spend(model, records, first_at(ratios, goal))
                                for (ratios, records),

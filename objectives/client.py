@@ -204,8 +204,8 @@ async def _stream(session: aiohttp.ClientSession, url: str, body: bytes, api: Ap
                     # Checked as they arrive, so a lying server is cut off at once and the trace
                     # stays bounded: a real answer has at most ``limit`` tokens, hence token-bearing
                     # chunks.
-                    if completion is not None and (problem := count_problem(completion,
-                                                                            limit)) is not None:
+                    if completion is not None \
+                            and (problem := count_problem(completion, limit)) is not None:
                         raise _StreamProblem(ErrorKind.BAD_USAGE, problem)
                     if len(times) >= limit:
                         raise _StreamProblem(ErrorKind.BAD_USAGE,

@@ -65,8 +65,8 @@ def _ok(records: Sequence[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.ok]
 
 
-def on_server_schedule(records: Sequence[RequestRecord]) -> tuple[list[RequestRecord],
-                                                                  float] | None:
+def on_server_schedule(
+        records: Sequence[RequestRecord]) -> tuple[list[RequestRecord], float] | None:
     """The records on the server's own schedule (``RequestRecord.server_*``: a simulator stamps its
     events), with the window from the first arrival to the last completion; None unless some request
     succeeded, every successful one was stamped and none was cancelled (a drained ``n``-phase).
@@ -78,9 +78,8 @@ def on_server_schedule(records: Sequence[RequestRecord]) -> tuple[list[RequestRe
     successful requests' median offset (it only counts in ``achieved_concurrency`` and the window's
     end)."""
     ok = [r for r in records if r.ok]
-    if not ok or any(r.cancelled for r in records) or any(r.server_start_s is None
-                                                          or not r.server_chunk_s
-                                                          for r in ok):
+    if not ok or any(r.cancelled for r in records) \
+            or any(r.server_start_s is None or not r.server_chunk_s for r in ok):
         return None
     first = min(r.server_start_s for r in ok if r.server_start_s is not None)
     shift = float(np.median([(r.server_start_s or 0.0) - first - r.start_s for r in ok]))

@@ -139,8 +139,8 @@ def parse_jsonl(text: str, origin: str) -> list[Prompt]:
         except ValueError as exc:
             problems.append(f"{origin}:{number}: {exc}")
     if problems:
-        raise WorkloadError(problems[:10] + ([f"... and {len(problems) - 10} more"] if len(problems)
-                                             > 10 else []))
+        raise WorkloadError(problems[:10] + ([f"... and {len(problems) - 10} more"]
+                                             if len(problems) > 10 else []))
     if not prompts:
         raise WorkloadError([f"{origin}: no prompts"])
     return prompts

@@ -153,8 +153,8 @@ async def discover_time_scale(session: aiohttp.ClientSession, base_url: str,
         if not isinstance(info, dict):
             return None
         states = info.get("internal_states")
-        first = states[0] if isinstance(states, list) and states and isinstance(states[0],
-                                                                                dict) else {}
+        first = (states[0] if isinstance(states, list) and states and isinstance(states[0], dict)
+                 else {})
         # spectune's simulator says it in its own section ("simulator": its schedule's state),
         # beside SGLang's keys
         own = info.get("simulator")

@@ -52,8 +52,8 @@ def model(p: Point, concurrency: int) -> Phase:
     if batch > p.graph:
         t_ms *= 1.5
     per_request = 1000.0 * accept / t_ms
-    ttft = 600.0 + 3000.0 * (concurrency / batch - 1.0) + 5000.0 * max(0.0, 1.0 - kv_requests
-                                                                       / wanted)
+    ttft = (600.0 + 3000.0 * (concurrency / batch - 1.0)
+            + 5000.0 * max(0.0, 1.0 - kv_requests / wanted))
     return Phase(per_request, per_request * batch, accept, ttft)
 
 

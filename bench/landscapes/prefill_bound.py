@@ -57,8 +57,8 @@ def model(p: Point, concurrency: int) -> Phase:
     # Per decode step: verification of batch × draft tokens, the draft model, and the prefill of the
     # requests that finished meanwhile (batch × accept ÷ 512 of them), all compute-bound.
     prefill_tokens = batch * accept / 512 * PROMPT_TOKENS * (1.0 + 2.0 * evicted)
-    t_ms = 8.0 + 0.0045 * (batch * p.draft + prefill_tokens) + p.steps * (0.6 + 0.002 * batch
-                                                                          * p.topk)
+    t_ms = (8.0 + 0.0045 * (batch * p.draft + prefill_tokens)
+            + p.steps * (0.6 + 0.002 * batch * p.topk))
     if batch > p.graph:
         t_ms += 0.3 * (8.0 + 0.0045 * batch * p.draft)  # the decode part runs eagerly
     per_request = 1000.0 * accept / t_ms

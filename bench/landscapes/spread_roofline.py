@@ -51,8 +51,8 @@ def model(p: Point, concurrency: int) -> Phase:
         return Phase(rate, rate, accept, 300.0)
     batch = min(concurrency, p.running)
     tokens = batch * p.draft
-    t_ms = max(11.0, 0.021 * 128 * math.ceil(tokens / 128)) + p.steps * (0.8 + 0.0009 * batch
-                                                                         * p.topk)
+    t_ms = (max(11.0, 0.021 * 128 * math.ceil(tokens / 128))
+            + p.steps * (0.8 + 0.0009 * batch * p.topk))
     if batch > p.graph:
         t_ms *= 1.5
     ttft = 900.0 + 20.0 * p.draft + 3000.0 * (concurrency / batch - 1.0)

@@ -128,8 +128,8 @@ def test_plan_of_the_demo_uses_the_simulators_startup_model_and_fits_its_timeout
     # rates
     assert out.count("the simulator's model of this configuration") == 2 and "assumed:" not in out
     # docs/scoring.md names the demo's time scale as the file has it
-    assert f"12 trials at time scale {scale:g})" in (STUDIES.parent / "docs"
-                                                     / "scoring.md").read_text()
+    assert f"12 trials at time scale {scale:g})" in (
+        STUDIES.parent / "docs" / "scoring.md").read_text()
 
 
 def test_check_target_of_a_local_study_finds_a_taken_port(tmp_path: Path) -> None:

@@ -161,8 +161,8 @@ def study_file_text(request: InitRequest, output: Path) -> str:
     out += _section("target", target, {"kind": request.kind, **starter},
                     examples=target.starter_examples())
     out += _section("server", ServerSection, {}, skip=("flags", "env"))
-    missing_draft = "speculative-draft-model-path" not in flags and (template is None
-                                                                     or template.draft_model)
+    missing_draft = ("speculative-draft-model-path" not in flags
+                     and (template is None or template.draft_model))
     out += _table("server.flags", ServerSection, "flags", flags,
                   note="Set the draft model unless the model has a built-in MTP head (SGLang then "
                        "drafts with the model itself)." if missing_draft else "",

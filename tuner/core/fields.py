@@ -110,8 +110,8 @@ _DURATION_TEXT = {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?\s*(ms|h|m|s)?\
 Duration = Annotated[float, PlainValidator(duration_value),
                      WithJsonSchema({"anyOf": [{"type": "number", "minimum": 0}, _DURATION_TEXT]})]
 PositiveDuration = Annotated[float, PlainValidator(duration_value), Field(gt=0),
-                             WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
-                                                       _DURATION_TEXT]})]
+                             WithJsonSchema({"anyOf": [
+                                 {"type": "number", "exclusiveMinimum": 0}, _DURATION_TEXT]})]
 #: An integer or a float (never a boolean), finite.
 Number = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number"})]
 Port = Annotated[int, Field(ge=1, le=65535)]

@@ -215,8 +215,8 @@ def simulator_landscape(spec: StudySpec, *, noise: float = 0.02, profile: str | 
         truth=OracleMeasurer(loaded, table, spec.benchmark, timed=False))
 
 
-def true_scores(space: SearchSpace, measurer: Measurer, *, progress: bool = False) -> dict[str,
-                                                                                           float]:
+def true_scores(space: SearchSpace, measurer: Measurer, *,
+                progress: bool = False) -> dict[str, float]:
     """True score of every distinct valid configuration of ``space`` that starts and meets the
     study's constraints, normalised by the baseline's truth exactly as a study normalises by its
     measured baseline. ``progress``: a progress bar on stderr over the space's raw points (rich)."""

@@ -34,8 +34,8 @@ class Change:
 
     def text(self) -> str:
         """``page-size 64 (SGLang forces it for flashmla)``."""
-        value = ("on" if self.effective else "off") if isinstance(self.effective,
-                                                                  bool) else self.effective
+        value = (("on" if self.effective else "off") if isinstance(self.effective, bool)
+                 else self.effective)
         return f"{self.flag.removeprefix('--')} {value} ({self.why})"
 
     def to_json(self) -> dict[str, Any]:

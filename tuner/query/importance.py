@@ -21,8 +21,8 @@ from tuner.query.ranking import Ranking
 IMPORTANCE_MIN_TRIALS = 20
 
 
-def importance_values(ranking: Ranking, tuned_flags: Sequence[str]) -> tuple[dict[str, float],
-                                                                             int] | None:
+def importance_values(ranking: Ranking,
+                      tuned_flags: Sequence[str]) -> tuple[dict[str, float], int] | None:
     """Optuna's importances of each tuned flag (by its full name) for the score, and how many trials
     they rest on; None with too few feasible trials or nothing varied."""
     rankable = [t for t in ranking.trials if t.rankable]
@@ -52,8 +52,8 @@ def importance_values(ranking: Ranking, tuned_flags: Sequence[str]) -> tuple[dic
 
 
 def _param(value: Any) -> Any:
-    return float(value) if isinstance(value, int | float) and not isinstance(value,
-                                                                             bool) else str(value)
+    return (float(value) if isinstance(value, int | float) and not isinstance(value, bool)
+            else str(value))
 
 
 def _distribution(values: list[Any]) -> BaseDistribution | None:

@@ -88,8 +88,8 @@ def _marks(fig: go.Figure, ranking: Ranking, x: Any, y: Any) -> None:
     for kind, trial, name in (("baseline", _baseline(ranking), "baseline"),
                               ("best", ranking.best, "best")):
         if trial is not None and x(trial) is not None and y(trial) is not None:
-            label = f"{name} (trial {trial.number}" + (f", {answer_status(ranking)})" if kind
-                                                       == "best" else ")")
+            label = f"{name} (trial {trial.number}" + (f", {answer_status(ranking)})"
+                                                       if kind == "best" else ")")
             _points(fig, [trial], ranking, kind, [x(trial)], [y(trial)], label)
 
 

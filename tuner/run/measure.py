@@ -100,8 +100,8 @@ class TargetMeasurer:
         # the phase failed as a whole (objectives/overload.py): the host, not the config
         if scaled.failure:
             return PhaseMeasurement(concurrency, figures,
-                                    PhaseFailure(scaled.failure, scaled.failure_message
-                                                 or scaled.failure))
+                                    PhaseFailure(scaled.failure,
+                                                 scaled.failure_message or scaled.failure))
         if runcheck.needs_check(figures):
             failure = self._run_failure(figures, concurrency)
             if failure is not None:

@@ -105,8 +105,8 @@ class TrialRunner:
         # duplicate. The target's own SGLang, where it can be asked, has the last word (a refusal is
         # a rejection: no restart).
         try:
-            resolved = self.measurer.resolve(config) if isinstance(self.measurer,
-                                                                   Resolving) else None
+            resolved = (self.measurer.resolve(config) if isinstance(self.measurer, Resolving)
+                        else None)
         except DeployFailed as exc:
             self._proposed()
             judge = RejectedBy.SGLANG if isinstance(exc, SGLangRefused) else RejectedBy.RULES

@@ -134,8 +134,8 @@ def fit_gp(x: np.ndarray, y: np.ndarray, *, warm: np.ndarray | None = None, min_
     default = np.array([LOG_LS_PRIOR[0]] * d + [0.0, max(LOG_NOISE_PRIOR[0], bounds[d + 1][0]),
                                                 LOG_LINEAR_PRIOR[0]])
     low, high = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
-    starts = [default] if warm is None or len(warm) != d + 3 else [np.clip(warm, low, high),
-                                                                   default]
+    starts = ([default] if warm is None or len(warm) != d + 3
+              else [np.clip(warm, low, high), default])
     best_theta, best_value = default, np.inf
     for start in starts:
         result = minimize(_objective, start, args=(x, ys), method="L-BFGS-B", jac=True,

@@ -123,8 +123,8 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
             oom.append(row)
         elif record.outcome is Outcome.RUN_FAILED:
             run_failed.append(row)
-        if record.is_candidate and record.score is not None and (best is None
-                                                                 or record.score > best):
+        if record.is_candidate and record.score is not None \
+                and (best is None or record.score > best):
             stall = 0
         elif not was_queued(trial):  # the baseline and the design points were queued
             stall += 1

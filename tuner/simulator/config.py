@@ -197,8 +197,8 @@ def resolve(profile: Profile, argv: Sequence[str], *, exit_on_error: bool = True
         kv = memory.kv_tokens
         max_running = min(max(kv // context_length * 512, 2048), 4096)
         max_running = max(1, min(max_running, kv // 2))
-    graph_bs: tuple[int, ...] = () if graphs_off else tuple(bs for bs in ladder if bs
-                                                            <= max_running)
+    graph_bs: tuple[int, ...] = (() if graphs_off
+                                 else tuple(bs for bs in ladder if bs <= max_running))
     if not graphs_off and not graph_bs:
         graph_bs = (1,)
     graph_draft = adaptive.max_steps + 1 if adaptive is not None else draft

@@ -213,8 +213,8 @@ class OpenAIRenderer:
     def chunk_object(self) -> str:
         return "chat.completion.chunk" if self.api == "chat" else "text_completion"
 
-    def _envelope(self, choices: list[dict[str, Any]], usage_: dict[str, Any] | None) -> dict[str,
-                                                                                              Any]:
+    def _envelope(self, choices: list[dict[str, Any]],
+                  usage_: dict[str, Any] | None) -> dict[str, Any]:
         return {"id": self.rid, "object": self.chunk_object, "created": self.created,
                 "model": self.model, "choices": choices, "usage": usage_}
 
@@ -238,8 +238,8 @@ class OpenAIRenderer:
             out[SCHEDULE_KEY] = schedule_stamp(arrival_s, first)
         return out
 
-    def chunk(self, chunk: Chunk, continuous: bool, arrival_s: float | None = None) -> dict[str,
-                                                                                            Any]:
+    def chunk(self, chunk: Chunk, continuous: bool,
+              arrival_s: float | None = None) -> dict[str, Any]:
         out = self._envelope([self._choice(chunk.text, chunk.finish_reason)],
                              usage(self.prompt_tokens, chunk.completion_tokens) if continuous
                              else None)

@@ -318,8 +318,8 @@ def _rejected_by(state: TrialState, attrs: Mapping[str, Any]) -> RejectedBy | No
     stored = attrs.get(Key.REJECTED_BY)
     if isinstance(stored, str) and stored in {r.value for r in RejectedBy}:
         return RejectedBy(stored)
-    return RejectedBy.SGLANG if _SGLANG_REFUSAL in str(attrs.get(Key.REASON)
-                                                       or "") else RejectedBy.RULES
+    return (RejectedBy.SGLANG if _SGLANG_REFUSAL in str(attrs.get(Key.REASON) or "")
+            else RejectedBy.RULES)
 
 
 def records(study: optuna.Study, states: tuple[TrialState, ...] | None = None) -> list[TrialRecord]:

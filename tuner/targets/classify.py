@@ -138,8 +138,8 @@ def cause_of(failure_class: str | None, text: str = "") -> FailureCause | None:
     crashed with an out-of-memory in its log is a decode OOM."""
     if not failure_class:
         return None
-    if failure_class == "out-of-memory" or (failure_class == "crashed-under-load"
-                                            and _OOM.search(text)):
+    if failure_class == "out-of-memory" \
+            or (failure_class == "crashed-under-load" and _OOM.search(text)):
         cause = oom_stage(text)
         return FailureCause.DECODE_OOM if failure_class == "crashed-under-load" and \
             cause is FailureCause.OUT_OF_MEMORY else cause

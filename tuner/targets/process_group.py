@@ -39,8 +39,8 @@ def marked_processes(study: str, pids: Iterable[int] | None = None, *, target: s
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue  # gone (or not ours to read)
-        if marker in environ and state != "Z" and (target_marker is None
-                                                   or target_marker in environ):
+        if marker in environ and state != "Z" \
+                and (target_marker is None or target_marker in environ):
             found.append(pid)
     return found
 

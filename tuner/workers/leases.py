@@ -119,9 +119,8 @@ class LeaseTable:
                 # a savepoint: a lost INSERT race must not abort the transaction
                 with conn.begin_nested():
                     conn.execute(_leases.insert().values(study_name=self.study_name,
-                                                         resource=resource,
-                                                         holder=holder, expires_at=now
-                                                         + _td(ttl_s)))
+                                                         resource=resource, holder=holder,
+                                                         expires_at=now + _td(ttl_s)))
                 return None
             except IntegrityError:
                 pass

@@ -34,8 +34,7 @@ def test_stamped_events_give_the_figures_on_the_servers_schedule(api: str) -> No
     with fake_server(schedule=True) as server:
         result = run_benchmark(server.url,
                                BenchmarkSpec(workload=WorkloadSpec(api=api, max_tokens=64),
-                                             phases=(PhaseSpec(1, requests=3, warmup=0),
-                                                     )))
+                                             phases=(PhaseSpec(1, requests=3, warmup=0),)))
     phase = result.phases[0]
     assert phase.timebase == "server" and phase.completed == 3
     # Request k arrives at k s of the schedule, its 10 chunks (1 + 9·3 tokens) 0.1 s apart from 0.1
@@ -68,9 +67,8 @@ def test_unstamped_events_keep_the_clients_clock() -> None:
 def test_a_schedule_given_up_beyond_the_limit_fails_the_phase(stamped: bool, share: float,
                                                               failed: bool) -> None:
     with fake_server(schedule=stamped, dropped_share=share) as server:
-        result = run_benchmark(server.url, BenchmarkSpec(workload=WORKLOAD,
-                                                         phases=(PhaseSpec(1, requests=2, warmup=0),
-                                                                 )))
+        result = run_benchmark(server.url, BenchmarkSpec(
+            workload=WORKLOAD, phases=(PhaseSpec(1, requests=2, warmup=0),)))
     phase = result.phases[0]
     assert phase.timebase == ("server" if stamped else "client")
     assert phase.simulator_dropped_share == pytest.approx(share)

@@ -67,8 +67,8 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
         # sshd's privilege-separation directory; running as root needs it
         Path("/run/sshd").mkdir(exist_ok=True)
     port = free_port()
-    user = os.environ.get("USER") or subprocess.run(["id", "-un"], capture_output=True,
-                                                    text=True).stdout.strip()
+    user = os.environ.get("USER") or subprocess.run(
+        ["id", "-un"], capture_output=True, text=True).stdout.strip()
     path = f"{root / 'bin'}:{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
     config = root / "sshd_config"
     config.write_text("\n".join([

@@ -95,8 +95,8 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         port = free_port()
 
         def make(startup_timeout_s: float = 30.0) -> Target:
-            t = LocalTarget(LocalSettings(command=tuple(simulate_prefix()), log_dir=tmp_path
-                                          / "logs", port=port,
+            t = LocalTarget(LocalSettings(command=tuple(simulate_prefix()),
+                                          log_dir=tmp_path / "logs", port=port,
                                           stop_grace_s=5, startup_timeout_s=startup_timeout_s,
                                           study="contract"))
             made.append(t)

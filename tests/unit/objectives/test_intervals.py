@@ -104,8 +104,8 @@ def test_pooled_ratio_samples_add_up() -> None:
     assert pool([a, MeanSample.of(SPEEDS)]) is None
 
 
-def _phase(speeds: np.ndarray, tokens: np.ndarray, busy: np.ndarray, window: float) -> dict[str,
-                                                                                            object]:
+def _phase(speeds: np.ndarray, tokens: np.ndarray, busy: np.ndarray,
+           window: float) -> dict[str, object]:
     mean, ratio = MeanSample.of(speeds), RatioSample.of(tokens, busy, window)
     mi, ri = mean.interval(), ratio.interval()
     assert mi is not None and ri is not None

@@ -194,8 +194,8 @@ def test_space_cases_leave_out_only_argparse_errors() -> None:
     # Argparse-level errors (unknown, ambiguous or malformed flags, a missing --model-path) never
     # reach the space: the study-file check refuses them first, and the model path may live in the
     # target's command.
-    assert len(DATA["cases"]) - len(SPACE_CASES) == sum(1 for c in DATA["cases"] if c["exit_code"]
-                                                        == 2) == 7
+    assert len(DATA["cases"]) - len(SPACE_CASES) \
+           == sum(1 for c in DATA["cases"] if c["exit_code"] == 2) == 7
 
 
 @pytest.mark.parametrize("case", SPACE_CASES)

@@ -127,8 +127,8 @@ def test_nextn_runs_the_models_own_head_without_draft_weights() -> None:
     assert config.memory.weights_gb < eagle.memory.weights_gb
     # calibration (#23336): accept lengths 1.85 / 3.04 / 4.52 at 1 / 3 / 7 steps, within 0.1
     for steps, published in ((1, 1.85), (3, 3.04), (7, 4.52)):
-        got = ground_truth.expected_metrics(MTP, [*BASE, "--speculative-algorithm", "NEXTN",
-                                                  *chain(steps)], W, 1)
+        got = ground_truth.expected_metrics(
+            MTP, [*BASE, "--speculative-algorithm", "NEXTN", *chain(steps)], W, 1)
         assert got.accept_length == pytest.approx(published, abs=0.1)
     # ... and 3 steps the fastest of the three, above 1.5x no speculation (published: 1.72x)
     speeds = {s: speed(MTP, [*BASE, "--speculative-algorithm", "NEXTN", *chain(s)], 2)

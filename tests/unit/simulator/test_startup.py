@@ -150,7 +150,7 @@ def test_startup_s_is_the_scripts_length_until_ready_or_until_it_fails(profile: 
     steps = plan_startup(profile, configure(profile)).steps
     assert startup_s(profile, BASE) == pytest.approx(sum(step.delay_s for step in steps)) and steps
     s = profile.startup  # 122B of weights on one GPU: out of memory half-way through loading them
-    assert startup_s(profile, [*BASE[:2], "--tp-size", "1"]) == pytest.approx(s.process_start_s
-                                                                             + s.load_weights_s / 2)
+    assert startup_s(profile, [*BASE[:2], "--tp-size", "1"]) \
+           == pytest.approx(s.process_start_s + s.load_weights_s / 2)
     # argparse refuses: the process exits at once
     assert startup_s(profile, [*BASE, "--no-such-flag"]) == 0.0

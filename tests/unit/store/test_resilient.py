@@ -19,8 +19,8 @@ from tuner.store.storage import StorageUnavailable, make_storage, with_storage_r
 
 
 @pytest.fixture
-def storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[optuna.storages.BaseStorage,
-                                                                      Path]:
+def storage(tmp_path: Path,
+            monkeypatch: pytest.MonkeyPatch) -> tuple[optuna.storages.BaseStorage, Path]:
     monkeypatch.setenv("SPECTUNE_STORAGE_BACKOFF", "0.01,0.01")
     db = tmp_path / "s.db"
     made = make_storage(f"sqlite:///{db}")

@@ -46,8 +46,8 @@ class ServerArgs(SimpleNamespace):
                                                    PRESENTED.get("device_capability", (9, 0))))
         if verdict.violation is not None:
             kind, _, text = verdict.violation.message.partition(": ")
-            raise {"AssertionError": AssertionError, "TypeError": TypeError}.get(kind,
-                                                                                 ValueError)(text)
+            raise {"AssertionError": AssertionError, "TypeError": TypeError}.get(
+                kind, ValueError)(text)
         assert verdict.effective is not None
         for key, value in verdict.effective.items():
             setattr(self, key, value)
