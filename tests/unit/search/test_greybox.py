@@ -83,8 +83,8 @@ def test_the_composed_score_is_what_it_ranks_by() -> None:
     tree_size = table.x[:, list(table.tree_columns)].sum(1)
     accept, per_token = 1.0 + 3.0 * tree_size, 1.0 / (1.0 + 0.6 * tree_size ** 2)
     rows = list(np.random.default_rng(0).choice(len(table.keys), 60, replace=False))
-    obs = Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True]
-                       * len(rows), accept_rows=rows,
+    obs = Observations(feasible_rows=rows, feasible=[1.0] * len(rows),
+                       feasible_started=[True] * len(rows), accept_rows=rows,
                        log_accept=list(np.log(accept[rows])), phase_rows={1: rows},
                        log_phase={1: list(np.log(per_token[rows]))}, pending_rows=[],
                        known=set(rows),

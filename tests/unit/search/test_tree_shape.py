@@ -65,9 +65,9 @@ def test_the_sampler_proposes_a_shallow_tree_only_when_nothing_else_is_left() ->
 
     def observations(known: set[int]) -> Observations:
         best = max(rows, key=lambda r: scores[r])
-        return Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True]
-                            * len(rows),
-                            accept_rows=rows, log_accept=[0.0] * len(rows), phase_rows={1: rows},
+        return Observations(feasible_rows=rows, feasible=[1.0] * len(rows),
+                            feasible_started=[True] * len(rows), accept_rows=rows,
+                            log_accept=[0.0] * len(rows), phase_rows={1: rows},
                             log_phase={1: list(np.log(scores[rows]))}, pending_rows=[], known=known,
                             best_score=float(scores[best]), leaders=[best], oom_rows=[])
 

@@ -42,9 +42,9 @@ def _table_and_sampler() -> tuple[SearchSpace, GreyBoxSampler]:
 
 def _observations(rows: list[int], scores: np.ndarray) -> Observations:
     best = max(rows, key=lambda r: scores[r])
-    return Observations(feasible_rows=rows, feasible=[1.0] * len(rows), feasible_started=[True]
-                        * len(rows),
-                        accept_rows=rows, log_accept=[0.0] * len(rows), phase_rows={1: rows},
+    return Observations(feasible_rows=rows, feasible=[1.0] * len(rows),
+                        feasible_started=[True] * len(rows), accept_rows=rows,
+                        log_accept=[0.0] * len(rows), phase_rows={1: rows},
                         log_phase={1: list(np.log(scores[rows]))}, pending_rows=[], known=set(rows),
                         best_score=float(scores[best]), leaders=[best], oom_rows=[])
 
