@@ -289,8 +289,8 @@ def main() -> None:
             runs = [run_search(spec, landscape, sampler, seed, budget, truth)
                     for seed in range(args.seeds)]
             curves = [ratios for ratios, _ in runs]
-            cells = {k: median_interval([c[k - 1] for c in curves]) for k in CHECKPOINTS if k
-                     <= budget}
+            cells = {k: median_interval([c[k - 1] for c in curves]) for k in CHECKPOINTS
+                     if k <= budget}
             reach = [trials_to_reach(c, TARGET_RATIO) for c in curves]
             # Seeds that never got there count as "after the budget"; the median says so when they
             # are most.

@@ -29,8 +29,8 @@ class ApiFormat:
     build: Callable[[Prompt, WorkloadSpec, str | None], dict[str, Any]]
     extract: Callable[[dict[str, Any]], Extracted]
 
-    def body(self, prompt: Prompt, workload: WorkloadSpec, model: str | None, index: int
-             | None = None) -> bytes:
+    def body(self, prompt: Prompt, workload: WorkloadSpec, model: str | None,
+             index: int | None = None) -> bytes:
         """The request body; with ``index`` (the request's number in its phase's sequence), an
         OpenAI request sampling at a temperature above 0 carries the seed
         ``request_seed(workload.seed, index)``, so request i of every trial is the same prompt

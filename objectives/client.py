@@ -67,8 +67,8 @@ class Trace:
     prompt_tokens: int | None = None
     status: int | None = None
 
-    def record(self, t0: float, end: float, kind: ErrorKind | None = None, message: str
-               | None = None, cancelled: bool = False) -> RequestRecord:
+    def record(self, t0: float, end: float, kind: ErrorKind | None = None,
+               message: str | None = None, cancelled: bool = False) -> RequestRecord:
         """Freeze into a record; ``t0`` is the phase's measured start, ``end`` an absolute
         perf_counter."""
         try:

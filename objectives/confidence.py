@@ -110,8 +110,8 @@ class MeanSample:
         return Interval(float(low), float(high))
 
     def pooled(self, other: MeanSample) -> MeanSample:
-        return MeanSample(self.n + other.n, self.total + other.total, self.total_sq
-                          + other.total_sq)
+        return MeanSample(self.n + other.n, self.total + other.total,
+                          self.total_sq + other.total_sq)
 
     def scaled(self, factor: float) -> MeanSample:
         """Every value multiplied by ``factor``."""
@@ -163,9 +163,9 @@ class RatioSample:
         return Interval(estimate * (1 - relative), estimate * (1 + relative))
 
     def pooled(self, other: RatioSample) -> RatioSample:
-        return RatioSample(self.n + other.n, self.sy + other.sy, self.sx + other.sx, self.syy
-                           + other.syy, self.sxx + other.sxx, self.sxy + other.sxy, self.window_s
-                           + other.window_s)
+        return RatioSample(self.n + other.n, self.sy + other.sy, self.sx + other.sx,
+                           self.syy + other.syy, self.sxx + other.sxx, self.sxy + other.sxy,
+                           self.window_s + other.window_s)
 
     def scaled(self, time_factor: float) -> RatioSample:
         """Every duration multiplied by ``time_factor`` (tokens unchanged)."""
@@ -192,7 +192,7 @@ def sample_from_dict(stored: Mapping[str, Any] | None) -> Sample | None:
         if stored.get("kind") == "ratio":
             return RatioSample(int(stored["n"]),
                                *(float(stored[k]) for k in ("sy", "sx", "syy", "sxx", "sxy",
-                                                               "window_s")))
+                                             "window_s")))
     except (KeyError, TypeError, ValueError):
         return None
     return None
@@ -226,8 +226,8 @@ def aggregate_sample(records: Sequence[RequestRecord], window_s: float) -> Ratio
             tokens = r.output_tokens
         else:
             horizon = window_s - r.start_s
-            tokens = sum(n for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=True) if t
-                         <= horizon)
+            tokens = sum(n for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=True)
+                         if t <= horizon)
         ys.append(tokens)
         xs.append(busy)
     return RatioSample.of(ys, xs, window_s)

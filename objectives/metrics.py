@@ -104,8 +104,8 @@ def tokens_in_window(records: Sequence[RequestRecord], window_s: float) -> int:
             total += r.output_tokens
         else:
             horizon = window_s - r.start_s
-            total += sum(n for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=True) if t
-                         <= horizon)
+            total += sum(n for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=True)
+                         if t <= horizon)
     return total
 
 

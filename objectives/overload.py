@@ -53,8 +53,8 @@ def parse_account(info: Any) -> ScheduleAccount | None:
     if not isinstance(state, dict):
         return None
     values = [state.get("busy_s"), state.get("dropped_s")]
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v
-               >= 0
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+               and v >= 0
                for v in values):
         return None
     return ScheduleAccount(float(values[0]), float(values[1]))  # type: ignore[arg-type]

@@ -29,8 +29,8 @@ from objectives.spec import BenchmarkSpec, WorkloadSpec
 PHASE_INDEX_STRIDE = 1_000_000
 
 
-def run_benchmark(base_url: str, spec: BenchmarkSpec, progress: ProgressCallback
-                  | None = None) -> BenchmarkResult:
+def run_benchmark(base_url: str, spec: BenchmarkSpec,
+                  progress: ProgressCallback | None = None) -> BenchmarkResult:
     """Synchronous wrapper of ``run_benchmark_async`` (must not be called from a running event
     loop)."""
     return asyncio.run(run_benchmark_async(base_url, spec, progress))
@@ -65,8 +65,8 @@ async def run_phase_async(base_url: str, spec: BenchmarkSpec, phase_index: int,
 class _Bench:
     """One HTTP session, the prompts and the model name shared by the phases of one benchmark."""
 
-    def __init__(self, base_url: str, spec: BenchmarkSpec, progress: ProgressCallback
-                 | None) -> None:
+    def __init__(self, base_url: str, spec: BenchmarkSpec,
+                 progress: ProgressCallback | None) -> None:
         self.base_url = base_url.rstrip("/")
         self.spec = spec
         self.progress = progress

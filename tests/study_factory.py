@@ -121,8 +121,8 @@ class SampledOracle:
         for key in ("per_request_tok_s_mean", "aggregate_tok_s"):
             if metrics.get(key) is None:
                 continue
-            sample = MeanSample.of(metrics[key]
-                                   * (1 + self.rng.normal(0.0, self.noise, self.requests)))
+            sample = MeanSample.of(
+                metrics[key] * (1 + self.rng.normal(0.0, self.noise, self.requests)))
             interval = sample.interval()
             metrics[key] = sample.estimate
             metrics[key + "_ci"] = interval.to_list() if interval else None

@@ -119,8 +119,8 @@ class ModelMeasurer:
             aggregate *= float(1.0 + self.rng.normal(0.0, self.noise))
         return {"per_request_tok_s_mean": per_request, "aggregate_tok_s": aggregate,
                 "accept_length": phase.accept_length, "ttft_p99_ms": phase.ttft_p99_ms,
-                "ttft_mean_ms": phase.ttft_p99_ms / 2, "e2e_mean_ms": 512 * 1000
-                / max(per_request, 1e-9), "error_rate": phase.error_rate}
+                "ttft_mean_ms": phase.ttft_p99_ms / 2,
+                "e2e_mean_ms": 512 * 1000 / max(per_request, 1e-9), "error_rate": phase.error_rate}
 
 
 def model_landscape(spec: StudySpec, model: Model, noise: float = 0.02) -> MeasuredLandscape:

@@ -34,8 +34,8 @@ def model(p: Point, concurrency: int) -> Phase:
         rate = 1000.0 * accept / t_ms
         return Phase(rate, rate, accept, 250.0)
     batch = min(concurrency, p.running)
-    t_ms = max(24.0, 0.0035 * batch * tiles * 8
-               * (1.0 + 0.05 * p.topk)) + 0.9 * p.steps + 1.2 * tiles
+    t_ms = max(24.0,
+               0.0035 * batch * tiles * 8 * (1.0 + 0.05 * p.topk)) + 0.9 * p.steps + 1.2 * tiles
     if batch > p.graph:
         t_ms *= 1.35
     per_request = 1000.0 * accept / t_ms

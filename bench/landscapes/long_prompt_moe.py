@@ -86,8 +86,8 @@ def model(p: Point, concurrency: int) -> Phase:
         raise RunFailure("crashed-under-load", "decode-oom",
                          f"torch.OutOfMemoryError: CUDA out of memory at a decode batch of {batch}")
     tokens = batch * p.draft
-    t_ms = max(25.0, 9.0 + 16.0 + 0.011 * 256
-               * math.ceil(tokens / 256)) + p.steps * (0.7 + 0.003 * batch * p.topk)
+    t_ms = max(25.0, 9.0 + 16.0
+               + 0.011 * 256 * math.ceil(tokens / 256)) + p.steps * (0.7 + 0.003 * batch * p.topk)
     if batch > p.graph:
         t_ms *= 1.35  # eager decode above the captured batch
     # share of admitted requests evicted and prefilled again

@@ -32,8 +32,8 @@ def accept_length(p: Point) -> float:
     for share, alpha in ((0.5, 0.55), (0.5, 0.75)):
         a = 1.0 - (1.0 - alpha) ** (p.topk ** 0.4)
         whole = math.floor(depth)
-        total += share * (1.0 + sum(a ** i for i in range(1, whole + 1)) + (depth - whole)
-                          * a ** (whole + 1))
+        total += share * (1.0 + sum(a ** i for i in range(1, whole + 1))
+                          + (depth - whole) * a ** (whole + 1))
     return total
 
 

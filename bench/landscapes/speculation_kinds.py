@@ -52,8 +52,8 @@ def model(config: ServerConfig, concurrency: int, ngram_rate: float = 0.25) -> P
     elif str(algorithm).upper() == "NGRAM":
         breadth = int(config.get("--speculative-ngram-max-bfs-breadth", 10))
         draft = int(config.get("--speculative-num-draft-tokens", 12))
-        accept = _chain(ngram_rate, max(1.0, (draft - 1) / max(breadth, 1)), 1.0 + 0.3
-                        * (breadth - 1) ** 0.5)
+        accept = _chain(ngram_rate, max(1.0, (draft - 1) / max(breadth, 1)),
+                        1.0 + 0.3 * (breadth - 1) ** 0.5)
         t = _iteration_ms(batch, draft, 0.0) + 0.02 * batch
     else:
         steps = int(config.get("--speculative-num-steps", 3))

@@ -112,8 +112,8 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
         # Random moments *into a trial* (a new server of the study is up), whatever this machine's
         # speed.
         deadline = time.monotonic() + 60
-        while (not set(servers_of(name)) - before and proc.poll() is None and time.monotonic()
-               < deadline):
+        while (not set(servers_of(name)) - before and proc.poll() is None
+               and time.monotonic() < deadline):
             time.sleep(0.05)
         time.sleep(rng.uniform(0.0, 2.5))
         if proc.poll() is not None:

@@ -108,8 +108,8 @@ def test_sglang_that_cannot_judge_stops_tune_once_at_preflight(tmp_path: Path, b
     assert "Traceback" not in done.stderr and "rejected" not in done.stderr + done.stdout
     assert "deploy --best" not in done.stdout + done.stderr
     records = stored(path)
-    assert not [r for r in records if r.outcome is Outcome.REJECTED or r.state
-                == optuna.trial.TrialState.COMPLETE]
+    assert not [r for r in records
+                if r.outcome is Outcome.REJECTED or r.state == optuna.trial.TrialState.COMPLETE]
 
 
 @pytest.mark.slow

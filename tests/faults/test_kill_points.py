@@ -54,8 +54,8 @@ def test_kill_at_a_named_point_then_resume(tmp_path: Path, case: str) -> None:
     s = assert_resumes_whole(study, N)
     baseline = s.trials[0]
     assert baseline.user_attrs.get(Key.BASELINE) is True
-    scored = [t for t in s.trials if t.user_attrs.get(Key.BASELINE) and t.state
-              == optuna.trial.TrialState.COMPLETE]
+    scored = [t for t in s.trials
+              if t.user_attrs.get(Key.BASELINE) and t.state == optuna.trial.TrialState.COMPLETE]
     assert scored and scored[0].user_attrs[Key.SCORE] == pytest.approx(1.0), \
            "1.0 is not the baseline"
     owner = s.user_attrs.get(StudyKey.REFERENCES_TRIAL)

@@ -59,9 +59,9 @@ def test_a_signal_while_starting_is_one_line(tmp_path: Path, point: str, sig: st
 @pytest.mark.fault("study_mutations")
 def test_a_study_path_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
     for command in ("tune", "validate", "report"):
-        result = subprocess.run([*spectune_command(), command, str(tmp_path),
-                                 *(["-o", "x"] * (command == "report"))],
-                                capture_output=True, text=True, cwd=tmp_path, timeout=DEADLINE_S)
+        result = subprocess.run(
+            [*spectune_command(), command, str(tmp_path), *(["-o", "x"] * (command == "report"))],
+            capture_output=True, text=True, cwd=tmp_path, timeout=DEADLINE_S)
         assert result.returncode == 2, result.stderr
         assert_one_line(result.stderr, contains="is a directory")
         assert result.stderr.count("\n") == 1 and not result.stdout, result.stderr

@@ -57,8 +57,8 @@ def parse_trials(text: str | None) -> tuple[int, ...] | None:
     return numbers
 
 
-def choose(ranking: Ranking, asked: Sequence[int] | None, name: str) -> tuple[list[int], int
-                                                                              | None]:
+def choose(ranking: Ranking, asked: Sequence[int] | None,
+           name: str) -> tuple[list[int], int | None]:
     """The trials to confirm (``asked``, else the unconfirmed leader, else the highest-scoring
     candidate other than the baseline) and the baseline; a trial that cannot be confirmed is an
     error before the target is touched."""
@@ -66,8 +66,8 @@ def choose(ranking: Ranking, asked: Sequence[int] | None, name: str) -> tuple[li
     baseline = next((t.number for t in ranking.trials if t.record.baseline
                      and t.record.is_benchmarked), None)
     if asked is None:
-        pick = ranking.unconfirmed_leader or next((t for t in ranking.ranked if t.number
-                                                   != baseline), None)
+        pick = ranking.unconfirmed_leader or next(
+            (t for t in ranking.ranked if t.number != baseline), None)
         if pick is None:
             raise StudyNotFound(
                 f"study {name!r} has no candidate to confirm under these weights and constraints")

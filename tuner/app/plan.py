@@ -146,8 +146,8 @@ def check_target(spec: StudySpec) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _phase(phase: PhaseSpec, spec: StudySpec, time_scale: float, modelled: float
-           | None = None) -> PhaseEstimate:
+def _phase(phase: PhaseSpec, spec: StudySpec, time_scale: float,
+           modelled: float | None = None) -> PhaseEstimate:
     tokens = spec.benchmark.workload.max_tokens
     if modelled is not None and modelled > 0:
         rate = modelled

@@ -60,8 +60,8 @@ def first_proposal(space: SearchSpace, spec: StudySpec) -> Proposal:
 
 
 def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
-                  say: Callable[[str], None] = lambda _line: None, study: StudyAttrs
-                  | None = None) -> PreflightResult:
+                  say: Callable[[str], None] = lambda _line: None,
+                  study: StudyAttrs | None = None) -> PreflightResult:
     """The preflight of ``tune`` (module docstring). Raises ``TargetUnavailable``
     (``SGLangCannotJudge``: exit 3) when SGLang cannot judge there,
     ``DeployFailed("invalid-flags")`` for an option the target does not have — by its own option

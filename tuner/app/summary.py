@@ -73,8 +73,8 @@ def best_lines(best: TrialRecord, baseline: TrialRecord | None, verdict: Verdict
 def _improvement(best: TrialRecord, verdict: Verdict | None, study: Path | str) -> list[str]:
     """By how much the confirmed winner beats the confirmed baseline, with its interval, and how to
     apply it."""
-    if (verdict is None or not verdict.significant or verdict.baseline is None or best.number
-        == verdict.baseline):
+    if (verdict is None or not verdict.significant or verdict.baseline is None
+        or best.number == verdict.baseline):
         return []
     base = verdict.intervals[verdict.baseline]
     mine = verdict.intervals[best.number]

@@ -23,8 +23,8 @@ class NeedsServerDatabase(SpectuneError):
     exit_code = 2
 
 
-def run_worker(spec: StudySpec, host: str | None, *, n_trials: int | None = None, timeout_s: float
-               | None = None, console: Console | None = None) -> TuneOutcome:
+def run_worker(spec: StudySpec, host: str | None, *, n_trials: int | None = None,
+               timeout_s: float | None = None, console: Console | None = None) -> TuneOutcome:
     if not is_server_database(spec.study.storage):
         # SQLite cannot hand out queued trials to several processes safely (optuna-5.0-notes §2):
         # refuse before anything is opened, rather than let workers collide on the lock file one by

@@ -200,8 +200,8 @@ class MeasuredLandscape:
         return self._scores
 
 
-def simulator_landscape(spec: StudySpec, *, noise: float = 0.02, profile: str | Profile
-                        | None = None
+def simulator_landscape(spec: StudySpec, *, noise: float = 0.02,
+                        profile: str | Profile | None = None
                         ) -> MeasuredLandscape:
     """The built-in landscape: the simulator profile's ground truth (default: the study's ``[target]
     profile``), measured with seeded relative Gaussian ``noise`` on the throughputs."""

@@ -84,8 +84,8 @@ def sweep_search(study: StudySpec | str | Path | None, landscape: Landscape | Me
     return SearchResult(spec, optuna_study, stopped_by, best_of(measured_records(optuna_study)))
 
 
-def found_so_far(result: SearchResult, truth: Landscape | Mapping[str, float], n_trials: int
-                 | None = None
+def found_so_far(result: SearchResult, truth: Landscape | Mapping[str, float],
+                 n_trials: int | None = None
                  ) -> list[float]:
     """True score of the search's own pick after each measured trial ÷ the optimum (0 before
     anything feasible); ``truth``: a landscape (its ``true_scores()`` where it has one) or config

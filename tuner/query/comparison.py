@@ -28,8 +28,8 @@ def half_width(metrics: Mapping[str, Any], name: str) -> float | None:
         return (float(interval[1]) - float(interval[0])) / 2
     relative = metrics.get("ci_half_width")
     value = metrics.get(name)
-    if name == "aggregate_tok_s" and isinstance(relative, int | float) and isinstance(value, int
-                                                                                      | float):
+    if name == "aggregate_tok_s" and isinstance(relative, int | float) \
+            and isinstance(value, int | float):
         return float(relative) * float(value)
     return None
 

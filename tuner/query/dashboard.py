@@ -239,8 +239,8 @@ def ranked(shown: FrozenTrial, ranking: Ranking) -> FrozenTrial:
     best, leader = ranking.best, ranking.unconfirmed_leader
     role = ("the answer" + (" (confirmed)" if ranking.verdict is not None else "")
             if best is not None and best.number == view.number else
-            "leads under these weights, never confirmed" if leader is not None and leader.number
-            == view.number
+            "leads under these weights, never confirmed"
+            if leader is not None and leader.number == view.number
             else None)
     if role is not None:
         out._user_attrs = {**out.user_attrs, STATUS_ATTR: role}
@@ -327,8 +327,8 @@ def _study_detail(inner: Any, storage: FeasibilityStorage, environ: dict[str, An
     return [body]
 
 
-def serve(stored: StoredStudy, host: str, port: int, *, on_ready: Callable[[str], None]
-          | None = None, weights: Mapping[int, float] | None = None,
+def serve(stored: StoredStudy, host: str, port: int, *,
+          on_ready: Callable[[str], None] | None = None, weights: Mapping[int, float] | None = None,
           constraints: Sequence[ConstraintSpec] = ()) -> None:
     """Serve the dashboard until interrupted (wsgiref, like ``optuna-dashboard`` itself)."""
     from wsgiref.simple_server import WSGIRequestHandler, make_server

@@ -71,8 +71,8 @@ def comparison_lines(ranking: Ranking) -> list[str]:
             continue
         lines.append(f"vs {LABELS[k]} ({_score(other)}): the tuned static winner is "
                      f"{_relative(static, other)}")
-    better = [k for k in others if best[k].score is not None and static.score
-              < (best[k].score or 0.0)]
+    better = [k for k in others
+              if best[k].score is not None and static.score < (best[k].score or 0.0)]
     if better:
         lines.append(
             f"note: {LABELS[better[0]]} scored higher than every tuned static configuration")

@@ -163,8 +163,8 @@ def _getter(key: str, tuned_flags: Sequence[str]) -> tuple[Callable[[TrialRow], 
 
 def _sortable(value: Any) -> Any:
     # Flag values of one column share a type, except choice lists mixing e.g. "off" and numbers.
-    return (0, value) if isinstance(value, int
-                                    | float) and not isinstance(value, bool) else (1, str(value))
+    return ((0, value) if isinstance(value, int | float) and not isinstance(value, bool)
+            else (1, str(value)))
 
 
 def fmt(value: Any, digits: int = 1) -> str:
@@ -177,8 +177,8 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None, leader: int
-           | None = None, *, width: int = 200) -> Any:
+def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None,
+           leader: int | None = None, *, width: int = 200) -> Any:
     """A rich Table for a terminal ``width`` wide; the best trial's row is marked with ★, a leader
     that was never confirmed with ☆."""
     from rich.table import Table

@@ -125,8 +125,8 @@ def history(ranking: Ranking) -> go.Figure | None:
         # ring (the answer) unless the confirmation chose another trial — then the legend says which
         # each one is.
         leader = ranking.leader
-        same = (leader is not None and ranking.best is not None and leader.number
-                == ranking.best.number)
+        same = (leader is not None and ranking.best is not None
+                and leader.number == ranking.best.number)
         name = ("best so far" if same
                 else f"highest study score so far (trial {leader.number if leader else '–'})")
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv", "color": BEST},

@@ -110,8 +110,9 @@ class Limits:
 
 
 def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage_url: str, *,
-               gate: Gate | None = None, poll_s: float = 1.0, say: Callable[[str], None]
-               | None = None, sleep: Callable[[float], None] = time.sleep) -> StopReason:
+               gate: Gate | None = None,
+               poll_s: float = 1.0, say: Callable[[str], None] | None = None,
+               sleep: Callable[[float], None] = time.sleep) -> StopReason:
     """Run trials until the study has enough, time is up, the space is exhausted or the host keeps
     failing. ``gate`` must be released by ``runner`` once a trial's configuration is stored (pass
     ``gate.release`` as ``TrialEvents.on_proposed``)."""
@@ -258,8 +259,8 @@ def requeue_interrupted(study: optuna.Study, number: int | None) -> None:
     Enqueue first, mark after: a kill between the two leaves a retry (and ``requeue_unretried`` on
     the next start finds any FAIL trial that has none)."""
     trials = study.get_trials(deepcopy=False)
-    numbers = {t.number for t in trials if trial_id_of(t) in asked_trials(study) and t.state
-               == TrialState.RUNNING}
+    numbers = {t.number for t in trials
+               if trial_id_of(t) in asked_trials(study) and t.state == TrialState.RUNNING}
     if number is not None:
         numbers.add(number)
     for n in sorted(numbers):

@@ -30,10 +30,11 @@ def _retryable(exc: TargetUnavailable) -> bool:
 
 
 class TargetMeasurer:
-    def __init__(self, target: Target, benchmark: BenchmarkSpec, progress: ProgressCallback
-                 | None = None, *, sleep: Callable[[float], None] = time.sleep,
-                 backoff: tuple[float, ...] = UNREACHABLE_BACKOFF_S, say: Callable[[str], None]
-                 | None = None) -> None:
+    def __init__(self,
+                 target: Target, benchmark: BenchmarkSpec, progress: ProgressCallback | None = None,
+                 *, sleep: Callable[[float], None] = time.sleep,
+                 backoff: tuple[float, ...] = UNREACHABLE_BACKOFF_S,
+                 say: Callable[[str], None] | None = None) -> None:
         self.target = target
         self.benchmark = benchmark
         self.progress = progress

@@ -138,8 +138,8 @@ def judge(reference: Reference, outputs: Sequence[ProbeOutput]) -> Verdict:
     if found is None:
         return Verdict(True, {**base, "result": "unchecked", "why": "no probe prompt was answered"},
                        "output check: no probe prompt was answered (the phases will tell why)")
-    record = {**base, **found.to_json(), "result": "ok" if found.prefix_fraction
-              >= reference.threshold
+    record = {**base, **found.to_json(),
+              "result": "ok" if found.prefix_fraction >= reference.threshold
               else "wrong-output"}
     if found.prefix_fraction >= reference.threshold:
         return Verdict(True, record,

@@ -36,8 +36,8 @@ class Objectives:
         return cls(False, ["maximize"], ["score"])
 
 
-def study_sampler(spec: StudySpec, space: SearchSpace, seed: int
-                  | None) -> optuna.samplers.BaseSampler:
+def study_sampler(spec: StudySpec, space: SearchSpace,
+                  seed: int | None) -> optuna.samplers.BaseSampler:
     """The study file's sampler, seeded with ``seed`` (a worker's own, or the file's)."""
     return make_sampler(spec.study.sampler, seed, multi_objective=Objectives.of(spec).pareto,
                         space=space)

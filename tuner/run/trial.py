@@ -66,8 +66,8 @@ class TrialRunner:
     (tuner/store/record.py ``write``)."""
 
     def __init__(self, spec: StudySpec, space: SearchSpace, measurer: Measurer,
-                 events: TrialEvents | None = None, *, skip_phases: bool = True, host: str
-                 | None = None) -> None:
+                 events: TrialEvents | None = None, *, skip_phases: bool = True,
+                 host: str | None = None) -> None:
         self.spec = spec
         self.space = space
         self.measurer = measurer

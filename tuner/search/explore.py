@@ -44,8 +44,8 @@ def neighbours(space: SearchSpace, params: Mapping[str, Any]) -> list[dict[str, 
 
 def known_keys(study: optuna.Study) -> set[str]:
     """Configurations that are measured, failed to start, in flight or already queued."""
-    return {r.config_key for r in records(study) if r.config_key is not None and r.state
-            != TrialState.FAIL}
+    return {r.config_key for r in records(study)
+            if r.config_key is not None and r.state != TrialState.FAIL}
 
 
 def queue_unexplored_neighbour(study: optuna.Study, space: SearchSpace,

@@ -111,8 +111,8 @@ def resolve_sampler_name(name: str) -> str:
     return sampler_kind(name).name
 
 
-def make_sampler(name: str, seed: int | None, *, multi_objective: bool = False, space: SearchSpace
-                 | None = None
+def make_sampler(name: str, seed: int | None, *, multi_objective: bool = False,
+                 space: SearchSpace | None = None
                  ) -> optuna.samplers.BaseSampler:
     return sampler_kind(name).build(seed, space, multi_objective)
 

@@ -31,8 +31,8 @@ class ServerConfig:
     env: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def build(cls, flags: Mapping[str, FlagValue], env: Mapping[str, str]
-              | None = None) -> ServerConfig:
+    def build(cls, flags: Mapping[str, FlagValue],
+              env: Mapping[str, str] | None = None) -> ServerConfig:
         ordered = tuple(sorted(flags.items(), key=lambda kv: _flag_order(kv[0])))
         return cls(flags=ordered, env=tuple(sorted((env or {}).items())))
 

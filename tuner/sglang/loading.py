@@ -46,10 +46,10 @@ def draft_backend_refusal(args: Mapping[str, Any],
     prefill = args.get("prefill_attention_backend") or base
     steps = effective.get("speculative_num_steps")
     if steps is not None and steps > 1 and (draft or decode) not in DRAFT_DECODE_BACKENDS:
-        return RuleViolation("draft-backend", "ValueError: "
-                             + DECODE_TEMPLATE.format(backend_type=draft or decode))
+        return RuleViolation("draft-backend",
+                             "ValueError: " + DECODE_TEMPLATE.format(backend_type=draft or decode))
     extend = draft or (decode if args.get("speculative_attention_mode") == "decode" else prefill)
     if extend is not None and extend not in DRAFT_EXTEND_BACKENDS:
-        return RuleViolation("draft-backend", "ValueError: "
-                             + EXTEND_TEMPLATE.format(backend_type=extend))
+        return RuleViolation("draft-backend",
+                             "ValueError: " + EXTEND_TEMPLATE.format(backend_type=extend))
     return None

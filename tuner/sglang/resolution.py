@@ -93,8 +93,8 @@ def _default_backend(capability: tuple[int, int], explicit_topk: int | None, pag
     return "flashinfer"
 
 
-def _page_size(backend: str | None, page: int | None, capability: tuple[int, int], topk: int
-               | None) -> int:
+def _page_size(backend: str | None, page: int | None, capability: tuple[int, int],
+               topk: int | None) -> int:
     """The page size SGLang forces for a backend (overrides.py)."""
     if backend in PAGE64_BACKENDS:
         return 64
@@ -123,8 +123,8 @@ def _hardware(backends: tuple[str | None, ...],
 
 
 def resolve(args: Mapping[str, Any], *, model_architecture: str | None,
-            compute_capability: tuple[int, int] = HOPPER) -> tuple[RuleViolation | None, Effective
-                                                                   | None]:
+            compute_capability: tuple[int, int] = HOPPER) -> tuple[RuleViolation | None,
+                                                                   Effective | None]:
     """SGLang's verdict on parsed ``args`` (argparse dests): (the error it exits with, None) or
     (None, values)."""
     algorithm = args.get("speculative_algorithm")

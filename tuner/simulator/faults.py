@@ -85,9 +85,8 @@ def parse_faults(raw: Any, source: str) -> tuple[FaultRule, ...]:
             raise ValueError(
                 f"{where}: unknown key {unknown[0]} (a {kind} fault takes when and {param})")
         value = table.get(param)
-        if isinstance(value,
-                      bool) or not isinstance(value, int
-                                              | float) or not math.isfinite(value) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or value < 0:
             raise ValueError(f"{where}: {param} must be a non-negative number")
         when = table.get("when") or {}
         if not isinstance(when, dict):

@@ -121,8 +121,8 @@ class _Kind:
     multiplier: float = 1.0
 
 
-def _accept_length(prof: Profile, config: ServerConfig, workload: WorkloadSpec, prompt_text: str
-                   | None) -> float:
+def _accept_length(prof: Profile, config: ServerConfig, workload: WorkloadSpec,
+                   prompt_text: str | None) -> float:
     multiplier = model.acceptance_multiplier(prof, config, prompt_text)
     rates = model.position_rates(prof, config, temperature=workload.temperature,
                                  multiplier=multiplier)
@@ -167,8 +167,8 @@ def _steady_state(prof: Profile, config: ServerConfig, workload: WorkloadSpec, c
         concurrency=concurrency, running=batch, prompt_tokens=prompt_tokens, output_tokens=length,
         accept_length=_mean([k.accept_length for k in kinds]), iteration_ms=t_iter * 1000.0,
         ttft_s=ttft,
-        e2e_s=e2e, per_request_tok_s=_mean(speeds) if speeds else 0.0, per_request_e2e_tok_s=length
-        / e2e, aggregate_tok_s=aggregate,
+        e2e_s=e2e, per_request_tok_s=_mean(speeds) if speeds else 0.0,
+        per_request_e2e_tok_s=length / e2e, aggregate_tok_s=aggregate,
     )
 
 
@@ -193,8 +193,8 @@ def _adaptive(prof: Profile, config: ServerConfig, workload: WorkloadSpec, batch
     t_ms = sum(f * model.decode_iteration_ms(prof, config, batch, context, steps=s) for s,
                f in mix.items())
     t_ms += switch_rate * prof.adaptive.switch_ms
-    mixed = [_Kind(k.prompt_tokens, 1.0
-                   + sum(f * accepted(s, k.multiplier) for s, f in mix.items()), k.length,
+    mixed = [_Kind(k.prompt_tokens,
+                   1.0 + sum(f * accepted(s, k.multiplier) for s, f in mix.items()), k.length,
                    k.multiplier) for k in kinds]
     return mixed, t_ms / 1000.0
 

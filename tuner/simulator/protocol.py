@@ -122,8 +122,8 @@ def parse_openai(api: str, body: dict[str, Any], context_length: int) -> ParsedR
     if max_tokens is None:
         max_tokens = _integer(body, "max_tokens")
     if max_tokens is None:
-        max_tokens = (COMPLETIONS_DEFAULT_MAX_TOKENS if api == "completions" else context_length
-                      - prompt_tokens)
+        max_tokens = (COMPLETIONS_DEFAULT_MAX_TOKENS if api == "completions"
+                      else context_length - prompt_tokens)
     temperature = _number(body, "temperature", 1.0)
     _check_sampling(max_tokens, temperature)
     _check_context(prompt_tokens, max_tokens, context_length)

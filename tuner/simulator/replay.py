@@ -137,6 +137,7 @@ def _rescale(p: ReplayedPhase, scale: float) -> ReplayedPhase:
     if scale == 1.0:
         return p
     return ReplayedPhase(p.concurrency, p.window_s * scale,
-                         None if p.per_request_tok_s_mean is None else p.per_request_tok_s_mean
-                         / scale, None if p.aggregate_tok_s is None else p.aggregate_tok_s / scale,
+                         None
+                         if p.per_request_tok_s_mean is None else p.per_request_tok_s_mean / scale,
+                         None if p.aggregate_tok_s is None else p.aggregate_tok_s / scale,
                          p.completed, p.records)

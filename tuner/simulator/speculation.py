@@ -54,8 +54,8 @@ def standalone_spec(profile: Profile) -> StandaloneSpec:
     if profile.standalone is not None:
         return profile.standalone
     t = profile.timing
-    return StandaloneSpec(draft_path="Qwen/Qwen3-0.6B", weights_gb=1.2, draft_step_ms=4.0
-                          * t.draft_step_ms,
+    return StandaloneSpec(draft_path="Qwen/Qwen3-0.6B", weights_gb=1.2,
+                          draft_step_ms=4.0 * t.draft_step_ms,
                           draft_token_ms=4.0 * t.draft_token_ms, acceptance_scale=0.85)
 
 

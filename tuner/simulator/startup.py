@@ -88,8 +88,8 @@ def graph_capture_s(profile: Profile, config: ServerConfig) -> dict[str, float]:
         return {}
 
     def family(tokens: int, factor: float = 1.0) -> float:
-        return (s.graph_base_s + s.graph_per_bs_s * n
-                * (1.0 + s.graph_per_token_factor * (tokens - 1))) * factor
+        return (s.graph_base_s
+                + s.graph_per_bs_s * n * (1.0 + s.graph_per_token_factor * (tokens - 1))) * factor
 
     if not config.speculative:
         return {"target decode": family(1)}

@@ -95,11 +95,11 @@ class TokenWriter:
         words = []
         for _ in range(n):
             right = self._rng.choice(_WORDS)
-            if (self._wrong is not None and self._diverge_after is not None and self._written
-                >= self._diverge_after):
+            if (self._wrong is not None and self._diverge_after is not None
+                and self._written >= self._diverge_after):
                 # Never the right word by chance: the divergence is where the texts differ.
-                right = _WORDS[(_WORDS.index(right) + 1 + self._wrong.randrange(len(_WORDS) - 1))
-                               % len(_WORDS)]
+                right = _WORDS[(_WORDS.index(right) + 1
+                                + self._wrong.randrange(len(_WORDS) - 1)) % len(_WORDS)]
             self._written += 1
             words.append(" " + right)
         return words

@@ -164,9 +164,8 @@ class TrialRecord:
 
     @classmethod
     def from_attrs(cls, number: int, state: TrialState, attrs: Mapping[str, Any],
-                   constraints: Mapping[str, float],
-                   *, values: tuple[float, ...] | None = None, duration_s: float
-                   | None = None) -> TrialRecord:
+                   constraints: Mapping[str, float], *, values: tuple[float, ...] | None = None,
+                   duration_s: float | None = None) -> TrialRecord:
         config = attrs.get(Key.CONFIG)
         score = attrs.get(Key.SCORE)
         skip = attrs.get(Key.SKIP)

@@ -227,8 +227,8 @@ class ResilientRDBStorage(RDBStorage):
         grace = self.grace_period or 2 * (self.heartbeat_interval or 0)
         cutoff = datetime.datetime.now() - datetime.timedelta(seconds=grace)
         for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
-            if (trial_id_of(trial) in stale or trial.datetime_start is None or trial.datetime_start
-                > cutoff):
+            if (trial_id_of(trial) in stale or trial.datetime_start is None
+                or trial.datetime_start > cutoff):
                 continue
             if not self._has_heartbeat(trial_id_of(trial)):
                 stale.append(trial_id_of(trial))

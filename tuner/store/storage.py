@@ -139,8 +139,8 @@ def raise_unavailable(url: str) -> None:
 
 def with_storage_retries(action: Callable[[], T], what: str, url: str, *,
                          sleep: Callable[[float], None] = time.sleep,
-                         retries: int = STORAGE_RETRIES, say: Callable[[str], None]
-                         | None = None) -> T:
+                         retries: int = STORAGE_RETRIES,
+                         say: Callable[[str], None] | None = None) -> T:
     """Run ``action``; on a storage error retry with exponential backoff, then raise
     ``StorageUnavailable``. ``say`` hears each wait and its reason: a retrying tuner must not look
     hung."""
@@ -322,8 +322,8 @@ def requeue_unretried(study: optuna.Study) -> list[int]:
     trials = study.get_trials(deepcopy=False)
     queued = []
     for t in trials:
-        if (t.state != TrialState.FAIL or not params_of(t) or t.user_attrs.get(Key.OUTCOME)
-            == "taken"
+        if (t.state != TrialState.FAIL or not params_of(t)
+            or t.user_attrs.get(Key.OUTCOME) == "taken"
                 or has_retry(trials, t.number) or _retry_depth(trials, t) >= MAX_RETRIES):
             continue
         study.enqueue_trial(params_of(t), user_attrs=retry_attrs(t))

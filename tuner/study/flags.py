@@ -285,8 +285,8 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
                 problems.add(where,
                              f"{value!r} is not among the search choices {list(param.choices)}")
                 continue
-        elif (param.low is not None and param.high is not None and not param.low <= value
-              <= param.high):
+        elif (param.low is not None and param.high is not None
+              and not param.low <= value <= param.high):
             problems.add(where, f"{value} is outside the search range {param.low}..{param.high}")
             continue
         baseline[spec.name] = value

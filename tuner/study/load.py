@@ -243,8 +243,8 @@ def _target(problems: Problems, data: Any, context: dict[str, Any]) -> TargetSet
         problems.add("target.kind", f"missing (required; one of: {', '.join(TARGET_KINDS)})")
         return None
     if kind not in TARGET_KINDS:
-        problems.add("target.kind", f"unknown target kind {kind!r}"
-                     + did_you_mean(str(kind), TARGET_KINDS))
+        problems.add("target.kind",
+                     f"unknown target kind {kind!r}" + did_you_mean(str(kind), TARGET_KINDS))
         return None
     model = settings_model(kind)
     try:

@@ -148,8 +148,8 @@ class StudySection(FileModel):
     def to_settings(self, path: Path) -> StudySettings:
         storage = self.storage or f"sqlite:///{(path.parent / (path.stem + '.db')).resolve()}"
         interval = _whole_seconds(self.heartbeat_interval)
-        grace = (math.ceil(self.heartbeat_grace) if self.heartbeat_grace is not None else 5
-                 * interval)
+        grace = (math.ceil(self.heartbeat_grace) if self.heartbeat_grace is not None
+                 else 5 * interval)
         return StudySettings(name=self.name, storage=storage, n_trials=self.n_trials,
                              timeout_s=self.timeout, sampler=self.sampler, seed=self.seed,
                              sglang_version=self.sglang_version,

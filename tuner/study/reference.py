@@ -140,8 +140,8 @@ def _type(prop: dict[str, Any], defs: dict[str, Any]) -> str:
     if _is_duration(prop):
         return "duration"
     if "anyOf" in prop:
-        return " or ".join(dict.fromkeys(_type(p, defs) for p in prop["anyOf"] if p.get("type")
-                                         != "null"))
+        return " or ".join(
+            dict.fromkeys(_type(p, defs) for p in prop["anyOf"] if p.get("type") != "null"))
     kind = prop.get("type")
     if isinstance(kind, list):
         return " or ".join(kind)
@@ -211,8 +211,8 @@ def _cell(text: str) -> str:
 def outdated() -> list[Path]:
     """The generated files that differ from what the models generate now."""
     wanted = {SCHEMA_PATH: schema_text(), REFERENCE_PATH: reference_text()}
-    return [p for p, text in wanted.items() if not p.is_file() or p.read_text(encoding="utf-8")
-            != text]
+    return [p for p, text in wanted.items()
+            if not p.is_file() or p.read_text(encoding="utf-8") != text]
 
 
 def main(argv: list[str]) -> int:

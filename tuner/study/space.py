@@ -111,9 +111,9 @@ class SearchSpace:
         self._by_name = {d.name: d for d in self.dimensions}
         #: ``speculative-algorithm`` tuned among choices: each choice a branch with its own
         #: parameters (tuner/study/branches.py); None for a space without branches.
-        self.algorithm = next((d for d in self.dimensions if d.flag == ALGORITHM and d.encoding
-                               == "categorical"),
-                              None)
+        self.algorithm = next(
+            (d for d in self.dimensions if d.flag == ALGORITHM and d.encoding == "categorical"),
+            None)
         self.branches: tuple[Branch, ...] = tuple(
             branches.branch_of(c)
             for c in self.algorithm.choices) if self.algorithm is not None else ()

@@ -103,8 +103,8 @@ class DeployFailed(SpectuneError):
     """
 
     def __init__(self, failure_class: FailureClass, message: str, log_tail: str = "", *,
-                 timings: Mapping[str, float] | None = None, cause: FailureCause
-                 | None = None) -> None:
+                 timings: Mapping[str, float] | None = None,
+                 cause: FailureCause | None = None) -> None:
         self.failure_class = failure_class
         self.log_tail = log_tail
         #: The typed cause where the raiser knows it; None: tuner/targets/classify.py ``cause_of``
@@ -123,8 +123,8 @@ class RunFailed(SpectuneError):
     wrongly. A ``Measurer`` may raise it from ``measure`` (tuner/run/trial.py stores the trial
     run-failed: infeasible, never queued again)."""
 
-    def __init__(self, failure_class: RunFailureClass, message: str, *, cause: FailureCause
-                 | None = None, log_tail: str = "") -> None:
+    def __init__(self, failure_class: RunFailureClass, message: str, *,
+                 cause: FailureCause | None = None, log_tail: str = "") -> None:
         if failure_class not in RUN_FAILURE_CLASSES:
             raise ValueError(
                 f"RunFailed: failure_class {failure_class!r} is not one of {RUN_FAILURE_CLASSES}")
@@ -241,8 +241,9 @@ class Target(ABC):
         importable)."""
         return None
 
-    def sglang_table(self, cached: Callable[[str, str], OptionTable | None]
-                     | None = None) -> OptionTable | None:
+    def sglang_table(self,
+                     cached: Callable[[str, str],
+                                      OptionTable | None] | None = None) -> OptionTable | None:
         """The option table of the target's own SGLang (its ``ServerArgs.add_cli_args``), from
         ``cached`` (version, build) when that holds it, else read there; None where SGLang cannot be
         asked. After ``preflight``."""

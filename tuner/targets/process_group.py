@@ -21,8 +21,8 @@ STUDY_ENV = "SPECTUNE_STUDY"
 TARGET_ENV = "SPECTUNE_TARGET"
 
 
-def marked_processes(study: str, pids: Iterable[int] | None = None, *, target: str
-                     | None = None) -> list[int]:
+def marked_processes(study: str, pids: Iterable[int] | None = None, *,
+                     target: str | None = None) -> list[int]:
     """Live processes (of ``pids``, default all) whose environment carries this study's
     ``SPECTUNE_STUDY`` (and ``target``'s ``SPECTUNE_TARGET``, when given)."""
     marker = f"{STUDY_ENV}={study}".encode()

@@ -34,9 +34,8 @@ log = logging.getLogger(__name__)
 
 #: The resolver process's source (tuner/targets/resolver_script.py), sent as ``python -c``: the same
 #: text runs locally and over SSH, under the target's interpreter.
-RESOLVER_SCRIPT = f"DUMP_SOURCE = {dump.source()!r}\n" + (Path(__file__).parent
-                                                          / "resolver_script.py").read_text(
-    encoding="utf-8")
+RESOLVER_SCRIPT = f"DUMP_SOURCE = {dump.source()!r}\n" + (
+    Path(__file__).parent / "resolver_script.py").read_text(encoding="utf-8")
 
 #: How long importing SGLang may take (it imports torch) and how long one answer may take.
 START_TIMEOUT_S = 120.0
@@ -278,8 +277,9 @@ class AskingTarget(Target):
     def installed_sglang(self) -> str | None:
         return self._resolver.version if self._resolver is not None else None
 
-    def sglang_table(self, cached: Callable[[str, str], OptionTable | None]
-                     | None = None) -> OptionTable | None:
+    def sglang_table(self,
+                     cached: Callable[[str, str],
+                                      OptionTable | None] | None = None) -> OptionTable | None:
         return table_of(self._resolver, cached)
 
     def use_table(self, table: OptionTable) -> None:

@@ -160,5 +160,5 @@ class TargetSettings(FileModel):
 def log_dir_of(placement: Placement, given: str | None) -> Path:
     """``log_dir`` relative to the study file; default ``.spectune/<study>/logs`` beside it."""
     base = placement.base_dir
-    return (base
-            / Path(given).expanduser()) if given else base / ".spectune" / placement.study / "logs"
+    return ((base / Path(given).expanduser()) if given
+            else base / ".spectune" / placement.study / "logs")

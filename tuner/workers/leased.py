@@ -61,8 +61,9 @@ class LeasedTarget(Target):
     def installed_sglang(self) -> str | None:
         return self.inner.installed_sglang()
 
-    def sglang_table(self, cached: Callable[[str, str], OptionTable | None]
-                     | None = None) -> OptionTable | None:
+    def sglang_table(self,
+                     cached: Callable[[str, str],
+                                      OptionTable | None] | None = None) -> OptionTable | None:
         return self.inner.sglang_table(cached)
 
     def sglang_build(self) -> str | None:

@@ -162,8 +162,8 @@ class FakeServer:
             reported = total - 5 if (mode is Mode.BAD_USAGE and i == 4) else total
             text = " tok" * n
             last = i == s.chunks - 1
-            stamp = {"simulator_schedule": [arrival, arrival + s.schedule_chunk_s
-                                            * (i + 1)]} if s.schedule else {}
+            stamp = ({"simulator_schedule": [arrival, arrival + s.schedule_chunk_s * (i + 1)]}
+                     if s.schedule else {})
             if api == "generate":
                 meta = {"id": "x", "finish_reason": {"type": "length"} if last else None,
                         "prompt_tokens": 7, "completion_tokens": reported}

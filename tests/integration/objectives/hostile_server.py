@@ -104,8 +104,9 @@ async def _json_array(writer: Writer) -> None:
 
 async def _html_200(writer: Writer) -> None:
     body = b"<html><body><h1>Welcome to nginx!</h1></body></html>\n"
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n"
-                 % len(body) + body)
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % len(body)
+        + body)
 
 
 async def _slow_headers(writer: Writer) -> None:

@@ -54,8 +54,8 @@ def test_dropin_is_a_systemd_drop_in_with_the_same_command(stored_study: Path) -
     data = json.loads(_run("best", str(stored_study), "--format", "json")[1])
     lines = out.splitlines()
     assert "[Service]" in lines and "ExecStart=" in lines
-    exec_start = next(line for line in lines if line.startswith("ExecStart=") and line
-                      != "ExecStart=")
+    exec_start = next(line for line in lines
+                      if line.startswith("ExecStart=") and line != "ExecStart=")
     assert split_words(exec_start.removeprefix("ExecStart=")) == data["argv"]
 
 

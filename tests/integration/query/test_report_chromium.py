@@ -58,8 +58,8 @@ def _start_chromium(binary: str, profile: Path) -> tuple[subprocess.Popen[bytes]
     raise RuntimeError("chromium did not open its DevTools port within 30 s")
 
 
-async def _inspect(port: int, url: str, expression: str = PLOTS, wait_for: str
-                   | None = None) -> dict[str, Any]:
+async def _inspect(port: int, url: str, expression: str = PLOTS,
+                   wait_for: str | None = None) -> dict[str, Any]:
     """Load ``url``; evaluate ``expression`` (after ``wait_for`` appears in the page text, if
     given). The result carries ``requests``: every URL the page asked for."""
     counter = itertools.count(1)

@@ -94,9 +94,9 @@ def test_over_large_tree_starts_then_every_request_fails(tmp_path: Path) -> None
 
 
 def test_missing_profile_and_bad_time_scale_are_cli_errors() -> None:
-    done = subprocess.run([*spectune_command(), "simulate", "--profile", "no-such-profile", "--",
-                           *SPEC],
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [*spectune_command(), "simulate", "--profile", "no-such-profile", "--", *SPEC],
+        capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "no simulator profile 'no-such-profile'" in done.stderr
     done = subprocess.run([*spectune_command(), "simulate", "--time-scale", "0", "--", *SPEC],
                           capture_output=True, text=True, timeout=30)

@@ -122,8 +122,8 @@ def test_shell_metacharacters_cannot_inject(sshd: SshServer, tmp_path: Path) -> 
         deployment = target.deploy(config)
         assert server_info(deployment.base_url)["served_model_name"] == nasty
         lines = dropin(sshd, unit).read_text().splitlines()
-        exec_start = [line for line in lines if line.startswith("ExecStart=") and line
-                      != "ExecStart="]
+        exec_start = [line for line in lines
+                      if line.startswith("ExecStart=") and line != "ExecStart="]
         assert split_words(exec_start[0].removeprefix("ExecStart=")) == deployment.launch.argv
         # And as a word of a remote command line (what preflight does with the server command):
         assert target.conn.run(["printf", "%s", nasty]).stdout == nasty

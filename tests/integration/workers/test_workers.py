@@ -117,8 +117,8 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
                 # Read again after the kill: the trial seen running may have ended in the moment
                 # between that read and the signal, and the worker then died in its next trial.
                 victim_trial = [t.number for t in load(study).get_trials(deepcopy=False)
-                                if t.state == TrialState.RUNNING and t.user_attrs.get(Key.HOST)
-                                == "sim-b"]
+                                if t.state == TrialState.RUNNING
+                                and t.user_attrs.get(Key.HOST) == "sim-b"]
         assert victim_trial, "no moment to kill a worker mid-trial"
         # its simulator outlives it, as a GPU server would
         orphan = server_pid(study, name, "sim-b")
@@ -147,8 +147,8 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     # The killed worker's trial went stale and was re-run by another worker with the same
     # parameters.
-    stale = [t for t in trials if t.state == TrialState.FAIL and t.user_attrs.get("outcome")
-             != "taken"]
+    stale = [t for t in trials
+             if t.state == TrialState.FAIL and t.user_attrs.get("outcome") != "taken"]
     assert [t.number for t in stale] == victim_trial, \
            "the killed worker's trial was not failed (or another was)"
     retried = [t for t in trials if t.system_attrs.get("failed_trial") in {f.number for f in stale}]

@@ -18,8 +18,8 @@ class StepsMeasurer:
         return {"launch": "steps model", "timings": {"deploy_s": 0.0, "ready_s": 0.0}}
 
     def measure(self, phase_index: int) -> dict[str, Any]:
-        return {"per_request_tok_s_mean": 100.0 + 10 * self.steps, "aggregate_tok_s": 1000.0 + 100
-                * self.steps, "error_rate": 0.0}
+        return {"per_request_tok_s_mean": 100.0 + 10 * self.steps,
+                "aggregate_tok_s": 1000.0 + 100 * self.steps, "error_rate": 0.0}
 
 
 def landscape(spec: StudySpec) -> MeasuredLandscape:

@@ -148,8 +148,8 @@ def test_the_seed_campaigns_point_costs_a_fixed_wait_and_its_five_level_benchmar
     # 100 s wait; 512 tokens × (17 at 277, 65 at 4 × 277, then 257, 513 and 1025 requests at 1817
     # tok/s).
     assert point.startup_s == 100.0
-    assert point.seconds == pytest.approx(100 + 512
-                                          * (17 / 277 + 65 / 1108 + (257 + 513 + 1025) / 1817))
+    assert point.seconds == pytest.approx(100 + 512 * (17 / 277 + 65 / 1108
+                                                       + (257 + 513 + 1025) / 1817))
     assert 10 * 60 < point.seconds < 15 * 60  # the seed's own account: 10–15 minutes a point
     costed = [record(0), record(1), record(2)]
     reached = spend(CostModel(BENCH), costed, 2)

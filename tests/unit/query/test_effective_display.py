@@ -106,8 +106,8 @@ def test_every_answer_shows_what_sglang_runs(stored_study: Path, tmp_path: Path)
     assert "# SGLang runs this with: page-size 64" in page
     assert "SGLang was not asked" in page  # the oracle study had no SGLang to ask
     rows = list(csv.DictReader(io.StringIO((tmp_path / "report" / "trials.csv").read_text())))
-    assert next(r for r in rows if r["number"]
-                == str(number))["sglang_runs"].startswith("page-size 64")
+    assert next(r for r in rows
+                if r["number"] == str(number))["sglang_runs"].startswith("page-size 64")
 
 
 def _row(number: int, found: tuple[Change, ...]) -> TrialRow:

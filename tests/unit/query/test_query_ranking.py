@@ -64,8 +64,8 @@ def test_failures_and_statuses_are_classified(stored_study: Path) -> None:
     assert {"ok", "infeasible", "deploy-failed"} <= statuses
     oom = [t for t in ranking.trials if t.status == "deploy-failed"]
     assert all(t.failure == "out-of-memory" and t.score is None for t in oom)
-    assert all(t.failure and t.failure.startswith("violates ") for t in ranking.trials if t.status
-               == "infeasible")
+    assert all(t.failure and t.failure.startswith("violates ") for t in ranking.trials
+               if t.status == "infeasible")
 
 
 def test_references_fall_back_to_the_baseline_when_not_stored(stored_study: Path) -> None:

@@ -78,8 +78,8 @@ def test_the_designed_start_spans_the_tree_and_its_headroom_shape_only_shrinks_t
     shapes = [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
     topk = "--speculative-eagle-topk"
     # a chain (top-k 1, the draft tokens a chain can verify) and the widest top-k both appear
-    assert any(v[topk] == 1 and v["--speculative-num-draft-tokens"] <= v["--speculative-num-steps"]
-               + 1
+    assert any(v[topk] == 1
+               and v["--speculative-num-draft-tokens"] <= v["--speculative-num-steps"] + 1
                for v in shapes)
     widest = max(d.choices for d in space.dimensions if d.flag == topk)
     assert any(v[topk] == max(widest) for v in shapes)

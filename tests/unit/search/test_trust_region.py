@@ -94,7 +94,7 @@ def test_the_box_doubles_after_each_stall_and_only_the_samplers_own_trials_count
     result = evaluate_search(spec, simulator_landscape(spec), n_trials=start + 5, seed=0,
                              sampler="greybox")
     scores = [TrialRecord.from_stored(t).score for t in result.trials]
-    last_rise = max(i for i, s in enumerate(scores) if s is not None and s
-                    >= max(x or 0.0 for x in scores[:i + 1]))
+    last_rise = max(i for i, s in enumerate(scores)
+                    if s is not None and s >= max(x or 0.0 for x in scores[:i + 1]))
     assert observe(result.study, table, [1, 64]).stall \
            == len(scores) - 1 - max(last_rise, start - 1)

@@ -102,8 +102,8 @@ def test_rules_agree_with_sglang(case: dict[str, Any]) -> None:
             assert ours["error"] == case["error"]
         return
     real = case["effective"]
-    mismatched = {f: (ours["effective"][f], real[f]) for f in FIELDS if ours["effective"][f]
-                  != real[f]
+    mismatched = {f: (ours["effective"][f], real[f]) for f in FIELDS
+                  if ours["effective"][f] != real[f]
                   and ours["effective"][f] is not None}
     assert not mismatched, mismatched
 

@@ -43,7 +43,7 @@ def test_any_value_survives_a_shell_round_trip(value: str) -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.one_of(st.sampled_from(NASTY),
                  st.text(alphabet=st.characters(blacklist_categories=["Cs", "Cc"])
-                          | st.sampled_from("\n\t"), max_size=20)))
+                         | st.sampled_from("\n\t"), max_size=20)))
 def test_multiline_rendering_is_the_same_command_for_sh(value: str) -> None:
     config = ServerConfig.build({"--model-path": value, "--tp-size": 2}, {"TOKEN": value})
     command = launch_command(["sh", "-c", 'printf "%s\\0" "$TOKEN" "$@"', "sh"], config, TABLE)

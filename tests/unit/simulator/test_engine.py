@@ -231,8 +231,8 @@ def test_iteration_time_follows_the_model_and_the_time_scale(profile: Profile) -
     elapsed, iterations, simulated_ms = asyncio.run(timed(VirtualClock(scale)))
     prompt_tokens = text.count_prompt_tokens(PROMPT)
     iteration_s = model.decode_iteration_ms(profile, config, 1, prompt_tokens + 75) / 1000.0
-    expected = (model.prefill_ms(profile, prompt_tokens) / 1000.0 + iterations
-                * iteration_s) / scale
+    expected = (model.prefill_ms(profile, prompt_tokens) / 1000.0
+                + iterations * iteration_s) / scale
     # The noise (±3 % per iteration) averages out over ~60 iterations.
     assert elapsed == pytest.approx(expected, rel=0.02)
     assert elapsed == pytest.approx(simulated_ms / 1000.0 / scale)

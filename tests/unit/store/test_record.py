@@ -75,7 +75,8 @@ def test_a_constraint_violation_is_measured_but_no_candidate(setup: tuple) -> No
     assert r.score is not None and not r.feasible
 
 
-def test_a_skipped_trial_is_scored_at_its_bound_but_no_candidate(setup: tuple) -> None:  # noqa: F811
+def test_a_skipped_trial_is_scored_at_its_bound_but_no_candidate(
+        setup: tuple) -> None:  # noqa: F811
     study, runner, _, _ = setup
     study.optimize(runner, n_trials=1)
     run_steps(study, runner, 4, 2, 1)
@@ -101,8 +102,8 @@ def test_the_live_view_gets_the_record_the_trial_ends_with(setup: tuple) -> None
                                                                        stored.score, stored.metrics)
 
 
-def _stored(state: TrialState, attrs: dict[str, object], constraints: dict[str, float]
-            | None = None) -> TrialRecord:
+def _stored(state: TrialState, attrs: dict[str, object],
+            constraints: dict[str, float] | None = None) -> TrialRecord:
     study = optuna.create_study(direction="maximize")
     study.add_trial(optuna.trial.create_trial(state=state, value=1.0 if state == TrialState.COMPLETE
                                               else None, user_attrs=attrs, constraints=constraints))

@@ -72,7 +72,7 @@ def test_other_classes_map_to_their_cause() -> None:
     assert cause_of("hung") is FailureCause.HANG
     assert cause_of("wrong-output") is FailureCause.WRONG_OUTPUT
     assert cause_of("crashed-under-load", READY + TORCH_OOM) is FailureCause.DECODE_OOM
-    assert cause_of("crashed-under-load", READY + SCHEDULER
-                    + "\nRuntimeError: CUDA error: an illegal memory "
+    assert cause_of("crashed-under-load",
+                    READY + SCHEDULER + "\nRuntimeError: CUDA error: an illegal memory "
                     "access was encountered\n" + SIGQUIT) is FailureCause.CRASH
     assert cause_of(None) is None

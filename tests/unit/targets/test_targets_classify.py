@@ -18,48 +18,48 @@ TRACEBACK = ('Traceback (most recent call last):\n  File "<frozen runpy>", line 
              '_run_module_as_main\n')
 
 CASES = [
-    ("unrecognized", USAGE
-     + "launch_server.py: error: unrecognized arguments: --speculative-foo 3\n", ExitInfo(2),
+    ("unrecognized",
+     USAGE + "launch_server.py: error: unrecognized arguments: --speculative-foo 3\n", ExitInfo(2),
      "invalid-flags", "unrecognized arguments"),
-    ("ambiguous", USAGE
-     + "launch_server.py: error: ambiguous option: --cuda-graph-max-bs could match "
+    ("ambiguous",
+     USAGE + "launch_server.py: error: ambiguous option: --cuda-graph-max-bs could match "
      "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill\n", ExitInfo(2), "invalid-flags",
      "ambiguous option"),
-    ("bad choice", USAGE
-     + "launch_server.py: error: argument --attention-backend: invalid choice: 'x' "
+    ("bad choice",
+     USAGE + "launch_server.py: error: argument --attention-backend: invalid choice: 'x' "
      "(choose from 'fa3', 'flashinfer')\n", ExitInfo(2), "invalid-flags", "invalid choice"),
-    ("bare assertion", TRACEBACK
-     + '  File "sglang/srt/arg_groups/speculative_hook.py", line 88, in '
+    ("bare assertion",
+     TRACEBACK + '  File "sglang/srt/arg_groups/speculative_hook.py", line 88, in '
      "_handle_eagle_family\n    assert self.speculative_num_steps is not None\nAssertionError\n",
      ExitInfo(1), "invalid-flags", "AssertionError"),
-    ("validation", TRACEBACK
-     + "ValueError: speculative_eagle_topk(4) > 1 requires page_size == 1 with the "
+    ("validation",
+     TRACEBACK + "ValueError: speculative_eagle_topk(4) > 1 requires page_size == 1 with the "
      "flashinfer backend\n", ExitInfo(1), "invalid-flags", "ValueError: speculative_eagle_topk"),
-    ("graph oom", START
-     + "[2025-11-30 10:01:07 TP0] Capture target verify CUDA graph begin. bs=[1, 2, 4, 8]\n"
-     + TRACEBACK + "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
+    ("graph oom", START + "[2025-11-30 10:01:07 TP0] Capture target verify CUDA graph begin. "
+                          "bs=[1, 2, 4, 8]\n" + TRACEBACK
+     + "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
                    "2.10 GiB. GPU 0 has "
      "a total capacity of 95.00 GiB of which 1.20 GiB is free.\nPossible solutions:\n", ExitInfo(1),
      "out-of-memory", "Capture cuda graph failed"),
     ("weights oom", START.splitlines()[0] + "\n" + START.splitlines()[1] + "\n" + TRACEBACK
      + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB.\n", ExitInfo(1),
      "out-of-memory", "OutOfMemoryError"),
-    ("cuda error oom", START
-     + "RuntimeError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously "
+    ("cuda error oom",
+     START + "RuntimeError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously "
      "reported\n", ExitInfo(1), "out-of-memory", "CUDA error: out of memory"),
-    ("kv pool", START.splitlines()[1] + "\n" + TRACEBACK
-     + "RuntimeError: Not enough memory. Please try to "
+    ("kv pool",
+     START.splitlines()[1] + "\n" + TRACEBACK + "RuntimeError: Not enough memory. Please try to "
      "increase --mem-fraction-static.\n", ExitInfo(1), "out-of-memory", "Not enough memory"),
     ("journal prefixes", "Nov 30 10:00:00 gpu python3[4242]: Traceback (most recent call last):\n"
      "Nov 30 10:00:00 gpu python3[4242]: ValueError: --tp-size 3 does not divide 64 attention "
      "heads\nNov 30 10:00:00 gpu systemd[1]: sglang.service: Main process exited, code=exited, "
      "status=1/FAILURE\n",
      ExitInfo(1), "invalid-flags", "ValueError: --tp-size 3"),
-    ("nccl after weights", START + TRACEBACK
-     + "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+    ("nccl after weights",
+     START + TRACEBACK + "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
      "unhandled system error\n", ExitInfo(1), "crashed", "NCCL error"),
-    ("value error after weights", START + TRACEBACK
-     + "ValueError: weight shape mismatch for layers.3\n",
+    ("value error after weights",
+     START + TRACEBACK + "ValueError: weight shape mismatch for layers.3\n",
      ExitInfo(1), "crashed", "weight shape mismatch"),
     ("killed", START, ExitInfo(signal=9), "crashed", "killed by signal 9"),
     ("missing module", TRACEBACK + "ModuleNotFoundError: No module named 'sglang'\n", ExitInfo(1),

@@ -81,9 +81,9 @@ def test_dropin_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     dropin_dir = tmp_path / "sglang-test.service.d"
     dropin_dir.mkdir()
     (dropin_dir / "50-spectune.conf").write_text(
-        _dropin(("--model-path", "/models/q",
-                 *[a for w in NASTY for a in ("--served-model-name", w)]),
-                (("A", NASTY[1]), ("B", "50%"))))
+        _dropin(
+            ("--model-path", "/models/q", *[a for w in NASTY for a in ("--served-model-name", w)]),
+            (("A", NASTY[1]), ("B", "50%"))))
     done = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True,
                           timeout=60, env={"SYSTEMD_LOG_LEVEL": "debug", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-3000:]
