@@ -40,8 +40,8 @@ OTHERS: tuple[dict[str, Any], ...] = (
 TARGET = 0.03
 
 
-def measure(argv: list[str], spec: Any, profile: str | None, scale: float) -> dict[int,
-                                                                                   dict[str, Any]]:
+def measure(argv: list[str], spec: Any, profile: str | None,
+            scale: float) -> dict[int, dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp, running_simulator(argv, profile=profile,
                                                                  time_scale=scale,
                                                                  log_path=Path(tmp) / "sim.log",

@@ -55,8 +55,8 @@ class Summary:
             h = (n - 1) * q / 100
             lo = int(np.floor(h))
             hi = min(lo + 1, n - 1)
-            a, b = v[np.searchsorted(ends, lo, side="right")], v[np.searchsorted(ends, hi,
-                                                                                 side="right")]
+            a, b = (v[np.searchsorted(ends, lo, side="right")],
+                    v[np.searchsorted(ends, hi, side="right")])
             out.append(float((a + (h - lo) * (b - a)) * scale))
         return Summary(float(np.dot(v, w) / n * scale), out[0], out[1], out[2])
 

@@ -108,8 +108,8 @@ def test_the_heap_from_before_the_benchmark_is_not_collected_during_it() -> None
     seen: list[int] = []
     with fake_server(schedule=True) as server:
         result = run_benchmark(server.url,
-                               BenchmarkSpec(workload=WORKLOAD, phases=(PhaseSpec(1, requests=2,
-                                                                                 warmup=0),)),
+                               BenchmarkSpec(workload=WORKLOAD,
+                                             phases=(PhaseSpec(1, requests=2, warmup=0),)),
                                progress=lambda _: seen.append(gc.get_freeze_count()))
     assert result.phases[0].completed == 2
     assert seen and min(seen) > 0

@@ -52,8 +52,8 @@ def check_study_detail(detail: dict[str, Any], stored_path: Path) -> None:
         assert len(constraints) == len(stored.study.trials[t.number].constraints) > 0
         assert any(v > 0 for v in constraints) == (t in infeasible), t.number
     # The dashboard's "best trial" is feasible, and is the study loop's best.
-    assert [b["number"] for b in detail["best_trials"]] == [ranking.best.number if ranking.best
-                                                            else None]
+    assert [b["number"] for b in detail["best_trials"]] \
+           == [ranking.best.number if ranking.best else None]
     # Nothing was written: the stored trials still have only Optuna 5's per-key constraints.
     assert all("constraints" not in t.system_attrs for t in stored.study.trials)
 

@@ -190,8 +190,8 @@ def test_metrics_counters_and_gauges(sim: RunningSimulator) -> None:
          {"text": "count me", "sampling_params": {"max_new_tokens": 50, "ignore_eos": True}})
     after = get(sim.url + "/metrics")[1].decode()
     assert "# TYPE sglang:generation_tokens_total counter" in after
-    assert metric(after, "generation_tokens_total") - metric(before,
-                                                             "generation_tokens_total") == 50
+    assert metric(after, "generation_tokens_total") \
+           - metric(before, "generation_tokens_total") == 50
     verify = metric(after, "spec_verify_calls_total") - metric(before, "spec_verify_calls_total")
     assert 50 / 4 <= verify < 50
     assert metric(after, "prompt_tokens_total") > metric(before, "prompt_tokens_total")

@@ -25,5 +25,5 @@ def test_every_api_gives_whole_deterministic_texts(sim: RunningSimulator, api: s
 def test_a_whole_json_answer_and_an_error_event_are_read() -> None:
     assert _read("completions", b'{"choices": [{"text": " a b", "finish_reason": "length"}]}') == (
         " a b", "length")
-    assert _read("chat", b'data: {"error": {"message": "boom"}}\n\ndata: [DONE]\n\n') == (None,
-                                                                                          None)
+    assert _read("chat", b'data: {"error": {"message": "boom"}}\n\ndata: [DONE]\n\n') \
+           == (None, None)

@@ -30,8 +30,8 @@ def test_a_branch_stops_when_its_bound_or_its_measured_best_cannot_win() -> None
     assert still_winnable(labels, rows, bound, ranked).all()
     # No bound reaches the best score: still nothing on the branch its measured trials stopped.
     ranked = [(2.0, 11)] + [(2.0 * HOLD - 0.01 * (i + 1), i) for i in range(MIN_TRIALS)]
-    assert set(np.flatnonzero(still_winnable(labels, rows, np.zeros(20), ranked))) == set(range(10,
-                                                                                                20))
+    assert set(np.flatnonzero(still_winnable(labels, rows, np.zeros(20), ranked))) \
+           == set(range(10, 20))
     # Nothing measured, or no branch can win and none is stopped: every row stays.
     assert still_winnable(labels, rows, bound, []).all()
     assert still_winnable(labels, rows, np.zeros(20), [(2.0, 0)]).all()

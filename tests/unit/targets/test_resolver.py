@@ -18,8 +18,8 @@ def test_the_interpreter_a_command_names() -> None:
     assert server_args_of(["/opt/v/bin/python3", "-m", "sglang.launch_server", "--tp-size",
                            "4"]) == (
         "/opt/v/bin/python3", ["--tp-size", "4"])
-    assert server_args_of(["/opt/v/bin/sglang", "serve", "--tp-size", "4"]) == (None,
-                                                                                ["--tp-size", "4"])
+    assert server_args_of(["/opt/v/bin/sglang", "serve", "--tp-size", "4"]) \
+           == (None, ["--tp-size", "4"])
     assert server_args_of(["spectune", "simulate", "--"]) == (None, [])
     assert interpreter_of_script("#!/opt/v/bin/python3.11\nimport sys\n") == "/opt/v/bin/python3.11"
     assert interpreter_of_script("#!/usr/bin/env -S python3 -u\n") == "python3"
