@@ -145,10 +145,10 @@ def run_confirmed_study(study_file: Path, n_measured: int = 12, *, top: int = 3,
     measurer = SampledOracle(spec)
     result = evaluate_search(spec, measurer, n_trials=n_measured, seed=5, sampler="tpe",
                              storage=_fast_sqlite(spec.study.storage))
-    runner = TrialRunner(result.spec, SearchSpace(result.spec, result.spec.option_table),
-                         measurer)  # type: ignore[arg-type]
-    confirm_top(result.study, result.spec, runner, measurer, top=top,
-                repeats=repeats)  # type: ignore[arg-type]
+    runner = TrialRunner(result.spec,  # type: ignore[arg-type]
+                         SearchSpace(result.spec, result.spec.option_table), measurer)
+    confirm_top(result.study, result.spec, runner, measurer,  # type: ignore[arg-type]
+                top=top, repeats=repeats)
     return result.study
 
 

@@ -111,8 +111,8 @@ class ModelMeasurer:
         try:
             phase = self.model(self._point, concurrency)
         except RunFailure as exc:  # how a Measurer reports a run failure (docs/benchmarks.md)
-            raise RunFailed(exc.kind, str(exc),
-                            cause=FailureCause(exc.cause)) from None  # type: ignore[arg-type]
+            raise RunFailed(exc.kind, str(exc),  # type: ignore[arg-type]
+                            cause=FailureCause(exc.cause)) from None
         per_request, aggregate = phase.per_request_tok_s, phase.aggregate_tok_s
         if self.noise:
             per_request *= float(1.0 + self.rng.normal(0.0, self.noise))

@@ -41,8 +41,8 @@ KINDS = ("simulated", "local", "systemd-ssh")
 
 
 def config(name: str, **overrides: object) -> ServerConfig:
-    return ServerConfig.build({**BASE, "--served-model-name": name,
-                               **overrides})  # type: ignore[arg-type]
+    return ServerConfig.build(  # type: ignore[arg-type]
+        {**BASE, "--served-model-name": name, **overrides})
 
 
 def get_json(url: str) -> dict:

@@ -78,8 +78,8 @@ def test_scores_use_the_paired_interval_and_confirmed_runs_pair_run_by_run() -> 
                      "per_request": parts.to_dict(), "samples": {}}}
 
     reference, candidate = phases(1.0, 7), phases(1.1, 8)
-    scorer = Scorer({1: 0.5, 64: 0.5}, {1: reference[1]["per_request_tok_s_mean"],
-                                        64: 1000.0})  # type: ignore[dict-item]
+    scorer = Scorer({1: 0.5, 64: 0.5},
+                    {1: reference[1]["per_request_tok_s_mean"], 64: 1000.0})  # type: ignore[dict-item]
     plain, paired = scorer.interval(candidate), scorer.interval(with_paired(candidate, reference))
     assert plain is not None and paired is not None \
            and paired.high - paired.low < (plain.high - plain.low) / 5
@@ -97,7 +97,7 @@ def test_scores_use_the_paired_interval_and_confirmed_runs_pair_run_by_run() -> 
     assert base[64]["aggregate_tok_s_paired_ci"] == [base[64]["aggregate_tok_s"]] * 2
     low, high = best[1]["per_request_tok_s_mean_paired_ci"]
     assert low < best[1]["per_request_tok_s_mean"] < high
-    together = pooled(PerRequest.from_dict(r[1]["per_request"])
-                      for r in confirmed[3].runs)  # type: ignore[misc]
+    together = pooled(PerRequest.from_dict(r[1]["per_request"])  # type: ignore[misc]
+                      for r in confirmed[3].runs)
     assert together is not None and len(together.index) == 16 and pooled_phase(
         [r[1] for r in confirmed[3].runs])["per_request"] == together.to_dict()

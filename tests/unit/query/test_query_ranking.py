@@ -52,8 +52,8 @@ def test_extra_constraints_filter_and_unmeasured_phases_do_not_pass(stored_study
     tight = rank(study, spec, None, extra)  # type: ignore[arg-type]
     assert all((t.value(1) or 0) > bound for t in tight.ranked)
     assert tight.best is None or tight.best.number != base.best.number
-    on_c64 = rank(study, spec, {1: 1.0},
-                  parse_constraints(["c64.error_rate <= 1"], [1, 64]))  # type: ignore[arg-type]
+    on_c64 = rank(study, spec, {1: 1.0},  # type: ignore[arg-type]
+                  parse_constraints(["c64.error_rate <= 1"], [1, 64]))
     assert all(not t.rankable for t in on_c64.trials if t.skipped_phases)
 
 
