@@ -105,9 +105,9 @@ def _become(request: dict[str, Any]) -> None:
         os.close(fd)
     sys.stdin = open(os.devnull)  # noqa: SIM115 - the child's for good
     os.chdir(request["cwd"])
-    # A command started from a terminal gets SIGHUP's default action; a test run started under nohup would
-    # hand its children SIG_IGN, which spectune honours (it stays ignored), and the SIGHUP tests would measure
-    # nohup instead of the tuner.
+    # A command started from a terminal gets SIGHUP's default action; a test run started under nohup
+    # would hand its children SIG_IGN, which spectune honours (it stays ignored), and the SIGHUP
+    # tests would measure nohup instead of the tuner.
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     os.environ.clear()
     os.environ.update(request["env"])

@@ -104,7 +104,8 @@ def test_defer_from_here_outside_a_deferrable_block_defers_nothing() -> None:
 
 
 def test_sighup_is_handled_unless_it_was_ignored() -> None:
-    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as from a terminal, whatever started this run
+    # as from a terminal, whatever started this run
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     try:
         with pytest.raises(Interrupted) as raised, interrupts.interruptible():
             os.kill(os.getpid(), signal.SIGHUP)
