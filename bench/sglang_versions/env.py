@@ -3,21 +3,25 @@
 Layout (default root ``/work/.cache/sglang``, or ``$SPECTUNE_SGLANG_CACHE``)::
 
     base/                 one python3.11 venv: CPU torch + the packages SGLang's argument code
-    imports wheels/               the downloaded ``sglang-X-py3-none-any.whl`` files (``pip download
-    --no-deps``) releases/X/           each wheel unpacked; run it as ``PYTHONPATH=$(cat
-    releases/X/.pythonpath) base/bin/python`` overlays/transformers-V/  a release's pinned
-    transformers (``pip install --no-deps --target``), where the
-                          base venv's transformers does not import that release
+                          imports
+    wheels/               the downloaded ``sglang-X-py3-none-any.whl`` files (``pip download
+                          --no-deps``)
+    releases/X/           each wheel unpacked; run it as ``PYTHONPATH=$(cat
+                          releases/X/.pythonpath) base/bin/python``
+    overlays/transformers-V/  a release's pinned transformers (``pip install --no-deps
+                          --target``), where the base venv's transformers does not import that
+                          release
     releases/X/.pythonpath    what to put on ``PYTHONPATH`` for release X (the wheel, then its
-    overlay if any);
-                          written once ``ServerArgs.add_cli_args`` worked for that release
+                          overlay if any); written once ``ServerArgs.add_cli_args`` worked for
+                          that release
 
 Usage::
 
     python3.11 bench/sglang_versions/env.py                       # the default spread of releases
-    python3.11 bench/sglang_versions/env.py 0.5.23.post1 0.5.3    # these releases (base built if
-    missing) python3.11 bench/sglang_versions/env.py --list                # what is cached and
-    which releases import
+    python3.11 bench/sglang_versions/env.py 0.5.23.post1 0.5.3    # these releases (base built
+                                                                  # if missing)
+    python3.11 bench/sglang_versions/env.py --list                # what is cached and which
+                                                                  # releases import
 
 Everything is cached: a second run downloads and installs nothing. This script only uses the
 standard library so that it runs under any python3.11; the table and fixture generators run under

@@ -5,8 +5,9 @@ truth. Equations (docs/simulator.md has them with their reasons):
 
 * decode iteration (batch B, steps s, topk k, draft tokens d, backend factor f)::
 
-      gpu = base + s·draft_step + f·(s·draft_token·B·k + verify_token·B·d +
-      ctx_per_ktok·Σcontext/1000) cpu = scheduler + scheduler_request·B
+      gpu = base + s·draft_step
+            + f·(s·draft_token·B·k + verify_token·B·d + ctx_per_ktok·Σcontext/1000)
+      cpu = scheduler + scheduler_request·B
       t = (cpu^q + gpu^q)^(1/q)
 
   The overlap scheduler (spec v2, always on for EAGLE) runs the CPU side of the next iteration while

@@ -12,8 +12,8 @@ simulated seconds from the profile's ``StartupSpec``, and the failure that ends 
 Graph capture time per captured family (target verify or decode; with speculation also draft decode
 and draft extend, which are ``draft_graph_factor`` slower, #10088)::
 
-    graph_base_s + graph_per_bs_s · (number of batch sizes) · (1 + graph_per_token_factor · (tokens
-    − 1))
+    graph_base_s + graph_per_bs_s · (number of batch sizes)
+                 · (1 + graph_per_token_factor · (tokens − 1))
 
 with tokens = tokens per request the family's graph holds (draft tokens for verify and extend,
 steps·topk for the draft decode, 1 without speculation). ``run_startup`` plays a plan, every delay
