@@ -208,14 +208,16 @@ def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
                      and t.outcome is Outcome.MEASURED), None)
     launch = launch_for(spec, best.config, stored.carried)
     measured = sum(1 for t in ranking.trials if t.outcome is Outcome.MEASURED)
-    # The figure the answer was chosen by: the confirmed score when the confirmation stage judged it (as
-    # `spectune best` prints it), else the study's.
+    # The figure the answer was chosen by: the confirmed score when the confirmation stage judged it
+    # (as `spectune best` prints it), else the study's.
     confirmed = ranking.verdict is not None and best.confirmed_score is not None
-    value, interval = (best.confirmed_score, best.confirmed_interval) if confirmed else (best.score, best.interval)
+    value, interval = ((best.confirmed_score, best.confirmed_interval) if confirmed
+                       else (best.score, best.interval))
     score = f"{value:.3f}{pm(interval, 3)}" if value is not None else "–"
     runs = f" over {best.confirmed_runs} fresh run(s)" if confirmed else ""
-    lines += [f"Best: trial {best.number} ({answer_status(ranking)}), score {score}{runs} under weights "
-              f"{weights_text(ranking)} (1.0 = the baseline), of {measured} measured trials."]
+    lines += [
+        f"Best: trial {best.number} ({answer_status(ranking)}), score {score}{runs} under weights "
+        f"{weights_text(ranking)} (1.0 = the baseline), of {measured} measured trials."]
     if ranking.constraints:
         lines.append(f"Extra constraints: {'; '.join(c.text for c in ranking.constraints)}.")
     lines += _confirmation_lines(ranking, best, spec.path)

@@ -65,8 +65,8 @@ def still_winnable(labels: np.ndarray, rows: np.ndarray, bound: np.ndarray,
                 keep |= mine
     # No bound reaches the best (every estimate of improvement is near zero): still not on a stopped
     # branch.
-    return keep if keep.any() else open_branches if open_branches.any() else np.ones(len(rows),
-                                                                                     dtype=bool)
+    return (keep if keep.any() else open_branches if open_branches.any()
+            else np.ones(len(rows), dtype=bool))
 
 
 

@@ -148,9 +148,8 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
                                 - (math.log(accepts[row] or 1.0) if decompose else 0.0))
     ranked = sorted(scored, reverse=True)
     return Observations(feasible_rows, feasible, started_flags, accept_rows, log_accept, phase_rows,
-                        log_phase,
-                        pending, known, best, [row for _, row in ranked[:LEADERS]], oom, stall,
-                        run_failed, ranked)
+                        log_phase, pending, known, best, [row for _, row in ranked[:LEADERS]], oom,
+                        stall, run_failed, ranked)
 
 
 def _accept(metrics: Mapping[int, Mapping[str, Any]], concurrency: int) -> float | None:
@@ -322,6 +321,6 @@ class GreyBoxSampler(BaseSampler):
             draws += k / scale * np.exp(log_accept + mu[shortlist, None]
                                         + np.sqrt(var[shortlist, None]) * eps)
         best = obs.best_score if obs.best_score is not None else float(np.median(draws))
-        improvement = np.maximum(draws - best,
-                                 0.0).mean(axis=1) * p_feasible[shortlist] * winnable[shortlist]
+        improvement = (np.maximum(draws - best, 0.0).mean(axis=1) * p_feasible[shortlist]
+                       * winnable[shortlist])
         return int(open_rows[shortlist[int(np.argmax(improvement))]])

@@ -102,7 +102,8 @@ def test_five_surfaces_name_the_same_trial_under_ten_weightings(confirmed_study:
         # ... with the figure `best` answers by: the confirmed score when the winner rule judged it.
         headline = next(line for line in summary.splitlines() if line.startswith("Best: trial"))
         confirmed = (data.get("confirmed") or {}).get("score") if verdict is not None else None
-        assert f"score {confirmed if confirmed is not None else data['score']:.3f}" in headline, (weights, headline)
+        assert f"score {confirmed if confirmed is not None else data['score']:.3f}" in headline, \
+               (weights, headline)
         assert ("fresh run(s)" in headline) == (confirmed is not None), headline
         assert ("Verdict:" in summary) == (verdict is not None)
         if leader is not None:
