@@ -8,7 +8,8 @@ model's own method.
 from __future__ import annotations
 
 from tuner.targets.base import Target
-from tuner.targets.local import LocalTarget, LocalTargetSettings
+from tuner.targets.local import LocalTarget
+from tuner.targets.local_settings import LocalTargetSettings
 from tuner.targets.settings import TargetSettings
 from tuner.targets.simulated import SimulatedTarget, SimulatedTargetSettings
 from tuner.targets.systemd_ssh import SystemdSshTarget
