@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from time import perf_counter
 from typing import Literal
 
@@ -37,6 +36,7 @@ from objectives.api import ApiFormat
 from objectives.client import Timeouts, Trace, send
 from objectives.confidence import MeanSample, aggregate_sample, relative_half_width
 from objectives.overload import Overload, judge, read_account
+from objectives.progress import PhaseProgress, ProgressCallback
 from objectives.records import ErrorKind, RequestRecord
 from objectives.results import PhaseResult, StopReason
 from objectives.spec import PhaseSpec
@@ -55,19 +55,6 @@ def failure_limit(concurrency: int) -> int:
     return max(16, 2 * concurrency)
 
 
-@dataclass(frozen=True)
-class PhaseProgress:
-    label: str
-    stage: Literal["warmup", "measure", "done"]
-    finished: int  # measured requests that ended (successful or failed)
-    failed: int
-    target_requests: int | None
-    elapsed_s: float  # since the measured part started
-    target_duration_s: float | None
-    output_tokens: int  # tokens of finished measured requests
-
-
-ProgressCallback = Callable[[PhaseProgress], None]
 BodyFactory = Callable[[int], bytes]
 
 

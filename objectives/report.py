@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from objectives.phase import PhaseProgress
+from objectives.progress import PhaseProgress
 from objectives.results import BenchmarkResult, PhaseResult
 
 #: (row label, metric, format) for the results table; latencies are shown as mean / p50 / p99.

@@ -18,7 +18,8 @@ import aiohttp
 
 from objectives.api import APIS
 from objectives.client import Timeouts
-from objectives.phase import PhaseRunner, ProgressCallback
+from objectives.phase import PhaseRunner
+from objectives.progress import ProgressCallback
 from objectives.prompts import load_source
 from objectives.results import BenchmarkResult, PhaseResult
 from objectives.spec import BenchmarkSpec, WorkloadSpec

@@ -28,7 +28,7 @@ from rich.progress import (
 from rich.text import Text
 
 from objectives.confidence import Interval
-from objectives.phase import PhaseProgress
+from objectives.progress import PhaseProgress
 from objectives.scoring import phase_interval, primary_metric
 from tuner.core.durations import format_duration
 from tuner.store.record import Outcome, RejectedBy, TrialRecord, skipped_text

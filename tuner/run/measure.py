@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from objectives.phase import PhaseProgress, ProgressCallback
 from objectives.probe import ProbeOutput, probe_outputs
+from objectives.progress import PhaseProgress, ProgressCallback
 from objectives.runner import run_phase
 from objectives.spec import BenchmarkSpec
 from tuner.core import interrupts

@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from objectives.phase import PhaseProgress
+from objectives.progress import PhaseProgress
 from tuner.app.progress import LiveView, TrialClock
 
 
