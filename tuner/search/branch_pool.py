@@ -69,7 +69,6 @@ def still_winnable(labels: np.ndarray, rows: np.ndarray, bound: np.ndarray,
             else np.ones(len(rows), dtype=bool))
 
 
-
 def untried_own_flags(labels: np.ndarray, x: np.ndarray, rungs: np.ndarray,
                       ranked: Sequence[tuple[float, int]], open_rows: np.ndarray
                       ) -> np.ndarray | None:
