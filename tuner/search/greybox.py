@@ -35,7 +35,12 @@ from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import norm
 
 from objectives.scoring import phase_value
-from tuner.search.branch_pool import still_winnable, untried_own_flags
+from tuner.search.branch_pool import (
+    over_share,
+    still_winnable,
+    untried_own_flags,
+    untried_twin,
+)
 from tuner.search.candidates import Candidates, candidates
 from tuner.search.gp import GP, fit_gp
 from tuner.search.oom_model import monotone_oom
@@ -282,10 +287,17 @@ class GreyBoxSampler(BaseSampler):
             unknown = deep_enough
         # leaders alone: as ranked
         ranked = obs.ranked or [(obs.best_score or 0.0, row) for row in obs.leaders]
-        focus = untried_own_flags(table.labels, table.x, table.rungs, ranked, unknown)
-        if focus is not None:  # a trailing branch's own flags (branch_pool.py: why)
+        held = over_share(table.labels, sorted(obs.known), ranked)
+        if held is not None and (unknown & ~held).any():  # a trailing branch's share (why there)
+            unknown = unknown & ~held
+        # the best trial on a close branch, then a trailing branch's own flags (branch_pool.py: why)
+        focus = untried_twin(table.labels, table.x, ranked, unknown)
+        if focus is None:
+            focus = untried_own_flags(table.labels, table.x, table.rungs, ranked, unknown)
+        if focus is not None:
             unknown = focus
-        elif ranked:  # near the best trial while that box has anything left (trust_region.py: why)
+        elif ranked:
+            # near the best trial while that box has anything left (trust_region.py: why)
             near = unknown & within(table.rungs, ranked[0][1], radius(obs.stall))
             if near.any():
                 unknown = near

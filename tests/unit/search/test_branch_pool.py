@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.search.branch_pool import HOLD, MIN_TRIALS, still_winnable, untried_own_flags
+from tuner.search.branch_pool import (
+    HOLD,
+    MIN_TRIALS,
+    SHARE,
+    over_share,
+    still_winnable,
+    untried_own_flags,
+    untried_twin,
+)
 from tuner.search.trust_region import rung_table
 
 
@@ -63,3 +71,47 @@ def test_a_trailing_branch_gets_its_own_flags_moved_to_their_ends_and_middle() -
     assert untried_own_flags(labels, x, rungs, losing, everything) is None
     assert untried_own_flags(labels, x, rungs, [(2.0, 7), (1.9, 0)], everything) is None
     assert untried_own_flags(np.zeros(12, dtype=int), x, rungs, ranked, everything) is None
+
+
+def _two_trees() -> tuple[np.ndarray, np.ndarray]:
+    """Two branches over the same four trees (column 0), told apart by a one-hot input (columns 1
+    and 2), and a third branch without the tree (column 0 held at 0)."""
+    labels = np.array([0] * 4 + [1] * 4 + [2])
+    x = np.array([[t, 1.0, 0.0] for t in range(4)] + [[t, 0.0, 1.0] for t in range(4)]
+                 + [[0.0, 0.0, 0.0]])
+    return labels, x
+
+
+def test_the_best_trial_is_tried_on_each_branch_that_shares_its_inputs() -> None:
+    labels, x = _two_trees()
+    open_rows = np.ones(9, dtype=bool)
+    open_rows[[2, 4]] = False  # measured: branch 0's tree 2 (the best) and branch 1's tree 0
+    twin = untried_twin(labels, x, [(2.0, 2), (1.2, 4)], open_rows)
+    # Branch 1's tree 2, although branch 1's one trial is far below the best; never branch 2's
+    # candidate (no tree: it differs on an input that is not the branch's).
+    assert twin is not None and set(np.flatnonzero(twin)) == {6}
+    # The twin measured, a branch its trials stopped, or no branches: nothing to propose first.
+    open_rows[6] = False
+    assert untried_twin(labels, x, [(2.0, 2), (1.9, 6), (1.2, 4)], open_rows) is None
+    stopped = [(2.0, 2)] + [(2.0 * HOLD - 0.01 * i, 4 + i) for i in range(1, MIN_TRIALS + 1)]
+    assert untried_twin(labels, x, stopped, np.ones(9, dtype=bool)) is None
+    assert untried_twin(np.zeros(9, dtype=int), x, [(2.0, 2)], np.ones(9, dtype=bool)) is None
+
+
+def test_a_branch_that_does_not_lead_keeps_its_share_of_the_trials() -> None:
+    labels, _ = _two_trees()
+    ranked = [(2.0, 0), (1.9, 4)]
+    # Branch 1 has MIN_TRIALS trials out of few: with one more it would pass SHARE of them.
+    few = [0, 1, 4, 5, 6]
+    assert SHARE * (len(few) + 1) < MIN_TRIALS + 1
+    held = over_share(labels, few, ranked)
+    assert held is not None and set(np.flatnonzero(held)) == {4, 5, 6, 7}
+    # The leader's branch is never held, whatever its share.
+    assert over_share(labels, few, [(2.0, 4), (1.9, 0)]) is None
+    # Below MIN_TRIALS (a branch's start and its own flags' design), or within its share of many
+    # trials, it is not held; nor without branches.
+    assert over_share(labels, [0, 1, 4, 5], ranked) is None
+    many = [0] * 20 + [4, 5, 6]
+    assert SHARE * (len(many) + 1) >= MIN_TRIALS + 1
+    assert over_share(labels, many, ranked) is None
+    assert over_share(np.zeros(9, dtype=int), few, ranked) is None
