@@ -122,35 +122,59 @@ def untried_own_flags(labels: np.ndarray, x: np.ndarray, rungs: np.ndarray,
     return None
 
 
-def over_share(labels: np.ndarray, known: Sequence[int], ranked: Sequence[tuple[float, int]]
-               ) -> np.ndarray | None:
-    """The candidates of branches that do not lead and have had their share of the trials (a mask
-    over candidates, or None: no branch has): a branch other than the best trial's whose known
-    trials (measured, failed or running: each a server start) number ``MIN_TRIALS`` or more and
-    would pass ``SHARE`` of the study's with one more.
+def over_share(labels: np.ndarray, x: np.ndarray, known: Sequence[int],
+               ranked: Sequence[tuple[float, int]]) -> np.ndarray | None:
+    """The candidates of branches that do not lead, have lost to the leader's branch on the same
+    inputs and have had their share of the trials (a mask over candidates, or None: no branch
+    has): a branch other than the best trial's, measured at twins (``untried_twin``) of trials on
+    the leader's branch and scored below them at every one, whose known trials (measured, failed or
+    running: each a server start) number ``MIN_TRIALS`` or more and would pass ``SHARE`` of the
+    study's with one more.
 
     Why: a near-tie — a branch within ``HOLD`` of the best, never stopped by ``still_winnable`` —
     keeps an improvement estimate as high as the leader's twins in the box around the best (the
     models share one kernel across branches): on the MTP space NEXTN, 0.973 of the optimum with
-    2 % noise, took 36 % of the trials while EAGLE3 held the optimum (32 % with ``untried_twin``
-    alone, 20 % with both). Whichever of the two leads is refined; the other keeps a fifth of the
-    trials, enough to overtake if it can. A branch with fewer than ``MIN_TRIALS`` trials (its
-    start, its own flags' design) is not held back."""
+    2 % noise, took 36 % of the trials while EAGLE3 held the optimum (with ``untried_twin`` alone
+    20–40 %, by seeds and objective; 20 % with both). Whichever of the two leads is refined; the
+    other keeps a fifth of the trials, enough to overtake if it can. Only a branch that lost where
+    the comparison is the branch's alone is held back: a branch that shares no inputs with the
+    leader's (NGRAM beside a draft tree) may need refinement of its own to show what it can do, and
+    a branch with fewer than ``MIN_TRIALS`` trials (its start, its own flags' design) is not held
+    back either."""
     if not ranked or not len(labels) or len(np.unique(labels)) < 2:
         return None
     leader = labels[ranked[0][1]]
     counts = Counter(labels[row] for row in known)
     total = len(known)
-    held = [label for label, n in counts.items()
-            if label != leader and n >= MIN_TRIALS and n + 1 > SHARE * (total + 1)]
+    inputs = _inputs(labels, x)
+    on_leader = [(score, row) for score, row in ranked if labels[row] == leader]
+    held = []
+    for label, n in counts.items():
+        if (label == leader or n < MIN_TRIALS or n + 1 <= SHARE * (total + 1)
+                or not np.array_equal(inputs[label], inputs[leader])):
+            continue
+        mine = inputs[label]
+        pairs = [(score, other) for score, row in ranked if labels[row] == label
+                 for other, twin in on_leader
+                 if (np.abs(x[row, mine] - x[twin, mine]) <= 1e-9).all()]
+        if pairs and all(score < other for score, other in pairs):
+            held.append(label)
     return np.isin(labels, np.asarray(held)) if held else None
+
+
+def _inputs(labels: np.ndarray, x: np.ndarray) -> dict[object, np.ndarray]:
+    """Each branch's inputs (a mask over columns): those its candidates vary. Two branches with the
+    same inputs are twins (an MTP head and an EAGLE-3 head on one tree); a flag that does not apply
+    on a branch is a constant there (tuner/search/branch_inputs.py), so a branch without the tree
+    (n-gram, off) is no twin of one with it, even where the constant equals the tree's value."""
+    return {label: np.ptp(x[labels == label], axis=0) > 0 for label in np.unique(labels)}
 
 
 def untried_twin(labels: np.ndarray, x: np.ndarray, ranked: Sequence[tuple[float, int]],
                  open_rows: np.ndarray) -> np.ndarray | None:
     """Where to propose first (a mask over candidates, or None): the best trial's twins — the same
-    value on every input but the branch — on each branch its trials have not stopped
-    (``still_winnable``) that has not measured it.
+    value on every input but the branch — on each branch with the same inputs (``_inputs``) that its
+    trials have not stopped (``still_winnable``) and that has not measured it.
 
     Why: two branches that share a tree (an MTP head and an EAGLE-3 head, say) are compared most
     cheaply at the same point, where the difference is the branch's alone; elsewhere it is mixed
@@ -161,13 +185,13 @@ def untried_twin(labels: np.ndarray, x: np.ndarray, ranked: Sequence[tuple[float
     if not ranked or len(np.unique(labels)) < 2:
         return None
     leader = ranked[0][1]
-    # inputs that only say which branch a candidate is on: constant within every branch
-    branch_only = np.array([all(np.ptp(x[labels == label, j]) == 0 for label in np.unique(labels))
-                            for j in range(x.shape[1])], dtype=bool)
-    close = {label for label in np.unique(labels)
-             if label != labels[leader] and not _stopped(labels, label, ranked)}
-    if not close or branch_only.all():
+    inputs = _inputs(labels, x)
+    mine = inputs[labels[leader]]
+    close = [label for label in np.unique(labels)
+             if label != labels[leader] and np.array_equal(inputs[label], mine)
+             and not _stopped(labels, label, ranked)]
+    if not close or not mine.any():
         return None
-    twins = (open_rows & np.isin(labels, np.asarray(sorted(close)))
-             & (np.abs(x[:, ~branch_only] - x[leader, ~branch_only]) <= 1e-9).all(1))
+    twins = (open_rows & np.isin(labels, np.asarray(close))
+             & (np.abs(x[:, mine] - x[leader, mine]) <= 1e-9).all(1))
     return twins if twins.any() else None

@@ -287,7 +287,7 @@ class GreyBoxSampler(BaseSampler):
             unknown = deep_enough
         # leaders alone: as ranked
         ranked = obs.ranked or [(obs.best_score or 0.0, row) for row in obs.leaders]
-        held = over_share(table.labels, sorted(obs.known), ranked)
+        held = over_share(table.labels, table.x, sorted(obs.known), ranked)
         if held is not None and (unknown & ~held).any():  # a trailing branch's share (why there)
             unknown = unknown & ~held
         # the best trial on a close branch, then a trailing branch's own flags (branch_pool.py: why)

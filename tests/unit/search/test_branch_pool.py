@@ -98,20 +98,25 @@ def test_the_best_trial_is_tried_on_each_branch_that_shares_its_inputs() -> None
     assert untried_twin(np.zeros(9, dtype=int), x, [(2.0, 2)], np.ones(9, dtype=bool)) is None
 
 
-def test_a_branch_that_does_not_lead_keeps_its_share_of_the_trials() -> None:
-    labels, _ = _two_trees()
-    ranked = [(2.0, 0), (1.9, 4)]
-    # Branch 1 has MIN_TRIALS trials out of few: with one more it would pass SHARE of them.
+def test_a_branch_that_lost_on_the_same_inputs_keeps_its_share_of_the_trials() -> None:
+    labels, x = _two_trees()
+    # Branch 1 lost to branch 0 on tree 0 (rows 0 and 4), and has MIN_TRIALS trials out of few:
+    # with one more it would pass SHARE of them.
+    ranked = [(2.0, 0), (1.9, 4), (1.5, 1), (1.4, 5), (1.3, 6)]
     few = [0, 1, 4, 5, 6]
     assert SHARE * (len(few) + 1) < MIN_TRIALS + 1
-    held = over_share(labels, few, ranked)
+    held = over_share(labels, x, few, ranked)
     assert held is not None and set(np.flatnonzero(held)) == {4, 5, 6, 7}
     # The leader's branch is never held, whatever its share.
-    assert over_share(labels, few, [(2.0, 4), (1.9, 0)]) is None
-    # Below MIN_TRIALS (a branch's start and its own flags' design), or within its share of many
-    # trials, it is not held; nor without branches.
-    assert over_share(labels, [0, 1, 4, 5], ranked) is None
+    assert over_share(labels, x, few, [(2.0, 4), (1.9, 0)]) is None
+    # Not held: a branch that won a comparison on the same inputs (tree 1: rows 1 and 5) or never
+    # met the leader's branch on them (branch 2 has no tree), below MIN_TRIALS (a branch's start
+    # and its own flags' design), within its share of many trials, or without branches.
+    assert over_share(labels, x, few, [(2.0, 0), (1.9, 4), (1.6, 5), (1.5, 1)]) is None
+    apart = [(2.0, 0), (1.9, 8), (1.5, 1)]
+    assert over_share(labels, x, [0, 1, 8, 8, 8], apart) is None
+    assert over_share(labels, x, [0, 1, 4, 5], ranked) is None
     many = [0] * 20 + [4, 5, 6]
     assert SHARE * (len(many) + 1) >= MIN_TRIALS + 1
-    assert over_share(labels, many, ranked) is None
-    assert over_share(np.zeros(9, dtype=int), few, ranked) is None
+    assert over_share(labels, x, many, ranked) is None
+    assert over_share(np.zeros(9, dtype=int), x, few, ranked) is None
