@@ -17,16 +17,17 @@ same, so every problem ``tune`` would meet there is reported before a study star
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import OptionTable
 from tuner.sglang.versions import spelling_in
 from tuner.store.keys import StudyKey
 from tuner.store.tables import StudyAttrs, cached_table, store_table
 from tuner.study.compat import check_study
-from tuner.study.space import Proposal, SearchSpace, effective_key
+from tuner.study.proposal import effective_key
+from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed, SGLangRefused, Target
 
@@ -45,18 +46,6 @@ class PreflightResult:
     lines: tuple[str, ...]
     #: The target's own SGLang's option table (None: not asked).
     table: OptionTable | None
-
-
-def first_proposal(space: SearchSpace, spec: StudySpec) -> Proposal:
-    """What ``tune`` deploys first: the baseline when the study has one that covers the space, else
-    the first valid point."""
-    proposal = None
-    encoded = space.encode(spec.baseline) if spec.baseline else {}
-    if encoded and space.covers(encoded):
-        proposal = space.decode(encoded)
-    if proposal is None or proposal.config is None:
-        proposal = next(p for p in map(space.decode, space.points()) if p.config is not None)
-    return proposal
 
 
 def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
@@ -80,9 +69,8 @@ def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
             say(lines[-1])
     if table is not None:
         _checked(spec, table, target, lines, say)
-    target.preflight(_spelled(space.emittable_flags(references=False), table))
-    reference_only = sorted(set(space.emittable_flags())
-                            - set(space.emittable_flags(references=False)))
+    proposed, reference_only = space.emittable_flags()
+    target.preflight(_spelled(proposed, table))
     if reference_only:
         try:
             target.preflight(_spelled(reference_only, table))
@@ -142,7 +130,7 @@ def _checked(spec: StudySpec, table: OptionTable, target: Target, lines: list[st
 
 def _first_verdict(target: Target, spec: StudySpec, space: SearchSpace, installed: str,
                    say: Callable[[str], None]) -> str:
-    config = first_proposal(space, spec).config
+    config = space.first_proposal(spec.baseline).config
     assert config is not None
     try:
         target.resolve(config)
@@ -167,7 +155,10 @@ def count_by_sglang(target: Target, space: SearchSpace,
         return None
     keys: set[str] = set()
     refused = asked = 0
-    for config in _distinct_configs(space, limit):
+    # 20 points a configuration: the same valid configuration decodes from many points
+    for _params, proposal in itertools.islice(space.distinct_valid(20 * limit), limit):
+        config = proposal.config
+        assert config is not None
         asked += 1
         try:
             effective = target.resolve(config)
@@ -177,18 +168,3 @@ def count_by_sglang(target: Target, space: SearchSpace,
         keys.add(effective_key(config, dict(effective)) if effective is not None else config.key())
     return len(keys), refused, asked
 
-
-def _distinct_configs(space: SearchSpace, limit: int) -> Iterator[ServerConfig]:
-    seen: set[str] = set()
-    points = space.points() if space.raw_size() <= 20 * limit else space.sample_points(20 * limit)
-    for params in points:
-        proposal = space.decode(params)
-        if proposal.config is None:
-            continue
-        key = proposal.key or proposal.config.key()
-        if key in seen:
-            continue
-        seen.add(key)
-        yield proposal.config
-        if len(seen) >= limit:
-            return

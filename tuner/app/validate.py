@@ -6,15 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from objectives.prompts import FixedPrompts, load_source
-from tuner.app.preflight import first_proposal
 from tuner.core.errors import SpectuneError
 from tuner.query.load import open_stored_study
 from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.store.opening import StudyNotFound
 from tuner.store.record import TrialRecord, measured_records
 from tuner.store.storage import StorageUnavailable, redact, sqlite_unwritable
+from tuner.study.dimensions import Dimension
 from tuner.study.load import load_study_file
-from tuner.study.space import Dimension, SearchSpace, SpaceSummary
+from tuner.study.proposal import SpaceSummary
+from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 
 #: What the launch command starts with when the target does not say (simulated: the real server's).
@@ -58,7 +59,7 @@ def validate_study(path: str) -> ValidationReport:
     # ms a point, and validate should answer in seconds).
     summary = space.enumerate(limit=SIZE_SAMPLE)
     # The baseline when there is one (it is what runs first), else the first valid point.
-    proposal = first_proposal(space, spec)
+    proposal = space.first_proposal(spec.baseline)
     assert proposal.config is not None
     prefix = spec.target.settings.launch_prefix() or DEFAULT_PREFIX
     stored, stored_warnings, measured, failure = describe_stored(spec)

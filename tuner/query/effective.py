@@ -17,7 +17,7 @@ from typing import Any
 
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.resolution import PAGE64_BACKENDS
-from tuner.study.space import EFFECTIVE_FLAGS
+from tuner.study.proposal import EFFECTIVE_FLAGS
 
 TREE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 GRAPHLESS_BACKENDS = ("torch_native", "flex_attention")

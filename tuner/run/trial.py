@@ -38,7 +38,8 @@ from tuner.sglang.launch import ServerConfig
 from tuner.store.keys import Key, StudyKey
 from tuner.store.record import Outcome, RejectedBy, TrialRecord, measured_records, write
 from tuner.store.score import score_benchmarked, study_scorer
-from tuner.study.space import SearchSpace, effective_key
+from tuner.study.proposal import effective_key
+from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed, FailureCause, RunFailed, SGLangRefused
 from tuner.targets.classify import cause_of

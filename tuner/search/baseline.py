@@ -17,6 +17,7 @@ directions, and its trust region starts in the right basin.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import optuna
@@ -28,6 +29,8 @@ from tuner.search.references import comparison_points, tree_branch_starts
 from tuner.store.keys import Key, StudyKey
 from tuner.store.optuna_private import replace_waiting_pop, storage_of, study_id_of, trial_id_of
 from tuner.store.storage import MAX_RETRIES, params_of, retry_attrs
+from tuner.study.dimensions import Dimension
+from tuner.study.proposal import Located, Proposal
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 
@@ -69,11 +72,12 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *
         fault_point("after_baseline_enqueue")
         # (a kill here loses only the designed start: the sampler's own start-up points take its
         # place)
-        for params in designed_start(space, baseline) if designed else []:
+        at = space.locate(baseline)
+        for params in designed_start(space, at) if designed else []:
             study.enqueue_trial(params)
         # branch starts and SGLang's own choices (``outside``: also those outside the space,
         # tuner/search/references.py)
-        for params, attrs in comparison_points(space, spec, baseline, outside=outside):
+        for params, attrs in comparison_points(space, spec, at, outside=outside):
             study.enqueue_trial(params, user_attrs=attrs)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
 
@@ -143,27 +147,44 @@ def baseline_runs_first(study: optuna.Study) -> None:
     replace_waiting_pop(study, pop)
 
 
-def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[str, Any]]:
+def designed_start(space: SearchSpace, baseline: Mapping[str, Any] | Located
+                   ) -> list[dict[str, Any]]:
     """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes (and to the headroom
     flags), the baseline's values elsewhere; shapes that decode to the baseline or to each other, or
-    are rejected, are left out. Empty without a tuned tree."""
-    dims = space.active(space.branch(baseline)) if space.covers(baseline) else space.dimensions
-    tree = {d.name: d for d in dims if d.name.split(".")[0] in _TREE}
+    are rejected, are left out. Empty without a tuned tree. ``baseline``: its parameters, or where
+    ``SearchSpace.locate`` found them."""
+    at = baseline if isinstance(baseline, Located) else space.locate(baseline)
+    tree = {d.name: d for d in at.dims if d.name.split(".")[0] in _TREE}
     if not tree:
         return []
-    seen = {_key(space, baseline)}
+    shapes = _shaped(space, at, tree)
+    # one question to the space for all of them; a shape is kept when it is valid and new
+    proposals = space.decode_all([at.params, *shapes])
+    seen = {_key(proposals[0])}
     out = []
-    flags = {d.name.split(".")[0] for d in dims}
+    for params, proposal in zip(shapes, proposals[1:], strict=True):
+        key = _key(proposal)
+        if key is not None and key not in seen:
+            seen.add(key)
+            out.append(params)
+    return out
+
+
+def _shaped(space: SearchSpace, at: Located, tree: Mapping[str, Dimension]
+            ) -> list[dict[str, Any]]:
+    """Each shape's parameters, valid or not."""
+    flags = {d.name.split(".")[0] for d in at.dims}
     headroom = (_GRAPH_FLAGS & flags) or (_STATIC_FLAGS & flags)
     # several draft-tree branches: the shapes take turns among them
-    starts = tree_branch_starts(space, baseline)
+    starts = tree_branch_starts(space, at)
     # With branches the start must not sink a quarter of a short study into the baseline's branch,
     # which may be the dominated one: the first shapes only (one tree, two draft-token counts, and a
     # short chain).
-    shapes = DESIGNED_SHAPES[:BRANCHED_SHAPES] if space.branches else DESIGNED_SHAPES
-    for i, shape in enumerate(shapes):
-        params = dict(starts[i % len(starts)]) if starts else dict(baseline)
-        for d in dims:
+    out = []
+    for i, shape in enumerate(DESIGNED_SHAPES[:BRANCHED_SHAPES] if space.branches
+                              else DESIGNED_SHAPES):
+        params = dict(starts[i % len(starts)]) if starts else dict(at.params)
+        for d in at.dims:
             flag = d.name.split(".")[0]
             position = (shape[_TREE.index(flag)] if d.name in tree else shape[3] if flag in headroom
                         else None)
@@ -173,10 +194,7 @@ def designed_start(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[st
                 if d.name not in tree and _larger(d.decode(value), d.decode(params[d.name])):
                     continue  # headroom never means more graph memory than the baseline's
                 params[d.name] = value
-        key = _key(space, params)
-        if key is not None and key not in seen:
-            seen.add(key)
-            out.append(params)
+        out.append(params)
     return out
 
 
@@ -184,6 +202,6 @@ def _larger(a: object, b: object) -> bool:
     return isinstance(a, int | float) and isinstance(b, int | float) and a > b
 
 
-def _key(space: SearchSpace, params: dict[str, Any]) -> str | None:
-    config = space.decode(params).config
-    return config.key() if config is not None else None
+def _key(proposal: Proposal) -> str | None:
+    """By the flags, not SGLang's effective values: two shapes SGLang runs alike are both kept."""
+    return proposal.config.key() if proposal.config is not None else None

@@ -69,23 +69,16 @@ def candidates(space: SearchSpace, seed: int = 0) -> Candidates:
 
 
 def _build(space: SearchSpace, seed: int) -> Candidates:
-    points = space.points() if space.raw_size() <= ENUMERATE_LIMIT else space.sample_points(
-        ENUMERATE_LIMIT, seed)
     params: list[dict[str, Any]] = []
     keys: list[str] = []
     values: list[dict[str, Any]] = []
     configs: list[ServerConfig] = []
     index: dict[str, int] = {}
-    for p in points:
-        proposal = space.decode(p)
-        if proposal.config is None:
-            continue
-        key = proposal.key or proposal.config.key()
-        if key in index:
-            continue
-        index[key] = len(keys)
+    for p, proposal in space.distinct_valid(ENUMERATE_LIMIT, seed):
+        assert proposal.config is not None and proposal.identity is not None
+        index[proposal.identity] = len(keys)
         params.append(p)
-        keys.append(key)
+        keys.append(proposal.identity)
         values.append(dict(proposal.values))
         configs.append(proposal.config)
     columns: list[np.ndarray] = []

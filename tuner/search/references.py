@@ -21,11 +21,13 @@ count towards ``n_trials`` like every trial that uses the server:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tuner.store.keys import Key
 from tuner.study import branches
 from tuner.study.branches import Branch, BranchKind
+from tuner.study.proposal import Located
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 
@@ -41,63 +43,61 @@ def reference_kind(branch: Branch | None) -> str | None:
     return None
 
 
-def comparison_points(space: SearchSpace, spec: StudySpec, baseline: dict[str, Any], *,
-                      outside: bool = True
+def comparison_points(space: SearchSpace, spec: StudySpec, baseline: Mapping[str, Any] | Located,
+                      *, outside: bool = True
                       ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(parameters, user attributes) of the branch starts and references to queue, in order
     (``outside=False``: none outside the space — a bench landscape models the space's configurations
-    only)."""
-    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    wanted = [k for k in spec.study.compare if space.reference_algorithm() is not None]
+    only). ``baseline``: its parameters, or where ``SearchSpace.locate`` found them."""
+    at = baseline if isinstance(baseline, Located) else space.locate(baseline)
+    reference = at.reference_algorithm
+    wanted = [k for k in spec.study.compare if reference is not None]
     covered: set[str] = set()
-    own = (space.branch(baseline) if space.algorithm is not None
-           and space.algorithm.name in baseline else None)
+    points: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for branch in space.branches:
-        if own is not None and branch.choice == own.choice:
+        if at.branch is not None and branch.choice == at.branch.choice:
             continue
-        params = _start(space, branch, baseline)
         kind = reference_kind(branch)
         attrs: dict[str, Any] = {}
-        if kind in wanted and str(branch.algorithm
-                                  or space.reference_algorithm()) == space.reference_algorithm():
+        if kind in wanted and str(branch.algorithm or reference) == reference:
             attrs[Key.REFERENCE] = kind
             covered.add(kind)
-        if params is not None and space.decode(params).config is not None:
-            out.append((params, attrs))
+        points.append((_start(space, at, branch), attrs))
     for kind in wanted:
         if kind in covered or not outside:
             continue
-        params = {**baseline, branches.REFERENCE: kind}
+        params = {**at.params, branches.REFERENCE: kind}
         if space.algorithm is not None:
             params[space.algorithm.name] = next(b.choice for b in space.branches
-                                                if b.algorithm == space.reference_algorithm())
-        params = {k: v for k, v in params.items() if k == branches.REFERENCE
-                  or k in {d.name for d in space.active(space.branch(params))}}
-        if space.decode(params).config is not None:
-            out.append((params, {Key.REFERENCE: kind, branches.OUTSIDE: True}))
-    return out
+                                                if b.algorithm == reference)
+        names = {d.name for d in at.reference_dims[kind]}
+        params = {k: v for k, v in params.items() if k == branches.REFERENCE or k in names}
+        points.append((params, {Key.REFERENCE: kind, branches.OUTSIDE: True}))
+    # one question to the space for all of them: which are valid
+    valid = space.decode_all(params for params, _ in points)
+    return [point for point, proposal in zip(points, valid, strict=True)
+            if proposal.config is not None]
 
 
-def tree_branch_starts(space: SearchSpace, baseline: dict[str, Any]) -> list[dict[str, Any]]:
-    """With two or more static draft-tree branches (NEXTN and EAGLE3 ...): the baseline, then each
-    other such branch's start — the designed start's shapes take turns among them, so every tree
-    branch's shapes are seen before the sampler chooses (empty otherwise: the shapes stay on the
-    baseline's branch)."""
-    if space.algorithm is None or not space.covers(baseline):
+def tree_branch_starts(space: SearchSpace, at: Located) -> list[dict[str, Any]]:
+    """With two or more static draft-tree branches (NEXTN and EAGLE3 ...): the baseline (located at
+    ``at``), then each other such branch's start — the designed start's shapes take turns among
+    them, so every tree branch's shapes are seen before the sampler chooses (empty otherwise: the
+    shapes stay on the baseline's branch)."""
+    if space.algorithm is None or not at.covers:
         return []
-    own = space.branch(baseline)
     trees = [b for b in space.branches if b.kind is BranchKind.STATIC
              and str(b.algorithm).upper() in branches.TREE_ALGORITHMS]
-    if own is None or own not in trees or len(trees) < 2:
+    if at.branch is None or at.branch not in trees or len(trees) < 2:
         return []
-    return [baseline, *(_start(space, b, baseline) for b in trees if b != own)]
+    return [at.params, *(_start(space, at, b) for b in trees if b != at.branch)]
 
 
-def _start(space: SearchSpace, branch: Branch, baseline: dict[str, Any]) -> dict[str, Any]:
+def _start(space: SearchSpace, at: Located, branch: Branch) -> dict[str, Any]:
     assert space.algorithm is not None
     params: dict[str, Any] = {space.algorithm.name: branch.choice}
-    own = space.branch(baseline) if space.algorithm.name in baseline else None
-    for d in space.active(branch)[1:]:
+    own, baseline = at.branch, at.params
+    for d in at.dims_of[branch][1:]:
         values = d.encoded_values()
         # A tree flag means another thing on another kind of branch (NGRAM's draft tokens): its
         # middle there.

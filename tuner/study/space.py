@@ -18,11 +18,8 @@ are one configuration.
 from __future__ import annotations
 
 import itertools
-import json
 import math
-from collections import Counter
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -36,65 +33,20 @@ from tuner.sglang.parse import parse_server_args
 from tuner.study import branches
 from tuner.study.branches import Branch, BranchKind
 from tuner.study.dimensions import Dimension, dimension_of, draft_from_fraction, fraction_for_draft
+from tuner.study.proposal import (
+    ALGORITHM,
+    DRAFT,
+    MAX_RUNNING,
+    STEPS,
+    TOPK,
+    Located,
+    Proposal,
+    SpaceSummary,
+    effective_key,
+)
 from tuner.study.spec import SPECULATION_OFF, StudySpec
 
-STEPS = "--speculative-num-steps"
-TOPK = "--speculative-eagle-topk"
-DRAFT = "--speculative-num-draft-tokens"
-ALGORITHM = "--speculative-algorithm"
-MAX_RUNNING = "--max-running-requests"
 MODEL_PATH = "--model-path"
-#: Each effective value and the flag it replaces in a configuration's key (None: kept when unknown).
-EFFECTIVE_FLAGS = {
-    "speculative_algorithm": ALGORITHM, "speculative_num_steps": STEPS,
-    "speculative_eagle_topk": TOPK,
-    "speculative_num_draft_tokens": DRAFT, "page_size": "--page-size",
-    "attention_backend": "--attention-backend",
-    "cuda_graph_disabled": "--disable-cuda-graph", "max_running_requests": MAX_RUNNING,
-    # Known only from the target's own SGLang (tuner/targets/resolver.py): aiter scales it by 0.85.
-    "mem_fraction_static": "--mem-fraction-static",
-}
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """The outcome of decoding one point: a deployable config, or the reason it is not
-    deployable."""
-
-    params: dict[str, Any]
-    values: dict[str, FlagValue]
-    config: ServerConfig | None
-    repairs: tuple[str, ...] = ()
-    reason: str | None = None
-    #: What SGLang will run (``tuner.sglang.rules.Verdict.effective``; None values: SGLang's choice,
-    #: unknown).
-    effective: dict[str, Any] | None = None
-    #: Identifies the deployment by its effective values (``effective_key``); None when rejected.
-    key: str | None = None
-
-    @property
-    def rejected(self) -> bool:
-        return self.config is None
-
-
-@dataclass
-class SpaceSummary:
-    total_points: int
-    examined: int = 0
-    valid: int = 0
-    distinct: set[str] = field(default_factory=set)
-    rejections: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def complete(self) -> bool:
-        return self.examined == self.total_points
-
-    @property
-    def distinct_valid(self) -> int:
-        return len(self.distinct)
-
-    def top_rejections(self, n: int) -> list[tuple[str, int]]:
-        return self.rejections.most_common(n)
 
 
 class SearchSpace:
@@ -117,6 +69,11 @@ class SearchSpace:
         self.branches: tuple[Branch, ...] = tuple(
             branches.branch_of(c)
             for c in self.algorithm.choices) if self.algorithm is not None else ()
+        fixed = spec.server_flags.get(ALGORITHM)
+        choices = [fixed] if fixed is not None else [b.algorithm for b in self.branches
+                                                     if b.kind is BranchKind.STATIC]
+        self._reference = next(
+            (str(c) for c in choices if str(c).upper() in branches.ADAPTIVE_ALGORITHMS), None)
 
     # ----- branches -------------------------------------------------------------------------------
     def branch(self, params: Mapping[str, Any]) -> Branch | None:
@@ -133,11 +90,7 @@ class SearchSpace:
         """The EAGLE-family algorithm SGLang's adaptive steps would run for this study (fixed, or
         the first such choice), or None: the study has no EAGLE-family draft, and no reference
         trials."""
-        fixed = self.spec.server_flags.get(ALGORITHM)
-        choices = [fixed] if fixed is not None else [b.algorithm for b in self.branches
-                                                     if b.kind is BranchKind.STATIC]
-        return next((str(c) for c in choices if str(c).upper() in branches.ADAPTIVE_ALGORITHMS),
-                    None)
+        return self._reference
 
     def active(self, branch: Branch | None) -> tuple[Dimension, ...]:
         """The dimensions proposed on ``branch`` (all of them without branches), the algorithm
@@ -154,6 +107,19 @@ class SearchSpace:
         if self.algorithm is not None and self.algorithm.name not in params:
             return False
         return set(params) == {d.name for d in self.active(self.branch(params))}
+
+    def locate(self, params: Mapping[str, Any]) -> Located:
+        """Where the point ``params`` stands, and the dimensions of every branch it could be
+        carried to (SGLang's own choices among them): all a designed start asks of the space."""
+        covers = self.covers(params)
+        named = self.algorithm is not None and self.algorithm.name in params
+        reference = self._reference
+        return Located(
+            dict(params), covers, self.branch(params) if named else None,
+            self.active(self.branch(params)) if covers else self.dimensions,
+            {b: self.active(b) for b in self.branches},
+            {kind: self.active(branches.reference_branch(kind, reference))
+             for kind in branches.REFERENCE_KINDS} if reference is not None else {}, reference)
 
     def branch_sizes(self) -> dict[str, int]:
         return {b.choice: math.prod(d.size() for d in self.active(b)[1:]) for b in self.branches}
@@ -253,6 +219,21 @@ class SearchSpace:
         return Proposal(dict(params), values, config, tuple(repairs), effective=verdict,
                         key=effective_key(config, verdict))
 
+    def decode_all(self, points: Iterable[Mapping[str, Any]]) -> list[Proposal]:
+        """``decode`` of each point, in order: a caller that judges a set of points (a designed
+        start, the references) asks once."""
+        return [self.decode(params) for params in points]
+
+    def first_proposal(self, values: Mapping[str, FlagValue]) -> Proposal:
+        """What a study deploys first: the configuration ``values`` (its baseline) when they cover
+        the space and are valid, else the first valid point."""
+        encoded = self.encode(values) if values else {}
+        if encoded and self.covers(encoded):
+            proposal = self.decode(encoded)
+            if proposal.config is not None:
+                return proposal
+        return next(p for p in map(self.decode, self.points()) if p.config is not None)
+
     def judge(self, config: ServerConfig) -> dict[str, Any] | str:
         """SGLang's verdict on the command line ``config`` deploys: the effective values, or why it
         is refused (SGLang's own error line).
@@ -300,18 +281,22 @@ class SearchSpace:
                            f"{rules.SPECULATIVE_MAX_RUNNING_REQUESTS} under speculation; "
                            f"C={needed} would queue)")
 
-    def emittable_flags(self, *, references: bool = True) -> list[str]:
+    def emittable_flags(self) -> tuple[list[str], list[str]]:
         """Every option string a launch command of this space can contain (for the target's
-        preflight), including the ``--no-x`` spelling of switches that can be false.
-        ``references=False``: only what the space itself proposes — without the flag SGLang's
+        preflight), including the ``--no-x`` spelling of switches that can be false, in two
+        lists: what the space itself proposes, and what only the references add — the flag SGLang's
         adaptive steps are measured with beside the tuning (``[study] compare``), which a release
         without it simply cannot be compared with."""
         names = set(self.spec.server_flags) | {d.flag for d in self.dimensions}
         if ALGORITHM in names:
             names |= {STEPS, TOPK, DRAFT, MAX_RUNNING}
-        if any(b.kind is BranchKind.ADAPTIVE for b in self.branches) or (
-                references and self.reference_algorithm() is not None):
+        if any(b.kind is BranchKind.ADAPTIVE for b in self.branches):
             names.add(branches.ADAPTIVE)
+        own = self._options(names)
+        adaptive = self._options({branches.ADAPTIVE}) if self._reference is not None else []
+        return own, sorted(set(adaptive) - set(own))
+
+    def _options(self, names: set[str]) -> list[str]:
         options: set[str] = set()
         for name in names:
             spec = self.table.lookup(name)
@@ -337,6 +322,20 @@ class SearchSpace:
         names = [d.name for d in self.dimensions]
         for combo in itertools.product(*(d.encoded_values() for d in self.dimensions)):
             yield dict(zip(names, combo, strict=True))
+
+    def distinct_valid(self, limit: int, seed: int = 0
+                       ) -> Iterator[tuple[dict[str, Any], Proposal]]:
+        """Each distinct valid configuration (by ``Proposal.key``) with the first point that decodes
+        to it: of every point up to ``limit`` raw points, of ``limit`` random ones (``seed``) in a
+        larger space."""
+        seen: set[str] = set()
+        points = self.points() if self.raw_size() <= limit else self.sample_points(limit, seed)
+        for params in points:
+            proposal = self.decode(params)
+            key = proposal.identity
+            if key is not None and key not in seen:
+                seen.add(key)
+                yield params, proposal
 
     def sample_points(self, n: int, seed: int = 0) -> Iterator[dict[str, Any]]:
         if self.algorithm is not None:
@@ -379,11 +378,11 @@ class SearchSpace:
         for params in points:
             summary.examined += 1
             proposal = self.decode(params)
-            if proposal.config is None:
+            if proposal.identity is None:
                 summary.rejections[proposal.reason or "rejected"] += 1
             else:
                 summary.valid += 1
-                summary.distinct.add(proposal.key or proposal.config.key())
+                summary.distinct.add(proposal.identity)
                 if until_valid:
                     break
         return summary
@@ -393,13 +392,3 @@ class SearchSpace:
 def _parser_defaults() -> dict[str, Any]:
     return parse_server_args([MODEL_PATH, "model"], exit_on_error=False)
 
-
-def effective_key(config: ServerConfig, effective: dict[str, Any]) -> str:
-    """A configuration's identity by what SGLang runs: its flags, those SGLang resolves replaced by
-    the effective values (a flag is kept where its effective value is unknown), and its
-    environment."""
-    known = {k: v for k, v in effective.items() if v is not None}
-    replaced = {EFFECTIVE_FLAGS[k] for k in known if k in EFFECTIVE_FLAGS}
-    flags = [[name, value] for name, value in config.flags if name not in replaced]
-    return json.dumps({"flags": flags, "effective": known, "env": config.env}, sort_keys=True,
-                      default=str)
