@@ -142,10 +142,7 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
                     with interrupts.deferrable():
                         study.optimize(runner, n_trials=1, catch=(ConfigTaken, PhaseFailed))
                     interrupts.check()  # one that came meanwhile: now, with the trial stored
-                    if _phase_failed(study, runner):
-                        requeue_unretried(study)  # measured again later (at most MAX_RETRIES times)
-                        return Step.PHASE_FAILED
-                    _explore_after_a_repeat(study, runner)
+                    return _after_the_trial(study, runner)
                 return decision
             finally:
                 gate.release()
@@ -196,22 +193,22 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
         free_in_a_row = 0 if len(measured_records(study)) > before else free_in_a_row + 1
 
 
-def _phase_failed(study: optuna.Study, runner: TrialRunner) -> bool:
-    if runner.current is None:
-        return False
-    record = TrialRecord.from_stored(study.get_trials(deepcopy=False)[runner.current])
-    return record.outcome is Outcome.PHASE_FAILED
-
-
-def _explore_after_a_repeat(study: optuna.Study, runner: TrialRunner) -> None:
-    """A proposal that repeated a measured configuration is followed by an unmeasured neighbour of
-    it (tuner/search/explore.py), so a converged sampler keeps learning instead of exhausting the
+def _after_the_trial(study: optuna.Study, runner: TrialRunner) -> Step:
+    """What the trial just run calls for, from its stored record (read once): a phase that failed
+    as a whole is measured again later (at most MAX_RETRIES times); a proposal that repeated a
+    measured configuration is followed by an unmeasured neighbour of it
+    (tuner/search/explore.py), so a converged sampler keeps learning instead of exhausting the
     study."""
     if runner.current is None:
-        return
+        return Step.RUN
     trial = study.get_trials(deepcopy=False)[runner.current]
-    if TrialRecord.from_stored(trial).outcome is Outcome.DUPLICATE:
+    outcome = TrialRecord.from_stored(trial).outcome
+    if outcome is Outcome.PHASE_FAILED:
+        requeue_unretried(study)
+        return Step.PHASE_FAILED
+    if outcome is Outcome.DUPLICATE:
         queue_unexplored_neighbour(study, runner.space, trial, runner.spec.study.seed)
+    return Step.RUN
 
 
 def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int, *, watch_baseline: bool = True

@@ -169,17 +169,19 @@ class TrialRecord:
         config = attrs.get(Key.CONFIG)
         score = attrs.get(Key.SCORE)
         skip = attrs.get(Key.SKIP)
+        outcome = _outcome(state, attrs.get(Key.OUTCOME))
+        rejected_by = _rejected_by(outcome, attrs)
         return cls(
             number=number,
             state=state,
-            outcome=_outcome(state, attrs.get(Key.OUTCOME)),
+            outcome=outcome,
             counts=bool(attrs.get(Key.COUNTS)),
             score=float(score) if isinstance(score, int | float) and not isinstance(score, bool)
             else None, score_ci=Interval.from_stored(attrs.get(Key.SCORE_CI)),
             params_decoded=dict(attrs.get(Key.PARAMS_DECODED) or {}),
             repairs=tuple(attrs.get(Key.REPAIRS) or ()),
             reason=attrs.get(Key.REASON),
-            rejected_by=_rejected_by(state, attrs),
+            rejected_by=rejected_by,
             config=ServerConfig.from_json(config) if config else None,
             config_key=attrs.get(Key.CONFIG_KEY),
             effective=dict(attrs[Key.EFFECTIVE]) if attrs.get(Key.EFFECTIVE) else None,
@@ -311,8 +313,8 @@ def _outcome(state: TrialState, stored: Any) -> Outcome | None:
     return None
 
 
-def _rejected_by(state: TrialState, attrs: Mapping[str, Any]) -> RejectedBy | None:
-    if _outcome(state, attrs.get(Key.OUTCOME)) is not Outcome.REJECTED:
+def _rejected_by(outcome: Outcome | None, attrs: Mapping[str, Any]) -> RejectedBy | None:
+    if outcome is not Outcome.REJECTED:
         return None
     stored = attrs.get(Key.REJECTED_BY)
     if isinstance(stored, str) and stored in {r.value for r in RejectedBy}:
