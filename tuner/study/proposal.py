@@ -84,8 +84,8 @@ class SpaceSummary:
 @dataclass(frozen=True)
 class Located:
     """A known point (the baseline's parameters) as its space sees it, with the dimensions of every
-    branch it could be carried to: what a study's first trials are built from, answered in one
-    value so that building them asks the space nothing more (``SearchSpace.locate``)."""
+    branch it could be carried to: what a study's first trials are built from, in one value, so
+    that building them asks the space only whether they are valid (``SearchSpace.locate``)."""
 
     params: dict[str, Any]
     #: Whether the point gives every dimension of its branch (of the space, without branches).
