@@ -17,7 +17,7 @@ directions, and its trust region starts in the right basin.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 
 from tuner.core.errors import SpectuneError
 from tuner.core.faults import fault_point
-from tuner.search.references import comparison_points, tree_branch_starts
+from tuner.search.references import comparison_points, shape_bases
 from tuner.store.keys import Key, StudyKey
 from tuner.store.optuna_private import replace_waiting_pop, storage_of, study_id_of, trial_id_of
 from tuner.store.storage import MAX_RETRIES, params_of, retry_attrs
@@ -150,14 +150,15 @@ def baseline_runs_first(study: optuna.Study) -> None:
 def designed_start(space: SearchSpace, baseline: Mapping[str, Any] | Located
                    ) -> list[dict[str, Any]]:
     """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes (and to the headroom
-    flags), the baseline's values elsewhere; shapes that decode to the baseline or to each other, or
-    are rejected, are left out. Empty without a tuned tree. ``baseline``: its parameters, or where
-    ``SearchSpace.locate`` found them."""
+    flags), the baseline's values elsewhere (or a tree branch's start, ``shape_bases``); shapes that
+    decode to the baseline or to each other, or are rejected, are left out. Empty without a tuned
+    tree. ``baseline``: its parameters, or where ``SearchSpace.locate`` found them."""
     at = baseline if isinstance(baseline, Located) else space.locate(baseline)
-    tree = {d.name: d for d in at.dims if d.name.split(".")[0] in _TREE}
-    if not tree:
+    bases = [(dims, params) for dims, params in shape_bases(space, at)
+             if any(d.name.split(".")[0] in _TREE for d in dims)]
+    if not bases:
         return []
-    shapes = _shaped(space, at, tree)
+    shapes = _shaped(space, bases)
     # one question to the space for all of them; a shape is kept when it is valid and new
     proposals = space.decode_all([at.params, *shapes])
     seen = {_key(proposals[0])}
@@ -170,28 +171,28 @@ def designed_start(space: SearchSpace, baseline: Mapping[str, Any] | Located
     return out
 
 
-def _shaped(space: SearchSpace, at: Located, tree: Mapping[str, Dimension]
+def _shaped(space: SearchSpace, bases: Sequence[tuple[Sequence[Dimension], Mapping[str, Any]]]
             ) -> list[dict[str, Any]]:
-    """Each shape's parameters, valid or not."""
-    flags = {d.name.split(".")[0] for d in at.dims}
-    headroom = (_GRAPH_FLAGS & flags) or (_STATIC_FLAGS & flags)
-    # several draft-tree branches: the shapes take turns among them
-    starts = tree_branch_starts(space, at)
+    """Each shape's parameters, valid or not: the shapes take turns among ``bases`` (several
+    draft-tree branches)."""
     # With branches the start must not sink a quarter of a short study into the baseline's branch,
     # which may be the dominated one: the first shapes only (one tree, two draft-token counts, and a
     # short chain).
     out = []
     for i, shape in enumerate(DESIGNED_SHAPES[:BRANCHED_SHAPES] if space.branches
                               else DESIGNED_SHAPES):
-        params = dict(starts[i % len(starts)]) if starts else dict(at.params)
-        for d in at.dims:
+        dims, base = bases[i % len(bases)]
+        params = dict(base)
+        flags = {d.name.split(".")[0] for d in dims}
+        headroom = (_GRAPH_FLAGS & flags) or (_STATIC_FLAGS & flags)
+        for d in dims:
             flag = d.name.split(".")[0]
-            position = (shape[_TREE.index(flag)] if d.name in tree else shape[3] if flag in headroom
-                        else None)
+            tree = flag in _TREE
+            position = shape[_TREE.index(flag)] if tree else shape[3] if flag in headroom else None
             if position is not None:
                 values = d.encoded_values()
                 value = values[round(position * (len(values) - 1))]
-                if d.name not in tree and _larger(d.decode(value), d.decode(params[d.name])):
+                if not tree and _larger(d.decode(value), d.decode(params[d.name])):
                     continue  # headroom never means more graph memory than the baseline's
                 params[d.name] = value
         out.append(params)

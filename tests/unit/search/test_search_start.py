@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import optuna
 import pytest
 
@@ -91,3 +93,23 @@ def test_the_designed_start_spans_the_tree_and_its_headroom_shape_only_shrinks_t
                 assert value <= base[flag]
             else:
                 assert value == base[flag], flag
+
+
+@pytest.mark.parametrize("kind", [{"--speculative-algorithm": "NGRAM",
+                                   "--speculative-num-draft-tokens": 8,
+                                   "--speculative-ngram-max-bfs-breadth": 4},
+                                  {"--speculative-algorithm": "off"}])
+def test_a_baseline_without_a_tree_gets_the_designed_shapes_on_the_tree_branch(
+        kind: dict[str, object]) -> None:
+    # An operator running n-gram speculation (or none) asks whether an EAGLE-3 tree would do
+    # better: the shapes span EAGLE3's tree, not n-gram's draft-token count.
+    spec = load_study_file(REPO / "studies" / "speculation-branches.toml")
+    baseline = {"--mem-fraction-static": 0.85, "--cuda-graph-max-bs-decode": 64, **kind}
+    spec = replace(spec, baseline=baseline)
+    space = SearchSpace(spec, load_option_table())
+    shapes = [space.decode(p).values for p in designed_start(space, space.encode(baseline))]
+    assert shapes and all(s["--speculative-algorithm"] == "EAGLE3" for s in shapes)
+    trees = {(s["--speculative-num-steps"], s["--speculative-eagle-topk"]) for s in shapes}
+    assert len(trees) >= 2  # a wide tree and a short chain
+    # the baseline's other flags are kept
+    assert all(s["--mem-fraction-static"] == 0.85 for s in shapes)
