@@ -31,6 +31,7 @@ MTP case never reached 0.98).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 
@@ -127,9 +128,10 @@ def over_share(labels: np.ndarray, x: np.ndarray, known: Sequence[int],
     """The candidates of branches that do not lead, have lost to the leader's branch on the same
     inputs and have had their share of the trials (a mask over candidates, or None: no branch
     has): a branch other than the best trial's, measured at twins (``untried_twin``) of trials on
-    the leader's branch and scored below them at every one, whose known trials (measured, failed or
-    running: each a server start) number ``MIN_TRIALS`` or more and would pass ``SHARE`` of the
-    study's with one more.
+    the leader's branch and scored below them on the whole (the mean log ratio: one pair can flip
+    with the noise of two measurements), whose known trials (measured, failed or running: each a
+    server start) number ``MIN_TRIALS`` or more and would pass ``SHARE`` of the study's with one
+    more.
 
     Why: a near-tie — a branch within ``HOLD`` of the best, never stopped by ``still_winnable`` —
     keeps an improvement estimate as high as the leader's twins in the box around the best (the
@@ -157,7 +159,8 @@ def over_share(labels: np.ndarray, x: np.ndarray, known: Sequence[int],
         pairs = [(score, other) for score, row in ranked if labels[row] == label
                  for other, twin in on_leader
                  if (np.abs(x[row, mine] - x[twin, mine]) <= 1e-9).all()]
-        if pairs and all(score < other for score, other in pairs):
+        if pairs and sum(math.log(max(score, 1e-12) / max(other, 1e-12))
+                         for score, other in pairs) < 0:
             held.append(label)
     return np.isin(labels, np.asarray(held)) if held else None
 

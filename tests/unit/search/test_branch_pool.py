@@ -113,6 +113,9 @@ def test_a_branch_that_lost_on_the_same_inputs_keeps_its_share_of_the_trials() -
     # met the leader's branch on them (branch 2 has no tree), below MIN_TRIALS (a branch's start
     # and its own flags' design), within its share of many trials, or without branches.
     assert over_share(labels, x, few, [(2.0, 0), (1.9, 4), (1.6, 5), (1.5, 1)]) is None
+    # ... unless it lost on the whole (one pair can flip with the noise of two measurements).
+    held = over_share(labels, x, few, [(2.0, 0), (1.5, 4), (1.55, 5), (1.5, 1)])
+    assert held is not None and set(np.flatnonzero(held)) == {4, 5, 6, 7}
     apart = [(2.0, 0), (1.9, 8), (1.5, 1)]
     assert over_share(labels, x, [0, 1, 8, 8, 8], apart) is None
     assert over_share(labels, x, [0, 1, 4, 5], ranked) is None
