@@ -83,10 +83,10 @@ def run_preflight(target: Target, spec: StudySpec, space: SearchSpace,
                          "refused by SGLang)")
             say(lines[-1])
     # what the target's own checks found (a unit's carried options)
-    for note in getattr(target, "notes", ()):
+    for note in target.notes:
         lines.append(note)
         say(note)
-    carried = tuple(getattr(target, "carried", ()))
+    carried = target.carried
     if study is not None and carried and study.user_attrs.get(StudyKey.UNIT_OPTIONS) != list(
         carried):
         study.set_user_attr(StudyKey.UNIT_OPTIONS, list(carried))

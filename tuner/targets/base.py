@@ -191,6 +191,11 @@ class Target(ABC):
     #: rates are divided by it and durations multiplied, so stored metrics read as the real
     #: server's.
     time_scale: float = 1.0
+    #: The server's own options every deploy keeps, as its unit writes them (a systemd unit's with
+    #: ``unit_flags = "carry"``); set by ``preflight``.
+    carried: tuple[str, ...] = ()
+    #: What ``preflight`` found that the operator should read (printed before the study starts).
+    notes: tuple[str, ...] = ()
 
     @abstractmethod
     def preflight(self, flags: Iterable[str]) -> None:

@@ -107,10 +107,8 @@ class SystemdSshTarget(AskingTarget):
         self._resolver_tried = False
         self._help: str | None = None  # the server's --help, once read
         self._unit_checked = False
-        #: The unit's own options every deploy keeps (``unit_flags = "carry"``), as the unit writes
-        #: them.
-        self.carried: tuple[str, ...] = ()
-        self.notes: list[str] = []  # what the preflight found that the user should read
+        self.carried = ()
+        self.notes = ()
 
     @property
     def where(self) -> str:
@@ -162,7 +160,7 @@ class SystemdSshTarget(AskingTarget):
             carried, note = carried_from_unit(lost, s.unit, s.ssh.host, s.unit_flags)
         if carried is not None:
             self.carried = carried
-        self.notes.append(note)
+        self.notes = (*self.notes, note)
 
     def _start_resolver(self) -> None:
         """Ask the host's SGLang (the unit's interpreter) from now on — one process over this SSH

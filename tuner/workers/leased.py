@@ -29,6 +29,7 @@ class LeasedTarget(Target):
 
     def preflight(self, flags: Iterable[str]) -> None:
         self.inner.preflight(flags)
+        self.carried, self.notes = self.inner.carried, self.inner.notes
 
     def deploy(self, config: ServerConfig) -> Deployment:
         self.keeper.confirm()
