@@ -36,6 +36,7 @@ from tuner.simulator.profile import load_profile
 from tuner.simulator.startup import startup_s
 from tuner.store.record import Outcome, TrialRecord
 from tuner.study.spec import StudySpec
+from tuner.targets.simulated import simulator_profile
 
 #: (configuration, whether its start failed) → seconds of start-up, for a trial that stored none.
 StartupModel = Callable[[ServerConfig, bool], float]
@@ -121,7 +122,7 @@ def study_startup(spec: StudySpec) -> StartupModel:
     configuration's command line. A configuration the model starts but the trial's own landscape
     failed costs the model's full time to ready (a failure late in start-up, as the usual CUDA-graph
     capture out-of-memory is)."""
-    chosen = getattr(spec.target.settings, "profile", None)
+    chosen = simulator_profile(spec.target.settings)
     profile = load_profile(chosen) if chosen else load_profile()
     table = spec.option_table
 

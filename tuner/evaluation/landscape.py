@@ -51,6 +51,7 @@ from tuner.store.record import TrialRecord, best_of, measured_records
 from tuner.study.space import SearchSpace
 from tuner.study.spec import ObjectiveSpec, SamplerName, StudySpec
 from tuner.targets.base import DeployFailed, FailureCause, RunFailed
+from tuner.targets.simulated import simulator_profile
 
 __all__ = ["DeployFailed", "FailureCause", "Landscape", "MeasuredLandscape", "Measurer",
            "OracleMeasurer",
@@ -206,7 +207,7 @@ def simulator_landscape(spec: StudySpec, *, noise: float = 0.02,
     """The built-in landscape: the simulator profile's ground truth (default: the study's ``[target]
     profile``), measured with seeded relative Gaussian ``noise`` on the throughputs."""
     # Only a simulated target names a profile; any other study is evaluated on the default one.
-    chosen = profile if profile is not None else getattr(spec.target.settings, "profile", None)
+    chosen = profile if profile is not None else simulator_profile(spec.target.settings)
     loaded = chosen if isinstance(chosen,
                                   Profile) else load_profile(chosen) if chosen else load_profile()
     table = spec.option_table

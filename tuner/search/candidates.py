@@ -115,7 +115,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     accept_x = x[:, tree or list(range(x.shape[1]))]
     if per_level is not None:
         accept_x = np.concatenate([accept_x, _unit(per_level)[:, None]], axis=1)
-    branch_names = [getattr(space.branch(p), "choice", None) for p in params]
+    branch_names = [b.choice if (b := space.branch(p)) is not None else None for p in params]
     labels = np.array([sorted(set(branch_names), key=repr).index(b) for b in branch_names],
                       dtype=int)
     return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index,

@@ -195,3 +195,8 @@ class SimulatedTargetSettings(TargetSettings):
             time_scale=self.time_scale,
             seed=self.seed, port=self.port, startup_timeout_s=self.startup_timeout,
             study=placement.study), table)
+
+
+def simulator_profile(settings: TargetSettings) -> str | None:
+    """The simulator profile a study's target names (None: another kind, or the default profile)."""
+    return settings.profile if isinstance(settings, SimulatedTargetSettings) else None
