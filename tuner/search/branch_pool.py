@@ -31,7 +31,6 @@ MTP case never reached 0.98).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 
@@ -149,18 +148,20 @@ def over_share(labels: np.ndarray, x: np.ndarray, known: Sequence[int],
     counts = Counter(labels[row] for row in known)
     total = len(known)
     inputs = _inputs(labels, x)
-    on_leader = [(score, row) for score, row in ranked if labels[row] == leader]
+    scores = np.log(np.maximum([score for score, _ in ranked], 1e-12))
+    rows = np.array([row for _, row in ranked])
+    on_leader = labels[rows] == leader
     held = []
     for label, n in counts.items():
         if (label == leader or n < MIN_TRIALS or n + 1 <= SHARE * (total + 1)
                 or not np.array_equal(inputs[label], inputs[leader])):
             continue
-        mine = inputs[label]
-        pairs = [(score, other) for score, row in ranked if labels[row] == label
-                 for other, twin in on_leader
-                 if (np.abs(x[row, mine] - x[twin, mine]) <= 1e-9).all()]
-        if pairs and sum(math.log(max(score, 1e-12) / max(other, 1e-12))
-                         for score, other in pairs) < 0:
+        mine = labels[rows] == label
+        # every (its trial, the leader's branch's trial) pair at the same point
+        same = (np.abs(x[rows[mine]][:, None, inputs[label]]
+                       - x[rows[on_leader]][None, :, inputs[label]]) <= 1e-9).all(2)
+        ratios = (scores[mine][:, None] - scores[on_leader][None, :])[same]
+        if ratios.size and ratios.sum() < 0:
             held.append(label)
     return np.isin(labels, np.asarray(held)) if held else None
 
