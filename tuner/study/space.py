@@ -113,10 +113,10 @@ class SearchSpace:
         carried to (SGLang's own choices among them): all a designed start asks of the space."""
         covers = self.covers(params)
         named = self.algorithm is not None and self.algorithm.name in params
+        branch = self.branch(params) if named else None
         reference = self._reference
         return Located(
-            dict(params), covers, self.branch(params) if named else None,
-            self.active(self.branch(params)) if covers else self.dimensions,
+            dict(params), covers, branch, self.active(branch) if covers else self.dimensions,
             {b: self.active(b) for b in self.branches},
             {kind: self.active(branches.reference_branch(kind, reference))
              for kind in branches.REFERENCE_KINDS} if reference is not None else {}, reference)
@@ -325,9 +325,9 @@ class SearchSpace:
 
     def distinct_valid(self, limit: int, seed: int = 0
                        ) -> Iterator[tuple[dict[str, Any], Proposal]]:
-        """Each distinct valid configuration (by ``Proposal.key``) with the first point that decodes
-        to it: of every point up to ``limit`` raw points, of ``limit`` random ones (``seed``) in a
-        larger space."""
+        """Each distinct valid configuration (by ``Proposal.identity``) with the first point that
+        decodes to it: of every point up to ``limit`` raw points, of ``limit`` random ones
+        (``seed``) in a larger space."""
         seen: set[str] = set()
         points = self.points() if self.raw_size() <= limit else self.sample_points(limit, seed)
         for params in points:

@@ -107,8 +107,6 @@ class SystemdSshTarget(AskingTarget):
         self._resolver_tried = False
         self._help: str | None = None  # the server's --help, once read
         self._unit_checked = False
-        self.carried = ()
-        self.notes = ()
 
     @property
     def where(self) -> str:
