@@ -25,6 +25,7 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 import sys
 import sysconfig
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -249,7 +250,8 @@ def cached_true_scores(compute: Callable[[], Mapping[str, float]], spec: StudySp
             pass  # a damaged cache file: computed again and replaced
     truth = {str(k): float(v) for k, v in compute().items()}
     cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = cache.with_suffix(".tmp")
+    # one name per process: two bench runs computing the same truth must not replace each other's
+    partial = cache.with_suffix(f".{os.getpid()}.tmp")
     partial.write_text(json.dumps(truth))
     partial.replace(cache)
     return truth

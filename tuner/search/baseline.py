@@ -12,12 +12,14 @@ which fail to start. Five shapes span the tree's range — a wide tree of middle
 draft-token counts, a short chain (top-k 1, which decides on a small model or a throughput-heavy
 mix), a deep wide tree with many draft tokens, and the deepest widest tree with CUDA-graph headroom
 — each with the baseline's other flags, so the sampler's first model sees the tree's main
-directions, and its trust region starts in the right basin.
+directions, and its trust region starts in the right basin. Where a phase of many requests is
+weighted, the wide tree with few draft tokens runs at the largest static fraction, which asks
+whether memory is what limits that phase (``largest_pool``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -36,18 +38,21 @@ from tuner.study.spec import StudySpec
 
 #: Tree shapes as positions in each tree dimension's range (0 = its first value, 1 = its last):
 #: (steps, topk, draft tokens within what the tree can verify, the CUDA-graph batch size — None: the
-#: baseline's). Every other tuned flag keeps the baseline's value. The first two are one tree with
-#: two draft-token counts: every other shape moves steps and draft tokens together, and without this
-#: pair the models cannot tell their effects apart (the spread_roofline landscape,
-#: docs/benchmarks.md). The last shape is the deepest widest tree with a smaller graph: capture
-#: memory grows with graph size × draft tokens, so a big tree that fails at the baseline's graph
-#: size may start at a smaller one (where no graph size is tuned, the static memory fraction is
-#: lowered instead: that is what leaves room for capture).
+#: baseline's). Every other tuned flag keeps the baseline's value (but see ``POOL_SHAPE``). The
+#: first two are one tree with two draft-token counts: every other shape moves steps and draft
+#: tokens together, and without this pair the models cannot tell their effects apart (the
+#: spread_roofline landscape, docs/benchmarks.md). The last shape is the deepest widest tree with a
+#: smaller graph: capture memory grows with graph size × draft tokens, so a big tree that fails at
+#: the baseline's graph size may start at a smaller one (where no graph size is tuned, the static
+#: memory fraction is lowered instead: that is what leaves room for capture).
 DESIGNED_SHAPES: tuple[tuple[float, float, float, float | None], ...] = (
     (0.5, 1.0, 0.5, None), (0.5, 1.0, 0.2, None), (0.15, 0.0, 1.0, None), (0.85, 1.0, 0.6, None),
     (1.0, 1.0, 0.5, 0.2))
 #: How many of the shapes a space with branches (tuner/study/branches.py) starts with.
 BRANCHED_SHAPES = 3
+#: The shape that runs at the largest static fraction where a phase of many requests is weighted
+#: (``largest_pool``): the wide tree with few draft tokens, the least memory beside the pool.
+POOL_SHAPE = 1
 _TREE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 #: What the headroom position moves: the CUDA-graph batch sizes, or the static memory fraction
 #: without them.
@@ -159,6 +164,9 @@ def designed_start(space: SearchSpace, baseline: Mapping[str, Any] | Located
     if not bases:
         return []
     shapes = _shaped(space, bases)
+    pool = largest_pool(space, shapes[POOL_SHAPE]) if len(shapes) > POOL_SHAPE else None
+    if pool is not None:
+        shapes[POOL_SHAPE] = pool
     # one question to the space for all of them; a shape is kept when it is valid and new
     proposals = space.decode_all([at.params, *shapes])
     seen = {_key(proposals[0])}
@@ -197,6 +205,46 @@ def _shaped(space: SearchSpace, bases: Sequence[tuple[Sequence[Dimension], Mappi
                 params[d.name] = value
         out.append(params)
     return out
+
+
+def largest_pool(space: SearchSpace, shape: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``shape`` at the largest static memory fraction: the largest KV pool the space allows. None
+    without a tuned static fraction, in a space with branches, or where no phase of more than one
+    request is weighted (a C=1 phase never fills the pool).
+
+    Why: with long prompts or many running requests, a C=64 phase is decided by how many requests
+    the KV pool holds — fewer than are admitted, and SGLang retracts requests mid-decode and
+    prefills them again; fewer are admitted, and the rest queue. That is a cliff in two flags at
+    once (the static fraction and the running-request cap), and the models cannot extrapolate it
+    from trials that all keep the baseline's fraction: the long-prompt MoE landscape
+    (docs/benchmarks.md) settled at 0.90 of its optimum, queueing a quarter of the batch at a
+    middling fraction, because every trial at the baseline's cap evicted. One trial at the top of
+    the range, with a tree light on memory beside the pool (graph capture and decode activations
+    grow with the draft tokens), shows whether memory is what limits the batch.
+
+    It is the second shape moved, not a point added: an extra trial in every study cost the
+    landscapes where memory does not limit C=64 their 10-trial figure (spread_roofline 0.957 →
+    0.948), while the pair's purpose — telling the draft tokens' effect from the steps' — is kept
+    by the accept-length model, which reads the tree alone (spread_roofline: 0.964 at 10 trials with
+    the pair moved). Where the top fraction does not start, that trial is a failed start-up, and the
+    models learn the memory limit from it.
+    """
+    if space.branches or not any(c > 1 and w > 0 for c, w in space.spec.objective.weights.items()):
+        return None
+    static = [d for d in space.dimensions if d.name.split(".")[0] in _STATIC_FLAGS]
+    if not static:
+        return None
+    out = dict(shape)
+    for d in static:
+        out[d.name] = max(d.encoded_values(), key=_decoded_by(d))
+    return out
+
+
+def _decoded_by(d: Dimension) -> Callable[[Any], float]:
+    def value(encoded: Any) -> float:
+        decoded = d.decode(encoded)
+        return float(decoded) if isinstance(decoded, int | float) else 0.0
+    return value
 
 
 def _larger(a: object, b: object) -> bool:
