@@ -218,9 +218,10 @@ def largest_pool(space: SearchSpace, shape: Mapping[str, Any]) -> dict[str, Any]
     once (the static fraction and the running-request cap), and the models cannot extrapolate it
     from trials that all keep the baseline's fraction: the long-prompt MoE landscape
     (docs/benchmarks.md) settled at 0.90 of its optimum, queueing a quarter of the batch at a
-    middling fraction, because every trial at the baseline's cap evicted. One trial at the top of
-    the range, with a tree light on memory beside the pool (graph capture and decode activations
-    grow with the draft tokens), shows whether memory is what limits the batch.
+    middling fraction, because every trial it had at the full cap was at the baseline's fraction
+    and evicted. One trial at the top of the range, with a tree light on memory beside the pool
+    (graph capture and decode activations grow with the draft tokens), shows whether memory is what
+    limits the batch.
 
     It is the second shape moved, not a point added: an extra trial in every study cost the
     landscapes where memory does not limit C=64 their 10-trial figure (spread_roofline 0.957 →
