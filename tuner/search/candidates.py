@@ -51,6 +51,10 @@ class Candidates:
     shape_columns: tuple[int, ...] = ()
     # each candidate's branch
     labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    #: Which input columns are each flag's (a categorical flag has one column per choice), for the
+    #: flags outside the tree: the memory and scheduling flags a proposal moves
+    #: (tuner/search/trust_region.py ``one_flag_at_a_time``).
+    other_flags: tuple[tuple[int, ...], ...] = ()
 
 
 _CACHE: dict[str, Candidates] = {}
@@ -85,6 +89,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     tree: list[int] = []
     memory: list[int] = []
     shape: list[int] = []
+    other: list[tuple[int, ...]] = []
     for d in space.dimensions:
         # a flag of another branch gets a neutral value (tuner/search/branch_inputs.py)
         raw = filled(d, values)
@@ -105,6 +110,8 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
                    for c in choices]
         if d.flag in _TREE or d.flag == ALGORITHM or own_flag(space, d.flag):  # the accept length's
             tree += range(len(columns), len(columns) + len(new))
+        else:
+            other.append(tuple(range(len(columns), len(columns) + len(new))))
         if d.flag in (STEPS, TOPK):
             shape += range(len(columns), len(columns) + len(new))
         if d.flag in MEMORY_GROWS and numeric:
@@ -119,7 +126,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     labels = np.array([sorted(set(branch_names), key=repr).index(b) for b in branch_names],
                       dtype=int)
     return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index,
-                      rung_table(x), accept_x, shallow, tuple(shape), labels)
+                      rung_table(x), accept_x, shallow, tuple(shape), labels, tuple(other))
 
 
 def _unit(col: np.ndarray) -> np.ndarray:

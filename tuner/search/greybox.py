@@ -9,7 +9,8 @@ speculative flags and tokens per level (tuner/search/tree_shape.py), one per wei
 log speed per accepted token over all tuned flags, and one to feasibility (failed starts and
 violated constraints), and picks the unmeasured configuration with the highest expected improvement
 of the *composed* score × its probability of being feasible — among those near the best trial so far
-(a trust region, tuner/search/trust_region.py), and over the whole space only once that box is
+(a trust region, tuner/search/trust_region.py; once a configuration in it has run out of memory or
+crashed, one memory or scheduling flag at a time), and over the whole space only once that box is
 measured out; never a tree too shallow for its steps. A trial whose C=64 phase was skipped still
 teaches the accept-length and C=1 models; no value has to be invented for it.
 
@@ -44,7 +45,7 @@ from tuner.search.branch_pool import (
 from tuner.search.candidates import Candidates, candidates
 from tuner.search.gp import GP, fit_gp
 from tuner.search.oom_model import monotone_oom
-from tuner.search.trust_region import radius, within
+from tuner.search.trust_region import one_flag_at_a_time, radius, within
 from tuner.store.optuna_private import was_queued
 from tuner.store.record import Outcome, TrialRecord
 from tuner.store.score import stored_references
@@ -298,7 +299,14 @@ class GreyBoxSampler(BaseSampler):
             unknown = focus
         elif ranked:
             # near the best trial while that box has anything left (trust_region.py: why)
-            near = unknown & within(table.rungs, ranked[0][1], radius(obs.stall))
+            box = within(table.rungs, ranked[0][1], radius(obs.stall))
+            near = unknown & box
+            failed = [*obs.oom_rows, *obs.run_failed_rows]
+            if failed and box[failed].any():
+                # a memory cliff inside the box: one memory or scheduling flag at a time
+                stepwise = near & one_flag_at_a_time(table.x, ranked[0][1], table.other_flags)
+                if stepwise.any():
+                    near = stepwise
             if near.any():
                 unknown = near
         if unknown.sum() > PREDICT_LIMIT:

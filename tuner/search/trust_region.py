@@ -20,6 +20,7 @@ found nothing better.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -58,3 +59,24 @@ def within(rungs: np.ndarray, centre: int, radius: float = RADIUS) -> np.ndarray
         allowed = max(1, math.ceil(radius * levels - 1e-9))
         inside &= np.abs(rungs[:, j] - rungs[centre, j]) <= allowed
     return inside
+
+
+def one_flag_at_a_time(x: np.ndarray, centre: int, flags: Sequence[Sequence[int]]) -> np.ndarray:
+    """Which candidates differ from row ``centre`` in at most one of ``flags`` (each a flag's input
+    columns): the memory and scheduling flags, while the tree's flags move freely.
+
+    Used once a configuration inside the box has failed for memory or crashed under load
+    (tuner/search/greybox.py). Those flags act through cliffs — out of memory at capture or in
+    decode, eager decoding above the captured batch, requests retracted when the KV pool is short,
+    queueing below the running cap — that smooth models cannot place, and a proposal that moves the
+    graph size, the running cap and the static fraction at once and lands past one of them says
+    nothing about which flag did it. One at a time, every trial answers one question. The tree is
+    free: its accept length is modelled from its shape (tuner/search/tree_shape.py), and its
+    optimum often needs steps, top-k and draft tokens moved together. Where nothing failed (a
+    landscape whose gains are two memory flags at their ranges' ends) the box is left whole.
+    """
+    moved = np.zeros(len(x), dtype=int)
+    for columns in flags:
+        cols = list(columns)
+        moved += (np.abs(x[:, cols] - x[centre, cols]) > 1e-9).any(axis=1)
+    return moved <= 1

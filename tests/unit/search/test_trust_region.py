@@ -3,15 +3,24 @@ best trial, where it proposes while the box has anything unmeasured."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from tests.helpers import REPO
 from tuner.evaluation.landscape import evaluate_search, simulator_landscape
 from tuner.search.baseline import designed_start
-from tuner.search.candidates import candidates
+from tuner.search.candidates import Candidates, candidates
 from tuner.search.greybox import GreyBoxSampler, Observations, observe
-from tuner.search.trust_region import RADIUS, STALL, radius, rung_table, within
+from tuner.search.trust_region import (
+    RADIUS,
+    STALL,
+    one_flag_at_a_time,
+    radius,
+    rung_table,
+    within,
+)
 from tuner.sglang.options import load_option_table
 from tuner.store.record import TrialRecord
 from tuner.study.load import load_study_file
@@ -98,3 +107,43 @@ def test_the_box_doubles_after_each_stall_and_only_the_samplers_own_trials_count
                     if s is not None and s >= max(x or 0.0 for x in scores[:i + 1]))
     assert observe(result.study, table, [1, 64]).stall \
            == len(scores) - 1 - max(last_rise, start - 1)
+
+
+def test_one_flag_at_a_time_counts_flags_not_columns_and_leaves_the_tree_free() -> None:
+    # columns: 0 a tree input (free), 1 the static fraction, 2-3 a categorical flag's two columns
+    x = np.array([[0.0, 0.0, 1.0, 0.0],   # the centre
+                  [1.0, 0.0, 1.0, 0.0],   # the tree alone
+                  [1.0, 1.0, 1.0, 0.0],   # the tree and the fraction
+                  [0.0, 0.0, 0.0, 1.0],   # the categorical flag alone (two columns move)
+                  [0.0, 1.0, 0.0, 1.0]])  # the fraction and the categorical flag
+    assert one_flag_at_a_time(x, 0, [(1,), (2, 3)]).tolist() == [True, True, True, True, False]
+
+
+def _moved_flags(table: Candidates, a: int, b: int) -> int:
+    return sum(bool((np.abs(table.x[a, list(cols)] - table.x[b, list(cols)]) > 1e-9).any())
+               for cols in table.other_flags)
+
+
+def test_after_a_failure_in_the_box_it_moves_one_memory_flag_at_a_time() -> None:
+    space, sampler = _table_and_sampler()
+    table = candidates(space)
+    assert len(table.other_flags) == 2  # the demo's static fraction and CUDA-graph size
+    other = [c for cols in table.other_flags for c in cols]
+    # Every memory flag pays (the score rises along both), and the best trial sits at their low
+    # corner: expected improvement alone moves both at once.
+    scores = 1.0 + table.x[:, other].sum(1) + 0.1 * table.x.sum(1)
+    low = int(np.argmin(scores))
+    middle = np.flatnonzero(scores < np.quantile(scores, 0.5))
+    rows = [r for r in np.random.default_rng(3).choice(middle, 30, replace=False).tolist()
+            if r != low]
+    rows.append(low)
+    scores[low] = 1.01 * max(scores[r] for r in rows)
+    calm = _observations(rows, scores)
+    pick = sampler.choose(table, calm, {1: 1.0})
+    assert pick is not None and _moved_flags(table, pick, low) == 2
+    # one configuration inside the box crashed under load: one memory flag at a time from now on
+    box = within(table.rungs, low, RADIUS)
+    crashed = next(r for r in np.flatnonzero(box).tolist() if r not in rows)
+    stormy = replace(calm, run_failed_rows=[crashed], known=calm.known | {crashed})
+    pick = sampler.choose(table, stormy, {1: 1.0})
+    assert pick is not None and _moved_flags(table, pick, low) == 1
