@@ -19,7 +19,7 @@ whether memory is what limits that phase (``largest_pool``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -232,20 +232,16 @@ def largest_pool(space: SearchSpace, shape: Mapping[str, Any]) -> dict[str, Any]
     """
     if space.branches or not any(c > 1 and w > 0 for c, w in space.spec.objective.weights.items()):
         return None
-    static = [d for d in space.dimensions if d.name.split(".")[0] in _STATIC_FLAGS]
-    if not static:
+    fraction = next((d for d in space.dimensions if d.name.split(".")[0] in _STATIC_FLAGS), None)
+    if fraction is None:
         return None
-    out = dict(shape)
-    for d in static:
-        out[d.name] = max(d.encoded_values(), key=_decoded_by(d))
-    return out
+    # the largest decoded value, whatever order a list of choices was written in
+    top = max(fraction.encoded_values(), key=lambda v: _number(fraction.decode(v)))
+    return {**shape, fraction.name: top}
 
 
-def _decoded_by(d: Dimension) -> Callable[[Any], float]:
-    def value(encoded: Any) -> float:
-        decoded = d.decode(encoded)
-        return float(decoded) if isinstance(decoded, int | float) else 0.0
-    return value
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else float("-inf")
 
 
 def _larger(a: object, b: object) -> bool:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import optuna
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from bench.landscapes.long_prompt_moe import landscape as long_prompt_moe
 from bench.landscapes.memory_tight import landscape as memory_tight
 from tests.helpers import REPO
-from tuner.evaluation.landscape import evaluate_search
+from tuner.evaluation.landscape import MeasuredLandscape, SearchResult, evaluate_search
 from tuner.search.baseline import DESIGNED_SHAPES, designed_start
 from tuner.search.samplers import resolve_sampler_name
 from tuner.sglang.options import load_option_table
@@ -19,6 +21,7 @@ from tuner.store.keys import Key
 from tuner.store.record import TrialRecord
 from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
+from tuner.study.spec import StudySpec
 
 pytestmark = pytest.mark.designed_start
 
@@ -30,16 +33,23 @@ def _quiet_optuna() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
-def test_the_designed_start_runs_right_after_the_baseline_with_distinct_trees() -> None:
+def _after_the_start(landscape: Callable[[StudySpec], MeasuredLandscape], seed: int
+                     ) -> tuple[SearchSpace, list[dict[str, Any]], SearchResult]:
+    """The seed space, its designed start, and a study on ``landscape`` that ran the baseline and
+    the start."""
     spec = load_study_file(SEED_SPACE)
     space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
     designed = designed_start(space, space.encode(spec.baseline))
+    return space, designed, evaluate_search(spec, landscape(spec), n_trials=len(designed) + 1,
+                                            seed=seed, sampler="tpe")
+
+
+def test_the_designed_start_runs_right_after_the_baseline_with_distinct_trees() -> None:
+    space, designed, result = _after_the_start(memory_tight, seed=0)
     assert len(designed) == len(DESIGNED_SHAPES)
     configs = [space.decode(p).config for p in designed]
     assert all(c is not None for c in configs) \
            and len({c.key() for c in configs if c}) == len(configs)
-    result = evaluate_search(spec, memory_tight(spec), n_trials=len(designed) + 1, seed=0,
-                             sampler="tpe")
     trials = result.trials
     assert trials[0].user_attrs.get(Key.BASELINE)
     assert [t.params for t in trials[1:len(designed) + 1]] == designed
@@ -48,11 +58,7 @@ def test_the_designed_start_runs_right_after_the_baseline_with_distinct_trees() 
 def test_on_the_memory_tight_landscape_the_headroom_shape_starts_and_beats_the_baseline() -> None:
     # Every big tree at the baseline's memory flags fails there; the headroom shape is what finds
     # the region.
-    spec = load_study_file(SEED_SPACE)
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
-    designed = designed_start(space, space.encode(spec.baseline))
-    result = evaluate_search(spec, memory_tight(spec), n_trials=len(designed) + 1, seed=3,
-                             sampler="tpe")
+    _, _, result = _after_the_start(memory_tight, seed=3)
     records = [TrialRecord.from_stored(t) for t in result.trials]
     assert records[-1].is_candidate and (records[-1].score or 0.0) > 1.3
     assert result.best is not None and result.best.number == records[-1].number
@@ -140,11 +146,7 @@ def test_the_largest_pool_point_is_left_out_where_only_one_request_at_a_time_is_
 def test_on_the_long_prompt_landscape_the_largest_pool_point_leads_the_start() -> None:
     # C=64 there is decided by how many 6k-token requests the KV pool holds: every start point at
     # the baseline's fraction retracts requests, the one at the top of the range does not.
-    spec = load_study_file(SEED_SPACE)
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
-    designed = designed_start(space, space.encode(spec.baseline))
-    result = evaluate_search(spec, long_prompt_moe(spec), n_trials=len(designed) + 1, seed=1,
-                             sampler="tpe")
+    _, designed, result = _after_the_start(long_prompt_moe, seed=1)
     records = [TrialRecord.from_stored(t) for t in result.trials]
     scored = [r for r in records if r.is_candidate and r.score is not None]
     assert len(scored) == len(designed) + 1
