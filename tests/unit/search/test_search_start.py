@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -26,6 +27,8 @@ from tuner.study.spec import StudySpec
 pytestmark = pytest.mark.designed_start
 
 SEED_SPACE = REPO / "bench" / "studies" / "qwen-seed-space.toml"
+LLAMA_SPACE = REPO / "bench" / "studies" / "llama-8b-h100.toml"
+TOPK = "--speculative-eagle-topk"
 
 
 @pytest.fixture(autouse=True)
@@ -33,11 +36,12 @@ def _quiet_optuna() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
-def _after_the_start(landscape: Callable[[StudySpec], MeasuredLandscape], seed: int
+def _after_the_start(landscape: Callable[[StudySpec], MeasuredLandscape], seed: int,
+                     study: Path = SEED_SPACE
                      ) -> tuple[SearchSpace, list[dict[str, Any]], SearchResult]:
-    """The seed space, its designed start, and a study on ``landscape`` that ran the baseline and
-    the start."""
-    spec = load_study_file(SEED_SPACE)
+    """``study``'s space (the seed space), its designed start, and a study on ``landscape`` that ran
+    the baseline and the start."""
+    spec = load_study_file(study)
     space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
     designed = designed_start(space, space.encode(spec.baseline))
     return space, designed, evaluate_search(spec, landscape(spec), n_trials=len(designed) + 1,
@@ -154,3 +158,30 @@ def test_on_the_long_prompt_landscape_the_largest_pool_point_leads_the_start() -
     assert leader.config is not None and leader.config.get("--mem-fraction-static") == 0.92
     # 0.91 of the optimum against 0.79 for the next start point: far beyond 2.5 % noise
     assert (leader.score or 0.0) > 1.05 * sorted(r.score or 0.0 for r in scored)[-2]
+
+
+@pytest.mark.parametrize(("study", "wide", "widest"),
+                         [(SEED_SPACE, 4, 4), (LLAMA_SPACE, 4, 8),
+                          (REPO / "bench" / "studies" / "branches-llama.toml", 8, 8)])
+def test_the_wide_shapes_stop_short_of_the_widest_top_k_of_a_long_range(
+        study: Path, wide: int, widest: int) -> None:
+    # 1, 2, 4 → 4 and 1, 2, 4, 8 → 4; the widest is the headroom shape's, or, in a branched space
+    # (no headroom shape), the wide shapes' own.
+    spec = load_study_file(study)
+    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    shapes = [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
+    topks = [v[TOPK] for v in shapes if v[TOPK] > 1]
+    assert topks[0] == wide and max(topks) == widest
+    assert sum(t == widest for t in topks) == (1 if wide != widest else len(topks))
+
+
+def test_on_the_long_prompt_landscape_on_the_llama_space_the_start_finds_top_k_4() -> None:
+    # Many 6k-token requests at once: a top-k of 8 verifies twice the branches of 4 for each of
+    # them. A start whose wide trees were all top-k 8 never left it (0.86 of the optimum at 20).
+    _, _, result = _after_the_start(long_prompt_moe, seed=0, study=LLAMA_SPACE)
+    scored = [r for r in map(TrialRecord.from_stored, result.trials)
+              if r.is_candidate and r.score is not None and r.config is not None]
+    leader = max(scored, key=lambda r: r.score or 0.0)
+    assert leader.config is not None and leader.config.get(TOPK) == 4
+    widest = [r.score or 0.0 for r in scored if r.config is not None and r.config.get(TOPK) == 8]
+    assert widest and (leader.score or 0.0) > 1.04 * max(widest)
