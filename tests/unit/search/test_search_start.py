@@ -15,7 +15,7 @@ from bench.landscapes.long_prompt_moe import landscape as long_prompt_moe
 from bench.landscapes.memory_tight import landscape as memory_tight
 from tests.helpers import REPO
 from tuner.evaluation.landscape import MeasuredLandscape, SearchResult, evaluate_search
-from tuner.search.baseline import DESIGNED_SHAPES, designed_start
+from tuner.search.baseline import DESIGNED_SHAPES, admitting_the_batch, designed_start
 from tuner.search.samplers import resolve_sampler_name
 from tuner.sglang.options import load_option_table
 from tuner.store.keys import Key
@@ -185,3 +185,43 @@ def test_on_the_long_prompt_landscape_on_the_llama_space_the_start_finds_top_k_4
     assert leader.config is not None and leader.config.get(TOPK) == 4
     widest = [r.score or 0.0 for r in scored if r.config is not None and r.config.get(TOPK) == 8]
     assert widest and (leader.score or 0.0) > 1.04 * max(widest)
+
+
+RUNNING = "--max-running-requests"
+
+
+def _capped_at(running: int) -> StudySpec:
+    spec = load_study_file(SEED_SPACE)
+    return replace(spec, baseline={**spec.baseline, RUNNING: running})
+
+
+@pytest.mark.parametrize(("running", "pooled"), [(48, 64), (64, 64), (96, 96)])
+def test_the_pool_point_admits_the_whole_batch(running: int, pooled: int) -> None:
+    # Capped below the C=64 batch the rest queues, and the point could not say whether memory
+    # limits it: the cap is raised to the smallest choice that admits 64 (choices 48, 64, 96).
+    spec = _capped_at(running)
+    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    shapes = [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
+    pool = [v for v in shapes if v["--mem-fraction-static"] == 0.92]
+    assert [v[RUNNING] for v in pool] == [pooled]
+    assert all(v[RUNNING] == running for v in shapes if v not in pool)
+
+
+def test_no_cap_is_raised_without_a_batch_to_admit() -> None:
+    spec = _capped_at(48)
+    spec = replace(spec, objective=replace(spec.objective, weights={1: 1.0}))
+    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    assert admitting_the_batch(space, space.encode(spec.baseline)) == {}
+
+
+def test_from_a_capped_baseline_the_long_prompt_pool_point_leads_the_start() -> None:
+    spec = _capped_at(48)
+    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    designed = designed_start(space, space.encode(spec.baseline))
+    result = evaluate_search(spec, long_prompt_moe(spec), n_trials=len(designed) + 1, seed=1,
+                             sampler="tpe")
+    scored = [r for r in map(TrialRecord.from_stored, result.trials)
+              if r.is_candidate and r.score is not None and r.config is not None]
+    leader = max(scored, key=lambda r: r.score or 0.0)
+    assert leader.config is not None and leader.config.get(RUNNING) == 64
+    assert (leader.score or 0.0) > 1.05 * sorted(r.score or 0.0 for r in scored)[-2]
