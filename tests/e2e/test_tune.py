@@ -66,7 +66,8 @@ def servers_of(name: str) -> list[int]:
     return marked_processes(name)
 
 
-def wait_gone(name: str, timeout: float = 15.0) -> list[int]:
+def wait_gone(name: str, timeout: float = 60.0) -> list[int]:
+    # generous: on a busy machine a server's shutdown takes seconds; only a leak waits it out
     deadline = time.monotonic() + timeout
     while (left := servers_of(name)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -146,7 +147,7 @@ def test_sigterm_records_the_trial_and_restores(tmp_path: Path, delay: float) ->
         time.sleep(0.1)
     time.sleep(delay)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=180)  # restoring the target on a busy machine
     assert proc.returncode == 143, err
     assert "interrupted by SIGTERM" in err
     assert "Traceback" not in err
