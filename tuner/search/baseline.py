@@ -221,9 +221,9 @@ def _shaped(space: SearchSpace, bases: Sequence[tuple[Sequence[Dimension], Mappi
 
 def largest_pool(space: SearchSpace, shape: Mapping[str, Any]) -> dict[str, Any] | None:
     """``shape`` at the largest static memory fraction: the largest KV pool the space allows, with a
-    running-request cap that admits the batch (``admitting_the_batch``). None
-    without a tuned static fraction, in a space with branches, or where no phase of more than one
-    request is weighted (a C=1 phase never fills the pool).
+    running-request cap that admits the batch (``admitting_the_batch``). None without a tuned static
+    fraction, in a space with branches, or where no phase of more than one request is weighted (a
+    C=1 phase never fills the pool).
 
     Why: with long prompts or many running requests, a C=64 phase is decided by how many requests
     the KV pool holds — fewer than are admitted, and SGLang retracts requests mid-decode and
