@@ -245,12 +245,10 @@ def largest_pool(space: SearchSpace, shape: Mapping[str, Any]) -> dict[str, Any]
     """
     if space.branches or not any(c > 1 and w > 0 for c, w in space.spec.objective.weights.items()):
         return None
-    fraction = next((d for d in space.dimensions if d.name.split(".")[0] in _STATIC_FLAGS), None)
+    fraction = _dimension(space, _STATIC_FLAGS)
     if fraction is None:
         return None
-    # the largest decoded value, whatever order a list of choices was written in
-    top = max(fraction.encoded_values(), key=lambda v: _number(fraction.decode(v)))
-    return {**shape, fraction.name: top, **admitting_the_batch(space, shape)}
+    return {**shape, fraction.name: _by_value(fraction)[-1], **admitting_the_batch(space, shape)}
 
 
 def admitting_the_batch(space: SearchSpace, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -264,17 +262,27 @@ def admitting_the_batch(space: SearchSpace, params: Mapping[str, Any]) -> dict[s
     (0/16 seeds at 0.98 by 20 trials), and at 0.979 (7/16) with the cap raised at the pool point
     (docs/benchmarks.md)."""
     weighted = [c for c, w in space.spec.objective.weights.items() if w > 0]
-    running = next((d for d in space.dimensions if d.name.split(".")[0] in _RUNNING_FLAGS), None)
+    running = _dimension(space, _RUNNING_FLAGS)
     if not weighted or running is None or running.name not in params:
         return {}
     batch = max(weighted)
     current = running.decode(params[running.name])
     if not isinstance(current, int | float) or current >= batch:
         return {}  # the server's own choice (unset), or enough already
-    values = sorted(running.encoded_values(), key=lambda v: _number(running.decode(v)))
-    enough = [v for v in values if _number(running.decode(v)) >= batch]
-    cap = enough[0] if enough else values[-1]
+    values = _by_value(running)
+    cap = next((v for v in values if _number(running.decode(v)) >= batch), values[-1])
     return {running.name: cap} if _number(running.decode(cap)) > current else {}
+
+
+def _dimension(space: SearchSpace, flags: frozenset[str]) -> Dimension | None:
+    """The space's dimension of one of ``flags`` (names without dashes), if it tunes one."""
+    return next((d for d in space.dimensions if d.name.split(".")[0] in flags), None)
+
+
+def _by_value(dimension: Dimension) -> list[Any]:
+    """``dimension``'s encoded values, smallest decoded value first (whatever order a list of
+    choices was written in)."""
+    return sorted(dimension.encoded_values(), key=lambda v: _number(dimension.decode(v)))
 
 
 def _number(value: object) -> float:

@@ -36,13 +36,23 @@ def _quiet_optuna() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
+def _space(spec: StudySpec) -> SearchSpace:
+    return SearchSpace(spec, load_option_table(spec.study.sglang_version))
+
+
+def _start_values(spec: StudySpec) -> list[dict[str, Any]]:
+    """The flag values of ``spec``'s designed start, shape by shape."""
+    space = _space(spec)
+    return [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
+
+
 def _after_the_start(landscape: Callable[[StudySpec], MeasuredLandscape], seed: int,
-                     study: Path = SEED_SPACE
+                     spec: StudySpec | None = None
                      ) -> tuple[SearchSpace, list[dict[str, Any]], SearchResult]:
-    """``study``'s space (the seed space), its designed start, and a study on ``landscape`` that ran
-    the baseline and the start."""
-    spec = load_study_file(study)
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    """``spec``'s space (the seed space's), its designed start, and a study on ``landscape`` that
+    ran the baseline and the start."""
+    spec = spec or load_study_file(SEED_SPACE)
+    space = _space(spec)
     designed = designed_start(space, space.encode(spec.baseline))
     return space, designed, evaluate_search(spec, landscape(spec), n_trials=len(designed) + 1,
                                             seed=seed, sampler="tpe")
@@ -88,9 +98,9 @@ def test_auto_is_the_greybox_sampler_with_or_without_torch() -> None:
 def test_the_designed_start_spans_the_tree_and_its_headroom_shape_only_shrinks_the_graph(
         study: str) -> None:
     spec = load_study_file(REPO / study)
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    space = _space(spec)
     base = space.decode(space.encode(spec.baseline)).values
-    shapes = [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
+    shapes = _start_values(spec)
     topk = "--speculative-eagle-topk"
     # a chain (top-k 1, the draft tokens a chain can verify) and the widest top-k both appear
     assert any(v[topk] == 1
@@ -141,8 +151,7 @@ def test_the_largest_pool_point_is_left_out_where_only_one_request_at_a_time_is_
     # A C=1 phase never fills the KV pool: the point would cost a trial and answer nothing.
     spec = load_study_file(SEED_SPACE)
     spec = replace(spec, objective=replace(spec.objective, weights={1: 1.0}))
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
-    shapes = [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
+    shapes = _start_values(spec)
     assert len(shapes) == len(DESIGNED_SHAPES)
     assert {v["--mem-fraction-static"] for v in shapes} == {spec.baseline["--mem-fraction-static"]}
 
@@ -167,10 +176,7 @@ def test_the_wide_shapes_stop_short_of_the_widest_top_k_of_a_long_range(
         study: Path, wide: int, widest: int) -> None:
     # 1, 2, 4 → 4 and 1, 2, 4, 8 → 4; the widest is the headroom shape's, or, in a branched space
     # (no headroom shape), the wide shapes' own.
-    spec = load_study_file(study)
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
-    shapes = [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
-    topks = [v[TOPK] for v in shapes if v[TOPK] > 1]
+    topks = [v[TOPK] for v in _start_values(load_study_file(study)) if v[TOPK] > 1]
     assert topks[0] == wide and max(topks) == widest
     assert sum(t == widest for t in topks) == (1 if wide != widest else len(topks))
 
@@ -178,7 +184,7 @@ def test_the_wide_shapes_stop_short_of_the_widest_top_k_of_a_long_range(
 def test_on_the_long_prompt_landscape_on_the_llama_space_the_start_finds_top_k_4() -> None:
     # Many 6k-token requests at once: a top-k of 8 verifies twice the branches of 4 for each of
     # them. A start whose wide trees were all top-k 8 never left it (0.86 of the optimum at 20).
-    _, _, result = _after_the_start(long_prompt_moe, seed=0, study=LLAMA_SPACE)
+    _, _, result = _after_the_start(long_prompt_moe, seed=0, spec=load_study_file(LLAMA_SPACE))
     scored = [r for r in map(TrialRecord.from_stored, result.trials)
               if r.is_candidate and r.score is not None and r.config is not None]
     leader = max(scored, key=lambda r: r.score or 0.0)
@@ -199,9 +205,7 @@ def _capped_at(running: int) -> StudySpec:
 def test_the_pool_point_admits_the_whole_batch(running: int, pooled: int) -> None:
     # Capped below the C=64 batch the rest queues, and the point could not say whether memory
     # limits it: the cap is raised to the smallest choice that admits 64 (choices 48, 64, 96).
-    spec = _capped_at(running)
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
-    shapes = [space.decode(p).values for p in designed_start(space, space.encode(spec.baseline))]
+    shapes = _start_values(_capped_at(running))
     pool = [v for v in shapes if v["--mem-fraction-static"] == 0.92]
     assert [v[RUNNING] for v in pool] == [pooled]
     assert all(v[RUNNING] == running for v in shapes if v not in pool)
@@ -210,16 +214,12 @@ def test_the_pool_point_admits_the_whole_batch(running: int, pooled: int) -> Non
 def test_no_cap_is_raised_without_a_batch_to_admit() -> None:
     spec = _capped_at(48)
     spec = replace(spec, objective=replace(spec.objective, weights={1: 1.0}))
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
+    space = _space(spec)
     assert admitting_the_batch(space, space.encode(spec.baseline)) == {}
 
 
 def test_from_a_capped_baseline_the_long_prompt_pool_point_leads_the_start() -> None:
-    spec = _capped_at(48)
-    space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
-    designed = designed_start(space, space.encode(spec.baseline))
-    result = evaluate_search(spec, long_prompt_moe(spec), n_trials=len(designed) + 1, seed=1,
-                             sampler="tpe")
+    _, _, result = _after_the_start(long_prompt_moe, seed=1, spec=_capped_at(48))
     scored = [r for r in map(TrialRecord.from_stored, result.trials)
               if r.is_candidate and r.score is not None and r.config is not None]
     leader = max(scored, key=lambda r: r.score or 0.0)
