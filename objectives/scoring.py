@@ -196,6 +196,36 @@ def pooled_phase(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class Judged:
+    """A benchmarked run judged once: its phases with the paired intervals added, its score and
+    interval, and one violation per constraint (Optuna's convention: > 0 violates)."""
+
+    metrics: dict[int, dict[str, Any]]
+    assessment: Assessment
+    constraints: dict[str, float]
+
+    @property
+    def score(self) -> float:
+        assert self.assessment.score is not None  # judge always values a benchmarked run
+        return self.assessment.score
+
+
+def judge(metrics: PhaseMetrics, scorer: Scorer, reference_run: PhaseMetrics | None,
+          constraints: tuple[ConstraintSpec, ...], skip_bounds: Mapping[int, float]) -> Judged:
+    """Everything a benchmarked run's end needs from its figures, computed here and nowhere else:
+    each phase's interval paired with the reference run's same requests (common random numbers),
+    the score and its interval, and the constraints. Only a run whose weighted phase was skipped
+    lacks a score: it is valued at its (losing) optimistic bound, and at 0.0 without one — with no
+    interval, since a bound is not a measurement."""
+    paired = with_paired(metrics, reference_run)
+    assessed = scorer.assess(paired)
+    if assessed.score is None:
+        assessed = Assessment(scorer.optimistic_score(paired, skip_bounds) if skip_bounds
+                              else 0.0, None)
+    return Judged(paired, assessed, constraint_values(constraints, metrics))
+
+
 def references_from(metrics: PhaseMetrics, weights: Mapping[int, float]) -> dict[int, float] | None:
     """Reference values from one measured run, or None if a weighted phase produced no usable
     value."""

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
 from objectives.scoring import (
-    Assessment,
+    Judged,
     PhaseMetrics,
     Scorer,
-    constraint_values,
+    judge,
     phase_value,
     references_from,
-    with_paired,
 )
 from objectives.spec import ConstraintSpec
 from tuner.core.faults import fault_point
@@ -133,44 +131,15 @@ def references_for(study: optuna.Study, trials: Iterable[TrialRecord],
     return stored
 
 
-@dataclass(frozen=True)
-class ScoredTrial:
-    """A benchmarked trial judged once: its phases with the paired intervals added, its score and
-    interval, and one violation per study constraint (Optuna's convention: > 0 violates)."""
-
-    metrics: PhaseMetrics
-    assessment: Assessment
-    constraints: dict[str, float]
-
-    @property
-    def score(self) -> float:
-        assert self.assessment.score is not None  # trial_score always values a benchmarked trial
-        return self.assessment.score
-
-
 def score_benchmarked(study: optuna.Study, number: int, metrics: PhaseMetrics,
                       weights: Mapping[int, float], constraints: tuple[ConstraintSpec, ...],
-                      skip_bounds: Mapping[int, float]) -> ScoredTrial:
-    """Everything a benchmarked trial's end needs from its figures, in one place: the study's
-    references (the first full measurement fixes them), each phase's interval paired with the
-    reference run's same requests (common random numbers), the score and its interval, and the
-    constraints."""
-    violations = constraint_values(constraints, metrics)
-    fix_references(study, metrics, weights, number)
-    paired = with_paired(metrics, reference_phases(study, number, metrics))
-    return ScoredTrial(paired, trial_score(study_scorer(study, weights), paired, skip_bounds),
-                       violations)
-
-
-def trial_score(scorer: Scorer, metrics: PhaseMetrics,
-                skip_bounds: Mapping[int, float]) -> Assessment:
-    """The score stored for a benchmarked trial, and its interval. Only a skipped trial lacks a
-    weighted phase: it is valued at its (losing) optimistic bound, and at 0.0 when it has none —
-    with no interval, since a bound is not a measurement."""
-    assessed = scorer.assess(metrics)
-    if assessed.score is not None:
-        return assessed
-    return Assessment(scorer.optimistic_score(metrics, skip_bounds) if skip_bounds else 0.0, None)
+                      skip_bounds: Mapping[int, float]) -> Judged:
+    """A benchmarked trial judged against its study: the study's side — the references (the first
+    full measurement fixes them) and the reference run to pair with — then
+    ``objectives.scoring.judge``, which computes the rest."""
+    references = fix_references(study, metrics, weights, number)
+    return judge(metrics, Scorer(weights, references), reference_phases(study, number, metrics),
+                 constraints, skip_bounds)
 
 
 def _decode(stored: Mapping[str, Any] | None) -> dict[int, float]:
