@@ -1,6 +1,13 @@
 """What the grey-box sampler (tuner/search/greybox.py) chooses among: the space's distinct valid
 configurations (all of them up to ``ENUMERATE_LIMIT`` raw points, a random sample beyond), decoded
 once per space, with the models' inputs in [0, 1].
+
+The speed models read the CUDA-graph batch size only up to the benchmark's largest concurrency
+(``speed_x``): SGLang replays the smallest captured batch that holds the running batch, and no phase
+runs more requests than its concurrency, so a graph size above it adds capture memory and no speed.
+Left to itself a GP extrapolates "a larger graph is faster" from the eager decoding below the batch
+(a graph of 32 at C=64) to sizes that only cost memory, and proposes them where they run out of it
+(docs/benchmarks.md, issue 27).
 """
 
 from __future__ import annotations
@@ -26,9 +33,10 @@ _TREE = (STEPS, TOPK, DRAFT)
 #: where most configurations run out, docs/simulator.md): a configuration at least as large as one
 #: that ran out of memory in each of these, and equal in every other tuned flag, will run out too —
 #: unless the failure was the KV pool being too small, which a larger static fraction cures.
+GRAPH_FLAGS = frozenset({"--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"})
 MEMORY_GROWS = frozenset(
-    {"--mem-fraction-static", "--cuda-graph-max-bs", "--cuda-graph-max-bs-decode",
-     DRAFT, TOPK, STEPS, "--max-running-requests", "--chunked-prefill-size"})
+    {"--mem-fraction-static", *GRAPH_FLAGS, DRAFT, TOPK, STEPS, "--max-running-requests",
+     "--chunked-prefill-size"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,10 @@ class Candidates:
     #: flags outside the tree: the memory and scheduling flags a proposal moves
     #: (tuner/search/trust_region.py ``one_flag_at_a_time``).
     other_flags: tuple[tuple[int, ...], ...] = ()
+    #: The speed models' inputs: ``x`` with every graph size that holds the benchmark's largest
+    #: concurrency read as the smallest such size (why: the module's docstring). Memory and
+    #: feasibility read ``x``.
+    speed_x: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 _CACHE: dict[str, Candidates] = {}
@@ -64,7 +76,7 @@ def candidates(space: SearchSpace, seed: int = 0) -> Candidates:
     """``Candidates`` of ``space`` (cached per space: the bench runs many studies on one)."""
     fingerprint = repr(
         (space.spec.search, sorted(space.spec.server_flags.items()), space.spec.server_env,
-         space.spec.hardware, space.table.version, space.table.fingerprint))
+         space.spec.hardware, space.table.version, space.table.fingerprint, _largest_batch(space)))
     if fingerprint not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.clear()
@@ -90,6 +102,8 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     memory: list[int] = []
     shape: list[int] = []
     other: list[tuple[int, ...]] = []
+    speed: list[np.ndarray] = []
+    largest_batch = _largest_batch(space)
     for d in space.dimensions:
         # a flag of another branch gets a neutral value (tuner/search/branch_inputs.py)
         raw = filled(d, values)
@@ -104,10 +118,13 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
             else:
                 col = np.array(raw, dtype=float)
             new = [_unit(col)]
+            speed.append(_holding(new[0], np.array(raw, dtype=float), largest_batch)
+                         if d.flag in GRAPH_FLAGS else new[0])
         else:  # categorical: one column per choice, at distance 1 from one another
             choices = sorted({repr(v) for v in raw})
             new = [np.array([repr(v) == c for v in raw], dtype=float) / math.sqrt(2)
                    for c in choices]
+            speed += new
         if d.flag in _TREE or d.flag == ALGORITHM or own_flag(space, d.flag):  # the accept length's
             tree += range(len(columns), len(columns) + len(new))
         else:
@@ -125,8 +142,25 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     branch_names = [b.choice if (b := space.branch(p)) is not None else None for p in params]
     labels = np.array([sorted(set(branch_names), key=repr).index(b) for b in branch_names],
                       dtype=int)
+    speed_x = np.stack(speed, axis=1) if speed and keys else x
     return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index,
-                      rung_table(x), accept_x, shallow, tuple(shape), labels, tuple(other))
+                      rung_table(x), accept_x, shallow, tuple(shape), labels, tuple(other),
+                      speed_x)
+
+
+def _largest_batch(space: SearchSpace) -> int | None:
+    """The most requests any phase of the study's benchmark runs at once."""
+    return max((p.concurrency for p in space.spec.benchmark.phases), default=None)
+
+
+def _holding(column: np.ndarray, sizes: np.ndarray, batch: int | None) -> np.ndarray:
+    """``column`` (a graph size's inputs) with every size that holds ``batch`` read as the smallest
+    one that does: a batch replays the same captured graph under any larger maximum."""
+    holding = sizes >= batch if batch is not None else np.zeros(len(sizes), dtype=bool)
+    if not holding.any():
+        return column
+    smallest = np.flatnonzero(sizes == sizes[holding].min())[0]
+    return np.where(holding, column[smallest], column)
 
 
 def _unit(col: np.ndarray) -> np.ndarray:

@@ -226,12 +226,14 @@ class GreyBoxSampler(BaseSampler):
             if not phase_rows:
                 continue
             fit_rows, values = list(phase_rows), list(obs.log_phase[c])
-            gp = self._fit(f"c{c}", x[fit_rows], values)
+            speed_x = table.speed_x  # graph sizes above the largest batch read as one
+            gp = self._fit(f"c{c}", speed_x[fit_rows], values)
             # a pending trial counts as measured at the model's mean (kriging believer)
             if obs.pending_rows:
-                believed, _ = gp.predict(x[obs.pending_rows])
-                gp = self._fit(f"c{c}", x[fit_rows + obs.pending_rows], values + list(believed))
-            out[f"c{c}"] = gp.predict(x[rows])
+                believed, _ = gp.predict(speed_x[obs.pending_rows])
+                gp = self._fit(f"c{c}", speed_x[fit_rows + obs.pending_rows],
+                               values + list(believed))
+            out[f"c{c}"] = gp.predict(speed_x[rows])
         # Out of memory: a logistic model that is monotone in the memory flags
         # (tuner/search/candidates.py MEMORY_GROWS), fitted to the starts and the OOM failures;
         # every other way of being infeasible (constraints, crashes, a KV pool too small): a GP on

@@ -3,6 +3,8 @@ kind of trial, and that it finds a hand-checkable optimum without re-measuring a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import optuna
 import pytest
@@ -179,3 +181,26 @@ def test_a_tree_shape_that_failed_while_running_keeps_little_of_its_feasibility(
     _, p_untold = sampler.predict(table, untold, np.arange(len(table.keys)))
     assert np.allclose(p_told[same], SAME_SHAPE_AS_RUN_FAILURE * p_untold[same])
     assert np.allclose(p_told[other], p_untold[other])
+
+
+@pytest.mark.parametrize("concurrencies", [(1, 64), (1, 48), (1,)])
+def test_the_speed_models_read_every_graph_size_that_holds_the_largest_batch_as_one(
+        concurrencies: tuple[int, ...]) -> None:
+    spec = load_study_file(DEMO)  # graph sizes 32, 64, 128
+    phases = tuple(replace(spec.benchmark.phases[0], concurrency=c) for c in concurrencies)
+    spec = replace(spec, benchmark=replace(spec.benchmark, phases=phases))
+    space = SearchSpace(spec, spec.option_table)
+    table = candidates(space)
+    graph = next(i for i, d in enumerate(space.dimensions)
+                 if d.flag == "--cuda-graph-max-bs-decode")
+    dimension = space.dimensions[graph]  # a ladder: the parameter is the choice's index
+    sizes = np.array([dimension.choices[p[dimension.name]] for p in table.params])
+    holding = min(int(s) for s in sizes if s >= max(concurrencies))
+    # memory and feasibility still tell every size apart
+    assert len(set(table.x[:, graph])) == len(set(sizes))
+    speed = {int(s): float(v) for s, v in zip(sizes, table.speed_x[:, graph], strict=True)}
+    assert {speed[int(s)] for s in sizes if s >= holding} == {speed[holding]}
+    below = sorted({int(s) for s in sizes if s < holding})
+    assert len({speed[s] for s in below} | {speed[holding]}) == len(below) + 1
+    others = [j for j in range(table.x.shape[1]) if j != graph]
+    assert np.array_equal(table.speed_x[:, others], table.x[:, others])
