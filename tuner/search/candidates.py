@@ -29,11 +29,13 @@ from tuner.study.space import ALGORITHM, DRAFT, STEPS, TOPK, SearchSpace
 #: beyond.
 ENUMERATE_LIMIT = 250_000
 _TREE = (STEPS, TOPK, DRAFT)
+#: The CUDA-graph batch sizes: the speed models read them only up to the largest batch
+#: (``speed_x``).
+GRAPH_FLAGS = frozenset({"--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"})
 #: Flags whose larger values need more GPU memory beside the static pool (CUDA-graph capture is
 #: where most configurations run out, docs/simulator.md): a configuration at least as large as one
 #: that ran out of memory in each of these, and equal in every other tuned flag, will run out too —
 #: unless the failure was the KV pool being too small, which a larger static fraction cures.
-GRAPH_FLAGS = frozenset({"--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"})
 MEMORY_GROWS = frozenset(
     {"--mem-fraction-static", *GRAPH_FLAGS, DRAFT, TOPK, STEPS, "--max-running-requests",
      "--chunked-prefill-size"})
