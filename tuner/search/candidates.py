@@ -56,6 +56,10 @@ class Candidates:
     accept_x: np.ndarray  # the accept-length model's inputs: the tree columns and tokens per level
     # fewer draft tokens than steps + 1: never proposed (tuner/search/tree_shape.py)
     shallow: np.ndarray
+    #: The speed models' inputs: ``x`` with every graph size that holds the benchmark's largest
+    #: concurrency read as the smallest such size (why: the module's docstring). Memory and
+    #: feasibility read ``x``.
+    speed_x: np.ndarray
     #: The draft tree's shape (steps and topk columns): what decides the kernels a configuration
     #: runs.
     shape_columns: tuple[int, ...] = ()
@@ -65,10 +69,6 @@ class Candidates:
     #: flags outside the tree: the memory and scheduling flags a proposal moves
     #: (tuner/search/trust_region.py ``one_flag_at_a_time``).
     other_flags: tuple[tuple[int, ...], ...] = ()
-    #: The speed models' inputs: ``x`` with every graph size that holds the benchmark's largest
-    #: concurrency read as the smallest such size (why: the module's docstring). Memory and
-    #: feasibility read ``x``.
-    speed_x: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 _CACHE: dict[str, Candidates] = {}
@@ -78,7 +78,8 @@ def candidates(space: SearchSpace, seed: int = 0) -> Candidates:
     """``Candidates`` of ``space`` (cached per space: the bench runs many studies on one)."""
     fingerprint = repr(
         (space.spec.search, sorted(space.spec.server_flags.items()), space.spec.server_env,
-         space.spec.hardware, space.table.version, space.table.fingerprint, _largest_batch(space)))
+         space.spec.hardware, space.table.version, space.table.fingerprint,
+         space.spec.max_concurrency))
     if fingerprint not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.clear()
@@ -105,7 +106,6 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     shape: list[int] = []
     other: list[tuple[int, ...]] = []
     speed: list[np.ndarray] = []
-    largest_batch = _largest_batch(space)
     for d in space.dimensions:
         # a flag of another branch gets a neutral value (tuner/search/branch_inputs.py)
         raw = filled(d, values)
@@ -120,7 +120,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
             else:
                 col = np.array(raw, dtype=float)
             new = [_unit(col)]
-            speed.append(_holding(new[0], np.array(raw, dtype=float), largest_batch)
+            speed.append(_holding(new[0], np.array(raw, dtype=float), space.spec.max_concurrency)
                          if d.flag in GRAPH_FLAGS else new[0])
         else:  # categorical: one column per choice, at distance 1 from one another
             choices = sorted({repr(v) for v in raw})
@@ -146,19 +146,14 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
                       dtype=int)
     speed_x = np.stack(speed, axis=1) if speed and keys else x
     return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index,
-                      rung_table(x), accept_x, shallow, tuple(shape), labels, tuple(other),
-                      speed_x)
+                      rung_table(x), accept_x, shallow, speed_x, tuple(shape), labels,
+                      tuple(other))
 
 
-def _largest_batch(space: SearchSpace) -> int | None:
-    """The most requests any phase of the study's benchmark runs at once."""
-    return max((p.concurrency for p in space.spec.benchmark.phases), default=None)
-
-
-def _holding(column: np.ndarray, sizes: np.ndarray, batch: int | None) -> np.ndarray:
+def _holding(column: np.ndarray, sizes: np.ndarray, batch: int) -> np.ndarray:
     """``column`` (a graph size's inputs) with every size that holds ``batch`` read as the smallest
     one that does: a batch replays the same captured graph under any larger maximum."""
-    holding = sizes >= batch if batch is not None else np.zeros(len(sizes), dtype=bool)
+    holding = sizes >= batch
     if not holding.any():
         return column
     smallest = np.flatnonzero(sizes == sizes[holding].min())[0]

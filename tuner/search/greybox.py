@@ -222,11 +222,11 @@ class GreyBoxSampler(BaseSampler):
         if obs.accept_rows:
             gp = self._fit("accept", table.accept_x[obs.accept_rows], obs.log_accept)
             out["accept"] = gp.predict(table.accept_x[rows])
+        speed_x = table.speed_x  # graph sizes above the largest batch read as one
         for c, phase_rows in obs.phase_rows.items():
             if not phase_rows:
                 continue
             fit_rows, values = list(phase_rows), list(obs.log_phase[c])
-            speed_x = table.speed_x  # graph sizes above the largest batch read as one
             gp = self._fit(f"c{c}", speed_x[fit_rows], values)
             # a pending trial counts as measured at the model's mean (kriging believer)
             if obs.pending_rows:

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.designed_start
 SEED_SPACE = REPO / "bench" / "studies" / "qwen-seed-space.toml"
 LLAMA_SPACE = REPO / "bench" / "studies" / "llama-8b-h100.toml"
 TOPK = "--speculative-eagle-topk"
+RUNNING = "--max-running-requests"
 
 
 @pytest.fixture(autouse=True)
@@ -191,9 +192,6 @@ def test_on_the_long_prompt_landscape_on_the_llama_space_the_start_finds_top_k_4
     assert leader.config is not None and leader.config.get(TOPK) == 4
     widest = [r.score or 0.0 for r in scored if r.config is not None and r.config.get(TOPK) == 8]
     assert widest and (leader.score or 0.0) > 1.04 * max(widest)
-
-
-RUNNING = "--max-running-requests"
 
 
 def _capped_at(running: int) -> StudySpec:
