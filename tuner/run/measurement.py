@@ -10,11 +10,15 @@ results.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from objectives.scoring import primary_metric
+from tuner.core.errors import SpectuneError
 from tuner.targets.base import RUN_FAILURE_CLASSES, FailureCause, RunFailed
 
 #: The keys of the plain form that describe a phase's failure rather than measure it: not kept in
@@ -25,6 +29,14 @@ _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 #: One phase's figures in their stored form: metric name → value (numbers, intervals as [low, high],
 #: the per-request parts pairing uses), what scoring, constraints and reports read.
 PhaseFigures = Mapping[str, Any]
+
+
+class BadMeasurement(SpectuneError):
+    """A measurer answered a figure that is not a finite number (NaN, infinity, text where the
+    score's metric belongs): a defect of the measurer — a landscape's — told in one line, never
+    stored as a score (a NaN score would fail the trial inside Optuna and rank nowhere)."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -49,9 +61,11 @@ class DeployFacts:
             return facts
         facts = facts or {}
         effective = facts.get("effective")
+        timings = facts.get("timings") or {}
         return cls(launch=_text(facts.get("launch")), base_url=_text(facts.get("base_url")),
                    log=_text(facts.get("log")), effective=dict(effective) if effective else None,
-                   timings={str(k): float(v) for k, v in (facts.get("timings") or {}).items()})
+                   timings={str(k): _number(v, f"the deploy's timings {k}")
+                            for k, v in timings.items()})
 
 
 @dataclass(frozen=True)
@@ -100,7 +114,11 @@ class PhaseMeasurement:
                 evidence=dict(result.get("run_failure")
                               or {"phase": f"c{concurrency}", "concurrency": concurrency}),
                 log_tail=str(result.get("log_tail") or ""))
-        figures = {k: v for k, v in result.items() if k not in FAILURE_EVIDENCE}
+        figures = _plain({k: v for k, v in result.items() if k not in FAILURE_EVIDENCE},
+                         f"phase C={concurrency}")
+        if failure is None and figures.get(primary_metric(concurrency)) is not None:
+            _number(figures[primary_metric(concurrency)],
+                    f"phase C={concurrency} {primary_metric(concurrency)}")
         return cls(concurrency, figures, failure)
 
     @classmethod
@@ -112,6 +130,29 @@ class PhaseMeasurement:
                                exc.log_tail)
         return cls(concurrency, {"failure": exc.failure_class, "failure_message": exc.message},
                    failure)
+
+
+def _plain(value: Any, where: str) -> Any:
+    """``value`` with numpy's (and any other) number types as Python's, so that every storage can
+    write it; a number that is not finite is a ``BadMeasurement``."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, f"{where} {k}") for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v, where) for v in value]
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return _number(value, where)
+    return value
+
+
+def _number(value: object, where: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise BadMeasurement(f"measurer: {where} = {value!r}: not a number")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if not math.isfinite(float(value)):
+        raise BadMeasurement(f"measurer: {where} = {value!r}: every figure must be a finite number "
+                             "(a configuration that fails raises DeployFailed or RunFailed)")
+    return float(value)
 
 
 def _text(value: object) -> str | None:

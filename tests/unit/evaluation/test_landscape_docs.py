@@ -24,6 +24,7 @@ from tuner.evaluation.landscape_plugin import (
     study_of,
 )
 from tuner.evaluation.reference_search import found_so_far, random_search, sweep_search
+from tuner.run.measurement import BadMeasurement
 from tuner.store.record import Outcome, TrialRecord
 from tuner.targets.base import FailureCause
 
@@ -115,3 +116,40 @@ def test_a_landscape_file_that_fails_to_load_is_a_one_line_error(tmp_path: Path)
         load_landscape(str(tmp_path / "broken.py") + ":landscape")
     with pytest.raises(LandscapeError, match="cannot import no_such_landscape_module"):
         load_landscape("no_such_landscape_module:landscape")
+
+
+NAN_LANDSCAPE = '''from __future__ import annotations
+
+from tuner.evaluation.landscape import MeasuredLandscape
+
+
+class Steps:
+    def deploy(self, config):
+        self.steps = int(config.get("--speculative-num-steps"))
+        return {}
+
+    def measure(self, phase_index):
+        speed = float("nan") if self.steps == 3 else 100.0 + 5 * self.steps
+        return {"per_request_tok_s_mean": speed, "aggregate_tok_s": 30 * speed, "error_rate": 0.0}
+
+
+def landscape():
+    return MeasuredLandscape("my-study.toml", lambda seed: Steps(), version="nan-1")
+'''
+
+
+def test_a_landscape_that_answers_nan_is_a_one_line_error_in_the_api_and_the_bench(
+        folder: Path, tmp_path: Path) -> None:
+    (folder / "nan_landscape.py").write_text(NAN_LANDSCAPE)
+    factory, _ = load_landscape(str(folder / "nan_landscape.py") + ":landscape")
+    with pytest.raises(BadMeasurement, match=r"phase C=1 per_request_tok_s_mean = nan"):
+        sweep_search(None, factory(), n_trials=6, seed=0)  # steps 1, 2, then 3
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "sample_efficiency.py"),
+                          "--landscape", "nan_landscape.py:landscape", "--seeds", "1", "--budget",
+                          "4", "--samplers", "auto", "--truth-cache", str(tmp_path)],
+                         cwd=folder, capture_output=True, text=True, timeout=180)
+    assert run.returncode != 0
+    assert "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith(
+        "measurer: phase C=1 per_request_tok_s_mean = nan: every figure must be a finite number")
+    assert not list(tmp_path.glob("*.json"))  # no truth cached from a broken measurer

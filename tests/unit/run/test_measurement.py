@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from tuner.run.measurement import DeployFacts, PhaseMeasurement
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tuner.run.measurement import BadMeasurement, DeployFacts, PhaseMeasurement
 from tuner.targets.base import FailureCause, RunFailed
 
 
@@ -41,3 +47,30 @@ def test_a_raised_run_failure_becomes_a_phase_with_its_cause() -> None:
     assert measured.figures == {"failure": "hung", "failure_message": "no token for 30 s"}
     assert measured.failure is not None and measured.failure.failure_class == "hung"
     assert measured.failure.log_tail == "tail" and measured.failure.evidence["concurrency"] == 64
+
+
+def test_a_figure_that_is_not_finite_is_a_one_line_error_naming_phase_and_metric() -> None:
+    with pytest.raises(BadMeasurement, match=r"phase C=64 aggregate_tok_s = nan"):
+        PhaseMeasurement.of(64, {"aggregate_tok_s": float("nan"), "error_rate": 0.0})
+    with pytest.raises(BadMeasurement, match=r"phase C=1 ttft_p99_ms = inf"):
+        PhaseMeasurement.of(1, {"per_request_tok_s_mean": 50.0, "ttft_p99_ms": math.inf})
+    with pytest.raises(BadMeasurement, match=r"C=1 per_request_tok_s_mean_ci = -inf"):
+        PhaseMeasurement.of(1, {"per_request_tok_s_mean": 50.0,
+                                "per_request_tok_s_mean_ci": [-math.inf, 60.0]})
+    with pytest.raises(BadMeasurement, match=r"C=64 aggregate_tok_s = 'fast': not a number"):
+        PhaseMeasurement.of(64, {"aggregate_tok_s": "fast"})
+    with pytest.raises(BadMeasurement, match=r"timings ready_s = nan"):
+        DeployFacts.of({"timings": {"ready_s": float("nan")}})
+
+
+def test_numpy_numbers_become_pythons_so_every_storage_can_write_them() -> None:
+    measured = PhaseMeasurement.of(64, {"aggregate_tok_s": np.float32(1500.5),
+                                        "completed": np.int64(256), "ok": True,
+                                        "aggregate_tok_s_ci": (np.float64(1400.0), 1600)})
+    figures = dict(measured.figures)
+    assert figures == {"aggregate_tok_s": 1500.5, "completed": 256, "ok": True,
+                       "aggregate_tok_s_ci": [1400.0, 1600]}
+    assert type(figures["aggregate_tok_s"]) is float and type(figures["completed"]) is int
+    assert figures["ok"] is True
+    json.dumps(figures)  # what an RDB storage does with it; numpy's types would raise here
+    assert DeployFacts.of({"timings": {"ready_s": np.float32(2.5)}}).timings == {"ready_s": 2.5}
