@@ -137,7 +137,8 @@ def make_landscape(spec: StudySpec | None, factory: Callable[..., Any] | None, n
         if spec is None:
             raise LandscapeError(
                 "--landscape: a factory that returns a bare Measurer needs --studies")
-        made = MeasuredLandscape(spec, lambda _seed: made, truth=made)
+        bare: Any = made  # bound now: the lambda must not see the landscape this line makes
+        made = MeasuredLandscape(spec, lambda _seed: bare, truth=bare)
     return made, study_of(made, spec)
 
 

@@ -5,6 +5,7 @@ objective and baseline, every failure class) runs through the public API and thr
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from bench.sample_efficiency import make_landscape
 from tests.helpers import REPO, STUDIES
 from tuner.core.errors import SpectuneError
 from tuner.evaluation.landscape import evaluate_search
@@ -26,6 +28,7 @@ from tuner.evaluation.landscape_plugin import (
 from tuner.evaluation.reference_search import found_so_far, random_search, sweep_search
 from tuner.run.measurement import BadMeasurement
 from tuner.store.record import Outcome, TrialRecord
+from tuner.study.load import load_study_file
 from tuner.targets.base import FailureCause
 
 
@@ -153,3 +156,38 @@ def test_a_landscape_that_answers_nan_is_a_one_line_error_in_the_api_and_the_ben
     assert run.stderr.strip().splitlines()[-1].startswith(
         "measurer: phase C=1 per_request_tok_s_mean = nan: every figure must be a finite number")
     assert not list(tmp_path.glob("*.json"))  # no truth cached from a broken measurer
+
+
+BARE_MEASURER = '''from __future__ import annotations
+
+
+class Steps:
+    def deploy(self, config):
+        self.steps = int(config.get("--speculative-num-steps"))
+        return {}
+
+    def measure(self, phase_index):
+        speed = 100.0 + 5 * self.steps
+        return {"per_request_tok_s_mean": speed, "aggregate_tok_s": 30 * speed, "error_rate": 0.0}
+
+
+def measurer(spec):
+    return Steps()
+'''
+
+
+def test_a_factory_that_returns_a_bare_measurer_is_its_own_truth(folder: Path) -> None:
+    """docs/benchmarks.md: FACTORY may return "a bare deterministic Measurer, taken as its own
+    truth" — the landscape made of it hands out that measurer, not itself."""
+    (folder / "bare_measurer.py").write_text(BARE_MEASURER)
+    factory, _ = load_landscape(str(folder / "bare_measurer.py") + ":measurer")
+    spec = load_study_file(folder / "my-study.toml")
+    land, searched = make_landscape(spec, factory, 0.02)
+    assert searched.path == spec.path
+    assert callable(getattr(land.measurer(0), "deploy", None))
+    truth = land.true_scores()
+    steps = {key: dict(json.loads(key)["flags"])["--speculative-num-steps"] for key in truth}
+    # its own truth's optimum: the deepest tree
+    assert steps[max(truth, key=truth.__getitem__)] == max(steps.values())
+    result = sweep_search(searched, land, n_trials=8, seed=0)
+    assert found_so_far(result, land, 8)[-1] == pytest.approx(1.0)
