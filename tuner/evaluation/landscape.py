@@ -246,6 +246,7 @@ def true_scores(space: SearchSpace, measurer: Measurer, *,
         # speed.
         metrics_by_key[config.key()] = ({} if any(m.failure for m in measured)
                                         else {m.concurrency: dict(m.figures) for m in measured})
+    _say_unreported(spec, metrics_by_key.values())
     reference_metrics = metrics_by_key.get(baseline.key()) if baseline is not None else None
     refs = references_from(reference_metrics or {}, spec.objective.weights) or {}
     scorer = Scorer(spec.objective.weights, refs)
@@ -256,6 +257,21 @@ def true_scores(space: SearchSpace, measurer: Measurer, *,
                                                                metrics)):
             scores[key] = score
     return scores
+
+
+def _say_unreported(spec: StudySpec,
+                    measured: Iterable[Mapping[int, Mapping[str, Any]]]) -> None:
+    """Warn of a constraint on a metric the measurer reported for no configuration: a metric no
+    phase reports counts as met (a skipped phase's), so that constraint would hold everywhere,
+    unseen."""
+    reported = {(c, name) for metrics in measured for c, phase in metrics.items() for name in phase}
+    for constraint in spec.objective.constraints:
+        if not any(name == constraint.metric and constraint.phase in (None, c)
+                   for c, name in reported):
+            where = f"at C={constraint.phase}" if constraint.phase is not None else "in any phase"
+            warnings.warn(f"{spec.path}: constraint {constraint.text!r}: the measurer reported "
+                          f"{constraint.metric} {where} for no configuration, so it holds for "
+                          "every one", UserWarning, stacklevel=3)
 
 
 def true_phase_metrics(profile: Profile, argv: list[str],

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
+from typing import Any
 
 import optuna
 import pytest
@@ -93,3 +95,23 @@ def test_a_landscape_whose_baseline_does_not_start_is_still_searched() -> None:
     assert result.stopped_by == "n_trials" and result.measured == 6
     assert result.best_config is not None \
            and result.best_config.get("--speculative-eagle-topk") != 4
+
+
+class WithoutErrorRate(StepsMeasurer):
+    def measure(self, phase_index: int) -> dict[str, Any]:
+        figures = super().measure(phase_index)
+        del figures["error_rate"]
+        return figures
+
+
+def test_a_constraint_on_a_metric_the_measurer_never_reports_is_warned_of() -> None:
+    """A metric no phase reports counts as met, so ``error_rate <= 0.01`` on a measurer that never
+    reports it would hold everywhere, unseen."""
+    spec = load_study_file(STUDIES / "simulated.toml")
+    assert [c.metric for c in spec.objective.constraints] == ["error_rate"]
+    with pytest.warns(UserWarning, match=r"constraint 'error_rate <= 0.01': the measurer "
+                                         r"reported error_rate in any phase for no configuration"):
+        MeasuredLandscape(spec, lambda seed: WithoutErrorRate()).true_scores()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same landscape reporting it: no warning
+        assert MeasuredLandscape(spec, lambda seed: StepsMeasurer()).true_scores()
