@@ -39,6 +39,7 @@ from tuner.simulator.profile import DEFAULT_PROFILE, load_profile
 from tuner.store.record import Outcome, measured_records
 from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
+from tuner.targets.base import RunFailed
 
 STUDY = Path(__file__).resolve().parent / "studies" / "qwen-seed-space.toml"
 FAULTS = """
@@ -80,9 +81,17 @@ def failing_share(spec, landscape, sample: int = 3000) -> float:  # type: ignore
         except Exception:  # a failed start is not a run failure
             seen[config.key()] = False
             continue
-        seen[config.key()] = any(truth.measure(i).get("failure")
-                                 for i in range(len(spec.benchmark.phases)))
+        seen[config.key()] = any(_fails(truth, i) for i in range(len(spec.benchmark.phases)))
     return sum(seen.values()) / max(len(seen), 1)
+
+
+def _fails(measurer, phase_index: int) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the phase fails: in the plain form (a ``failure`` key) or raised (``RunFailed``, as
+    the landscapes' measurers report a crash or a wrong answer)."""
+    try:
+        return bool(measurer.measure(phase_index).get("failure"))
+    except RunFailed:
+        return True
 
 
 def main() -> None:

@@ -34,6 +34,9 @@ BOUNDS_LOG_NOISE = (np.log(1e-5), np.log(1.0))
 LOG_LINEAR_PRIOR = (np.log(0.2), 1.5)
 BOUNDS_LOG_LINEAR = (np.log(1e-4), np.log(20.0))
 JITTER = 1e-8
+#: The most of the standardised outputs' variance a ``noise_floor`` may claim as noise (outputs
+#: that spread less than the floor are still modelled, mostly as noise).
+MAX_NOISE_FLOOR = 0.5
 
 
 def matern52(a: np.ndarray, b: np.ndarray, lengthscales: np.ndarray) -> np.ndarray:
@@ -119,16 +122,20 @@ def _objective(theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[float, 
 
 
 def fit_gp(x: np.ndarray, y: np.ndarray, *, warm: np.ndarray | None = None, min_noise: float = 1e-5,
-           max_iter: int = 60) -> GP:
+           noise_floor: float = 0.0, max_iter: int = 60) -> GP:
     """Fit a GP to ``y`` at ``x`` (n × d, inputs in [0, 1]). ``warm``: log-hyperparameters to start
     from (a previous fit's ``theta``); ``min_noise``: a floor on the noise variance of the
-    standardised outputs."""
+    standardised outputs; ``noise_floor``: a floor on the noise's standard deviation in ``y``'s own
+    units (what is known of the measurement: a benchmark's run-to-run spread)."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     n, d = x.shape
     mean = float(y.mean()) if n else 0.0
     scale = float(y.std()) if n > 1 and y.std() > 1e-9 else 1.0
     ys = (y - mean) / scale
+    if noise_floor > 0:
+        # below the upper bound of the noise, whatever the outputs' spread
+        min_noise = min(MAX_NOISE_FLOOR, max(min_noise, (noise_floor / scale) ** 2))
     bounds = [BOUNDS_LOG_LS] * d + [BOUNDS_LOG_SIGNAL, (max(BOUNDS_LOG_NOISE[0], np.log(min_noise)),
                                                       BOUNDS_LOG_NOISE[1]), BOUNDS_LOG_LINEAR]
     default = np.array([LOG_LS_PRIOR[0]] * d + [0.0, max(LOG_NOISE_PRIOR[0], bounds[d + 1][0]),

@@ -63,6 +63,12 @@ NEAR = 0.2
 #: A model is fitted to at most this many observations, the latest (an exact GP is cubic in them): a
 #: study of hundreds of trials keeps proposals under a few seconds.
 MAX_FIT = 150
+#: The run-to-run spread of a phase's figure that the speed models assume at least (a relative
+#: standard deviation, so 0.02 in their log units). Why (docs/benchmarks.md, "The measurement
+#: noise as a floor"): fitted freely to 5–20 trials, a GP explains a benchmark's own 2–3 % noise
+#: as effects of the flags — the lengthscales of flags that change nothing stay below 2 — and
+#: expected improvement then spends trials moving them.
+MEASUREMENT_NOISE = 0.02
 #: What that leaves of the probability of being feasible.
 DOMINATED_BY_OOM = 0.05
 #: What a tree shape (steps, topk) that already crashed, hung or answered wrongly keeps of it.
@@ -208,9 +214,9 @@ class GreyBoxSampler(BaseSampler):
 
     # ----- the models -----------------------------------------------------------------------------
     def _fit(self, name: str, x: np.ndarray, y: Sequence[float] | np.ndarray, *,
-             min_noise: float = 1e-4) -> GP:
+             min_noise: float = 1e-4, noise_floor: float = 0.0) -> GP:
         gp = fit_gp(x[-MAX_FIT:], np.asarray(y, dtype=float)[-MAX_FIT:], warm=self._warm.get(name),
-                    min_noise=min_noise)
+                    min_noise=min_noise, noise_floor=noise_floor)
         self._warm[name] = gp.theta
         return gp
 
@@ -227,12 +233,12 @@ class GreyBoxSampler(BaseSampler):
             if not phase_rows:
                 continue
             fit_rows, values = list(phase_rows), list(obs.log_phase[c])
-            gp = self._fit(f"c{c}", speed_x[fit_rows], values)
+            gp = self._fit(f"c{c}", speed_x[fit_rows], values, noise_floor=MEASUREMENT_NOISE)
             # a pending trial counts as measured at the model's mean (kriging believer)
             if obs.pending_rows:
                 believed, _ = gp.predict(speed_x[obs.pending_rows])
                 gp = self._fit(f"c{c}", speed_x[fit_rows + obs.pending_rows],
-                               values + list(believed))
+                               values + list(believed), noise_floor=MEASUREMENT_NOISE)
             out[f"c{c}"] = gp.predict(speed_x[rows])
         # Out of memory: a logistic model that is monotone in the memory flags
         # (tuner/search/candidates.py MEMORY_GROWS), fitted to the starts and the OOM failures;

@@ -43,3 +43,22 @@ def test_a_warm_start_gives_the_same_fit() -> None:
     cold = fit_gp(x, y)
     warm = fit_gp(x, y, warm=cold.theta)
     assert np.allclose(cold.predict(x[:4])[0], warm.predict(x[:4])[0], atol=1e-3)
+
+
+def test_a_noise_floor_keeps_a_benchmarks_own_spread_from_being_read_as_an_effect() -> None:
+    """Ten trials of one trend plus 2 % noise: fitted freely, the noise the GP admits can fall below
+    the real one (it bends through the points); with the floor it is at least the floor, in the
+    outputs' own units, and the fit stays a trend."""
+    rng = np.random.default_rng(3)
+    x = rng.random((10, 4))
+    trend = 0.1 * x[:, 0]  # only the first input matters
+    y = trend + 0.02 * rng.standard_normal(10)
+    free = fit_gp(x, y)
+    floored = fit_gp(x, y, noise_floor=0.02)
+    assert floored.noise * floored.scale ** 2 >= 0.02 ** 2 * (1 - 1e-6)
+    assert floored.noise > free.noise
+    fitted = floored.predict(x)[0]
+    assert np.sqrt(np.mean((fitted - trend) ** 2)) < np.sqrt(np.mean((y - trend) ** 2))
+    # outputs that spread less than the floor: capped below the noise's upper bound, still a fit
+    tiny = fit_gp(x, 1e-3 * x[:, 0], noise_floor=0.02)
+    assert tiny.noise <= 0.5 + 1e-9 and np.all(np.isfinite(tiny.predict(x)[0]))

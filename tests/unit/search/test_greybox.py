@@ -54,8 +54,12 @@ def test_it_finds_the_optimum_of_a_hand_checkable_landscape_and_never_measures_a
     assert len({r.config_key for r in measured}) == len(measured)
     assert result.best_config is not None and result.best_config.get("--speculative-num-steps") == 6
     # top-k 4 never starts: once that is known, the feasibility model keeps the search away from it
+    # — below the third of the trials a search told nothing would spend there (a third of this space
+    # is top-k 4), though it still tries it where less memory might start, once every trial ties
     topk4 = [r for r in measured if r.config and r.config.get("--speculative-eagle-topk") == 4]
-    assert 1 <= len(topk4) <= 3
+    assert 1 <= len(topk4) <= 4
+    best = next(r.number for r in measured if r.score == max(m.score or 0.0 for m in measured))
+    assert sum(r.number < best for r in topk4) <= 2  # before the optimum: one, maybe two
 
 
 def test_a_skipped_phase_teaches_the_other_models_and_a_failed_start_only_feasibility() -> None:
