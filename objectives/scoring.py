@@ -204,6 +204,9 @@ class Judged:
     metrics: dict[int, dict[str, Any]]
     assessment: Assessment
     constraints: dict[str, float]
+    #: Each weighted phase's own figure (its primary metric; None: not measured), what a Pareto
+    #: study's objectives are.
+    phase_values: dict[int, float | None]
 
     @property
     def score(self) -> float:
@@ -223,7 +226,8 @@ def judge(metrics: PhaseMetrics, scorer: Scorer, reference_run: PhaseMetrics | N
     if assessed.score is None:
         assessed = Assessment(scorer.optimistic_score(paired, skip_bounds) if skip_bounds
                               else 0.0, None)
-    return Judged(paired, assessed, constraint_values(constraints, metrics))
+    return Judged(paired, assessed, constraint_values(constraints, metrics),
+                  {c: phase_value(paired, c) for c in scorer.normalized_weights})
 
 
 def references_from(metrics: PhaseMetrics, weights: Mapping[int, float]) -> dict[int, float] | None:

@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from objectives.scoring import (
     STARTED_KEY,
     VALID_KEY,
+    Judged,
     PhaseMetrics,
     Scorer,
     is_feasible,
@@ -287,7 +288,7 @@ class TrialRunner:
             constraints.update(judged.constraints)
             draft = replace(draft, metrics=judged.metrics, score=judged.score,
                             score_ci=judged.assessment.interval)
-            value = self._objective_values(judged.metrics, judged.score)
+            value = self._objective_values(judged)
             if draft.skip and not self.pareto and skipped_phases(
                     trial.study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.AT_MEDIAN:
                 value = min(judged.score, self._median_score(trial.study))
@@ -302,11 +303,11 @@ class TrialRunner:
         self._done(draft, TrialState.COMPLETE, constraints)
         return value
 
-    def _objective_values(self, metrics: PhaseMetrics, score: float) -> float | tuple[float, float]:
+    def _objective_values(self, judged: Judged) -> float | tuple[float, float]:
         if not self.pareto:
-            return score
-        c_low, c_high = sorted(c for c, w in self.spec.objective.weights.items() if w > 0)
-        return (phase_value(metrics, c_low) or 0.0, phase_value(metrics, c_high) or 0.0)
+            return judged.score
+        c_low, c_high = sorted(judged.phase_values)
+        return (judged.phase_values[c_low] or 0.0, judged.phase_values[c_high] or 0.0)
 
     # ----- helpers --------------------------------------------------------------------------------
     def scorer(self, study: optuna.Study) -> Scorer:

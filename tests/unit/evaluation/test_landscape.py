@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -15,6 +16,7 @@ import pytest
 from tests.helpers import REPO, STUDIES
 from tests.unit.evaluation.steps_landscape import StepsMeasurer, landscape
 from tuner.evaluation.landscape import MeasuredLandscape, evaluate_search, simulator_landscape
+from tuner.store.record import Outcome, TrialRecord
 from tuner.study.load import load_study_file
 
 STEPS = "--speculative-num-steps"
@@ -115,3 +117,25 @@ def test_a_constraint_on_a_metric_the_measurer_never_reports_is_warned_of() -> N
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the same landscape reporting it: no warning
         assert MeasuredLandscape(spec, lambda seed: StepsMeasurer()).true_scores()
+
+
+def test_a_pareto_study_searches_both_phases_figures(tmp_path: Path) -> None:
+    """docs/scoring.md, "Pareto mode": two objectives, each weighted phase's own figure; an
+    infeasible trial is the dominated (0, 0); the front, not one pick."""
+    text = (STUDIES / "simulated.toml").read_text()
+    assert "\nweights = { c1 = 0.5, c64 = 0.5 }" in text
+    study = tmp_path / "pareto.toml"
+    study.write_text(text.replace("\nweights = {", '\nmode = "pareto"\nweights = {', 1))
+    spec = load_study_file(study)
+    result = evaluate_search(spec, landscape(spec), n_trials=10, seed=0)
+    assert len(result.study.directions) == 2 and result.best is None
+    for trial in result.trials:
+        record = TrialRecord.from_stored(trial)
+        assert record.config is not None
+        if record.outcome is Outcome.MEASURED:
+            steps = record.config.get(STEPS)
+            assert trial.values == [100.0 + 10 * steps, 1000.0 + 100 * steps]  # StepsMeasurer's
+        else:  # top-k 4 never starts
+            assert trial.values == [0.0, 0.0]
+    front = [TrialRecord.from_stored(t).config for t in result.study.best_trials]
+    assert front and all(c is not None and c.get(STEPS) == 6 for c in front)
