@@ -115,7 +115,7 @@ class PhaseMeasurement:
                               or {"phase": f"c{concurrency}", "concurrency": concurrency}),
                 log_tail=str(result.get("log_tail") or ""))
         figures = _plain({k: v for k, v in result.items() if k not in FAILURE_EVIDENCE},
-                         f"phase C={concurrency}")
+                         f"phase C={concurrency}", strict=failure is None)
         if failure is None and figures.get(primary_metric(concurrency)) is not None:
             _number(figures[primary_metric(concurrency)],
                     f"phase C={concurrency} {primary_metric(concurrency)}")
@@ -132,14 +132,17 @@ class PhaseMeasurement:
                    failure)
 
 
-def _plain(value: Any, where: str) -> Any:
+def _plain(value: Any, where: str, *, strict: bool = True) -> Any:
     """``value`` with numpy's (and any other) number types as Python's, so that every storage can
-    write it; a number that is not finite is a ``BadMeasurement``."""
+    write it; a number that is not finite is a ``BadMeasurement`` — or, in a phase that failed
+    (``strict`` False), None: what a failed phase measured is evidence, never a score."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v, f"{where} {k}") for k, v in value.items()}
+        return {str(k): _plain(v, f"{where} {k}", strict=strict) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v, where) for v in value]
+        return [_plain(v, where, strict=strict) for v in value]
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if not strict and not math.isfinite(float(value)):
+            return None
         return _number(value, where)
     return value
 

@@ -74,3 +74,11 @@ def test_numpy_numbers_become_pythons_so_every_storage_can_write_them() -> None:
     assert figures["ok"] is True
     json.dumps(figures)  # what an RDB storage does with it; numpy's types would raise here
     assert DeployFacts.of({"timings": {"ready_s": np.float32(2.5)}}).timings == {"ready_s": 2.5}
+
+
+def test_a_failed_phase_keeps_its_failure_and_drops_a_figure_that_is_not_finite() -> None:
+    measured = PhaseMeasurement.of(64, {"failure": "crashed-under-load", "failure_message": "died",
+                                        "aggregate_tok_s": float("nan"), "completed": np.int32(3)})
+    assert measured.failure is not None and measured.failure.is_run_failure
+    assert dict(measured.figures) == {"failure": "crashed-under-load", "failure_message": "died",
+                                      "aggregate_tok_s": None, "completed": 3}
