@@ -56,8 +56,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 import optuna
-from rich.console import Console
-from rich.progress import track
 from scipy.stats import bootstrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -77,7 +75,12 @@ from tuner.evaluation.landscape_plugin import (
     load_landscape,
     study_of,
 )
-from tuner.evaluation.reference_search import found_so_far, random_search, sweep_search
+from tuner.evaluation.reference_search import (
+    found_so_far,
+    random_search,
+    sweep_search,
+    truth_table,
+)
 from tuner.store.record import TrialRecord, measured_records
 from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
@@ -145,22 +148,7 @@ def make_landscape(spec: StudySpec | None, factory: Callable[..., Any] | None, n
 def true_score_table(space: SearchSpace, landscape: Landscape) -> dict[str, float]:
     """Config key → true score over the distinct valid configurations of ``space`` that can be the
     answer, with a progress bar on stderr."""
-    known = getattr(landscape, "true_scores", None)
-    if callable(known):
-        try:
-            return dict(known(progress=True))
-        except TypeError:  # a landscape's own true_scores() without the progress option
-            return dict(known())
-    scores: dict[str, float] = {}
-    for params in track(space.points(), total=space.raw_size(),
-                        description="truth: every configuration",
-                        console=Console(stderr=True), transient=True):
-        config = space.decode(params).config
-        if config is not None and config.key() not in scores:
-            score = landscape.true_score(config)
-            if score is not None:
-                scores[config.key()] = score
-    return scores
+    return truth_table(landscape, space.spec, progress=True)
 
 
 def truth_of(space: SearchSpace, landscape: Landscape, module: ModuleType | None,

@@ -10,11 +10,13 @@ constraints count exactly as in ``evaluate_search``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import optuna
+from rich.console import Console
+from rich.progress import track
 
 from tuner.evaluation.landscape import Landscape, SearchResult, evaluate_search
 from tuner.evaluation.landscape_plugin import study_of
@@ -88,10 +90,10 @@ def found_so_far(result: SearchResult, truth: Landscape | Mapping[str, float],
                  n_trials: int | None = None
                  ) -> list[float]:
     """True score of the search's own pick after each measured trial ÷ the optimum (0 before
-    anything feasible); ``truth``: a landscape (its ``true_scores()`` where it has one) or config
-    key → true score. Padded with its last value to ``n_trials`` (a search that stopped early keeps
-    its pick)."""
-    table = _truth_table(truth)
+    anything feasible); ``truth``: a landscape (``truth_table`` of it over the searched study) or
+    config key → true score. Padded with its last value to ``n_trials`` (a search that stopped
+    early keeps its pick)."""
+    table = truth if isinstance(truth, Mapping) else truth_table(truth, result.spec)
     optimum = max(table.values()) if table else 0.0
     ratios: list[float] = []
     for k in range(1, result.measured + 1):
@@ -103,11 +105,28 @@ def found_so_far(result: SearchResult, truth: Landscape | Mapping[str, float],
     return ratios + [ratios[-1] if ratios else 0.0] * (length - len(ratios))
 
 
-def _truth_table(truth: Landscape | Mapping[str, float]) -> Mapping[str, float]:
-    if isinstance(truth, Mapping):
-        return truth
-    known = getattr(truth, "true_scores", None)
+def truth_table(landscape: Landscape, study: StudySpec, *,
+                progress: bool = False) -> dict[str, float]:
+    """Config key → true score of every distinct valid configuration of ``study``'s space that can
+    be the answer: the landscape's own ``true_scores()`` where it has one, else its
+    ``true_score`` (the ``Landscape`` protocol) asked for each. ``progress``: a progress bar on
+    stderr. A full pass over the space: keep the table where it is needed more than once."""
+    known = getattr(landscape, "true_scores", None)
     if callable(known):
-        return known()
-    raise TypeError("found_so_far: pass config key → true score, or a landscape with true_scores() "
-                    "(a MeasuredLandscape)")
+        try:
+            return dict(known(progress=progress))
+        except TypeError:  # a landscape's own true_scores() without the progress option
+            return dict(known())
+    space = SearchSpace(study, study.option_table)
+    points: Iterable[dict[str, Any]] = space.points()
+    if progress:
+        points = track(points, total=space.raw_size(), description="truth: every configuration",
+                       console=Console(stderr=True), transient=True)
+    scores: dict[str, float] = {}
+    for params in points:
+        config = space.decode(params).config
+        if config is not None and config.key() not in scores:
+            score = landscape.true_score(config)
+            if score is not None:
+                scores[config.key()] = score
+    return scores

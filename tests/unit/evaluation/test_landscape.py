@@ -4,6 +4,7 @@ bench's ``--landscape MODULE:FACTORY``, on a landscape whose optimum is known
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import warnings
@@ -16,6 +17,7 @@ import pytest
 from tests.helpers import REPO, STUDIES
 from tests.unit.evaluation.steps_landscape import StepsMeasurer, landscape
 from tuner.evaluation.landscape import MeasuredLandscape, evaluate_search, simulator_landscape
+from tuner.evaluation.reference_search import found_so_far, truth_table
 from tuner.store.record import Outcome, TrialRecord
 from tuner.study.load import load_study_file
 
@@ -139,3 +141,28 @@ def test_a_pareto_study_searches_both_phases_figures(tmp_path: Path) -> None:
             assert trial.values == [0.0, 0.0]
     front = [TrialRecord.from_stored(t).config for t in result.study.best_trials]
     assert front and all(c is not None and c.get(STEPS) == 6 for c in front)
+
+
+class ProtocolOnly:
+    """A ``Landscape`` by the protocol alone (``measurer`` and ``true_score``), not a
+    ``MeasuredLandscape``."""
+
+    def measurer(self, seed: int) -> StepsMeasurer:
+        return StepsMeasurer()
+
+    def true_score(self, config: Any) -> float | None:
+        if config.get("--speculative-eagle-topk") == 4:
+            return None  # never starts: cannot be the answer
+        return 100.0 + 10 * config.get(STEPS)
+
+
+def test_found_so_far_reads_a_protocol_landscape_through_its_true_score() -> None:
+    spec = load_study_file(STUDIES / "simulated.toml")
+    land = ProtocolOnly()
+    result = evaluate_search(spec, land, n_trials=8, seed=0)
+    table = truth_table(land, spec)
+    assert table and max(table.values()) == 160.0  # six steps
+    assert all(dict(json.loads(key)["flags"])["--speculative-eagle-topk"] != 4 for key in table)
+    curve = found_so_far(result, land, 8)
+    assert curve == found_so_far(result, table, 8) and len(curve) == 8 and 0 < curve[-1] <= 1.0
+    assert curve[0] == pytest.approx(110.0 / 160.0)  # the baseline, one step
