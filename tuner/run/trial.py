@@ -103,6 +103,9 @@ class TrialRunner:
                                         rejected_by=RejectedBy.RULES), {VALID_KEY: 1.0})
         config = proposal.config
         draft = replace(draft, config=config)
+        # Stored before SGLang is asked (the target's resolver can take seconds): a trial
+        # interrupted from here on shows what it requested, not "none" and "–".
+        self._save(trial, draft)
         # What SGLang will run, and the key of those values: another spelling of one server is a
         # duplicate. The target's own SGLang, where it can be asked, has the last word (a refusal is
         # a rejection: no restart).

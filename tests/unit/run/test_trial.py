@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -10,11 +11,12 @@ import optuna
 import pytest
 
 from objectives.scoring import STARTED_KEY, VALID_KEY
+from tuner.core.errors import Interrupted
 from tuner.run.trial import TrialRunner
 from tuner.search.baseline import enqueue_baseline
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import load_option_table
-from tuner.store.record import best_record, measured_records
+from tuner.store.record import TrialRecord, best_record, measured_records
 from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
 from tuner.targets.base import DeployFailed
@@ -174,3 +176,20 @@ def test_the_targets_sglang_decides_identity_and_refusals(tmp_path: Path) -> Non
     assert refused.user_attrs["outcome"] == "rejected" and refused.constraints[VALID_KEY] == 1.0
     assert refused.user_attrs["reason"].startswith("SGLang 0.5.23 on gpu-1 refuses")
     assert len(measured_records(study)) == 1
+
+
+class SlowToResolve(FakeMeasurer):
+    """The target's own SGLang is being asked (seconds on a real host) when the signal lands."""
+
+    def resolve(self, config: ServerConfig) -> Mapping[str, Any] | None:
+        raise Interrupted(signal.SIGTERM)
+
+
+def test_a_trial_interrupted_while_sglang_is_asked_keeps_what_it_requested(tmp_path: Path) -> None:
+    study, runner, _ = study_with(tmp_path, SlowToResolve())
+    with pytest.raises(Interrupted):
+        study.optimize(runner, n_trials=1)
+    record = TrialRecord.from_stored(study.trials[0])
+    # the baseline's flags: what `spectune trial N` shows for it
+    assert record.params_decoded["--speculative-num-steps"] == 3
+    assert record.config is not None and record.config.get("--speculative-num-steps") == 3
