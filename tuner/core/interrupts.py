@@ -204,6 +204,12 @@ def defer_from_here() -> None:
         _deferring[0] += 1
 
 
+def deferring() -> bool:
+    """Whether a signal now would only be remembered (inside ``deferred()``, or after
+    ``defer_from_here``)."""
+    return bool(_deferring[0])
+
+
 def received() -> int:
     """How many signals the open ``interruptible()`` block has received (0 outside one)."""
     return len(_pending)

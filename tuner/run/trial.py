@@ -29,7 +29,7 @@ from objectives.scoring import (
     is_feasible,
     phase_value,
 )
-from tuner.core.interrupts import defer_from_here
+from tuner.core.interrupts import check, defer_from_here, deferred, deferring
 from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseFigures, PhaseMeasurement
 from tuner.run.measurer import Measurer, Resolving
 from tuner.run.output_check import check_outputs
@@ -91,10 +91,8 @@ class TrialRunner:
         # What the queue put on the trial (the baseline mark) is part of its record from the start.
         self._stored = TrialRecord.from_attrs(trial.number, TrialState.RUNNING, trial.user_attrs,
                                               {})
-        draft = replace(self._stored, host=self.host)
-        self._save(trial, draft)
         proposal = self.space.suggest(trial)
-        draft = replace(draft, params_decoded=dict(proposal.values),
+        draft = replace(self._stored, host=self.host, params_decoded=dict(proposal.values),
                         repairs=tuple(proposal.repairs))
         if proposal.config is None:
             self._proposed()
@@ -103,7 +101,7 @@ class TrialRunner:
                                         rejected_by=RejectedBy.RULES), {VALID_KEY: 1.0})
         config = proposal.config
         draft = replace(draft, config=config)
-        # Stored before SGLang is asked (the target's resolver can take seconds): a trial
+        # Stored at once, before SGLang is asked (the target's resolver can take seconds): a trial
         # interrupted from here on shows what it requested, not "none" and "–".
         self._save(trial, draft)
         # What SGLang will run, and the key of those values: another spelling of one server is a
@@ -382,9 +380,14 @@ class TrialRunner:
             self.events.on_stage(trial.number, stage)
 
     def _save(self, trial: optuna.Trial, draft: TrialRecord) -> None:
-        """Store what ``draft`` adds to what the trial's storage holds."""
-        write(trial, draft, since=self._stored)
-        self._stored = draft
+        """Store what ``draft`` adds to what the trial's storage holds — all of it: a signal during
+        the writes (one per attribute) waits until they are done, so an interrupted trial never
+        shows its requested flags without its configuration."""
+        with deferred():
+            write(trial, draft, since=self._stored)
+            self._stored = draft
+        if not deferring():
+            check()
 
     def _done(self, draft: TrialRecord, state: TrialState,
               constraints: Mapping[str, float]) -> None:
