@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 from objectives.probe import ProbeOutput
 from tuner.core import interrupts
 from tuner.run.outputs import Reference, judge, make_reference
+from tuner.run.running_trial import RunningTrial
 from tuner.store.keys import Key, StudyKey
 from tuner.study.spec import OutputCheckSpec
 
@@ -39,9 +40,10 @@ class CheckResult:
     failure: str | None = None  # the wrong-output message, when the configuration failed
 
 
-def check_outputs(study: optuna.Study, trial: optuna.Trial, spec: OutputCheckSpec, measurer: object,
+def check_outputs(trial: RunningTrial, spec: OutputCheckSpec, measurer: object,
                   workload_temperature: float) -> CheckResult | None:
     """Check the deployed configuration's outputs; None when this measurer cannot be asked."""
+    study = trial.study
     if not spec.outputs:
         if study.user_attrs.get(StudyKey.OUTPUT_CHECK_OFF) != spec.reason:
             study.set_user_attr(StudyKey.OUTPUT_CHECK_OFF, spec.reason)
@@ -53,7 +55,7 @@ def check_outputs(study: optuna.Study, trial: optuna.Trial, spec: OutputCheckSpe
               "prompts": spec.prompts, "max_tokens": spec.max_tokens}
     reference = Reference.from_json(study.user_attrs.get(StudyKey.OUTPUT_REFERENCE))
     if reference is None:
-        if not trial.user_attrs.get(Key.BASELINE) and _baseline_pending(study, trial.number):
+        if not trial.is_baseline and _baseline_pending(study, trial.number):
             return CheckResult({**greedy, "result": "unchecked",
                                 "why": "the baseline's reference outputs were not measured yet"},
                                0.0)

@@ -11,7 +11,6 @@ its caller besides its value, in tuner/run/trial_events.py.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -29,15 +28,15 @@ from objectives.scoring import (
     is_feasible,
     phase_value,
 )
-from tuner.core.interrupts import check, defer_from_here, deferred, deferring
+from tuner.core.interrupts import defer_from_here
 from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseFigures, PhaseMeasurement
 from tuner.run.measurer import Measurer, Resolving
 from tuner.run.output_check import check_outputs
+from tuner.run.running_trial import RunningTrial
 from tuner.run.trial_events import ConfigTaken, PhaseFailed, TrialEvents
-from tuner.search.samplers import SkippedPhases, skipped_phases
+from tuner.search.samplers import SkippedPhases
 from tuner.sglang.launch import ServerConfig
-from tuner.store.keys import Key, StudyKey
-from tuner.store.record import Outcome, RejectedBy, TrialRecord, measured_records, write
+from tuner.store.record import Outcome, RejectedBy, TrialRecord
 from tuner.store.score import score_benchmarked, study_scorer
 from tuner.study.proposal import effective_key
 from tuner.study.space import SearchSpace
@@ -64,8 +63,8 @@ PHASE_ATTEMPTS = 2
 
 class TrialRunner:
     """The Optuna objective. The trial's record is a typed draft (``TrialRecord``) from the first
-    step on: each path fills it in with ``dataclasses.replace`` and ``_save`` stores what changed
-    (tuner/store/record.py ``write``)."""
+    step on: each path fills it in with ``dataclasses.replace`` and the running trial's ``save``
+    stores what changed (tuner/run/running_trial.py)."""
 
     def __init__(self, spec: StudySpec, space: SearchSpace, measurer: Measurer,
                  events: TrialEvents | None = None, *, skip_phases: bool = True,
@@ -83,16 +82,18 @@ class TrialRunner:
         #: Which host this runner deploys to, stored on each trial (several workers: who measured
         #: what).
         self.host = host
-        self._stored: TrialRecord | None = None  # what the current trial's storage holds
 
     # The Optuna objective.
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
         self.current = trial.number
-        # What the queue put on the trial (the baseline mark) is part of its record from the start.
-        self._stored = TrialRecord.from_attrs(trial.number, TrialState.RUNNING, trial.user_attrs,
-                                              {})
-        proposal = self.space.suggest(trial)
-        draft = replace(self._stored, host=self.host, params_decoded=dict(proposal.values),
+        # From here on the trial is one object (tuner/run/running_trial.py: why); what the queue
+        # put on it (the baseline mark) is part of its record from the start.
+        running = RunningTrial(trial)
+        return self._run(running)
+
+    def _run(self, trial: RunningTrial) -> float | tuple[float, float]:
+        proposal = trial.propose(self.space)
+        draft = replace(trial.stored, host=self.host, params_decoded=dict(proposal.values),
                         repairs=tuple(proposal.repairs))
         if proposal.config is None:
             self._proposed()
@@ -103,7 +104,7 @@ class TrialRunner:
         draft = replace(draft, config=config)
         # Stored at once, before SGLang is asked (the target's resolver can take seconds): a trial
         # interrupted from here on shows what it requested, not "none" and "–".
-        self._save(trial, draft)
+        trial.save(draft)
         # What SGLang will run, and the key of those values: another spelling of one server is a
         # duplicate. The target's own SGLang, where it can be asked, has the last word (a refusal is
         # a rejection: no restart).
@@ -125,8 +126,8 @@ class TrialRunner:
         # configuration at the same moment, at least one then sees the other's key (each write
         # commits before its own read), so the configuration is never measured twice even without
         # the loop's ask lock.
-        self._save(trial, replace(self._stored, config_key=draft.config_key))
-        previous = self._already_measured(trial.study, draft.config_key, exclude=trial.number)
+        trial.save(replace(trial.stored, config_key=draft.config_key))
+        previous = trial.already_measured(draft.config_key)
         self._proposed()
         if previous is not None and previous.state == TrialState.RUNNING:
             return self._taken(trial, draft, previous)
@@ -135,11 +136,11 @@ class TrialRunner:
         return self._measure(trial, draft, config)
 
     # ----- the paths ------------------------------------------------------------------------------
-    def _measure(self, trial: optuna.Trial, draft: TrialRecord,
+    def _measure(self, trial: RunningTrial, draft: TrialRecord,
                  config: ServerConfig) -> float | tuple[float, float]:
         # What is about to be deployed, stored before the deploy: a trial interrupted from here on
         # still shows the flags it requested and ran with (not "none" and "–").
-        self._save(trial, draft)
+        trial.save(draft)
         if self.events.on_deploy:
             self.events.on_deploy(trial.number, dict(draft.params_decoded))
         self._stage(trial, "deploy")
@@ -159,7 +160,7 @@ class TrialRunner:
         draft = replace(draft, launch=facts.launch, base_url=facts.base_url, log=facts.log,
                         effective=facts.effective or draft.effective)
         timings = dict(facts.timings)
-        checked = check_outputs(trial.study, trial, self.spec.check, self.measurer,
+        checked = check_outputs(trial, self.spec.check, self.measurer,
                                 self.spec.benchmark.workload.temperature)
         if checked is not None:
             draft = replace(draft, output_check=checked.record)
@@ -172,7 +173,7 @@ class TrialRunner:
                                 {STARTED_KEY: 1.0})
         return self._benchmark(trial, draft, timings)
 
-    def _benchmark(self, trial: optuna.Trial, draft: TrialRecord, timings: dict[str, float]
+    def _benchmark(self, trial: RunningTrial, draft: TrialRecord, timings: dict[str, float]
                    ) -> float | tuple[float, float]:
         """The study's phases in order, skipping the rest once they cannot make the trial the
         best."""
@@ -180,7 +181,7 @@ class TrialRunner:
         metrics: dict[int, PhaseFigures] = {}
         phases = self.spec.benchmark.phases
         for index, phase in enumerate(phases):
-            bound = self._skip_bound(trial.study, metrics) if index > 0 else None
+            bound = self._skip_bound(trial, metrics) if index > 0 else None
             if bound is not None:
                 draft = replace(draft, skip=bound,
                                 skipped_phases=tuple(p.concurrency for p in phases[index:]))
@@ -199,7 +200,7 @@ class TrialRunner:
                             replace(draft, outcome=Outcome.MEASURED, counts=True, timings=timings,
                                     metrics=metrics), {}, scored=True)
 
-    def _measure_phase(self, trial: optuna.Trial, index: int) -> PhaseMeasurement:
+    def _measure_phase(self, trial: RunningTrial, index: int) -> PhaseMeasurement:
         """Phase ``index``, again on the same server when it failed as a whole (up to
         ``PHASE_ATTEMPTS``)."""
         concurrency = self.spec.benchmark.phases[index].concurrency
@@ -218,7 +219,7 @@ class TrialRunner:
                 break
         return measured
 
-    def _run_failed(self, trial: optuna.Trial, draft: TrialRecord, failure: PhaseFailure
+    def _run_failed(self, trial: RunningTrial, draft: TrialRecord, failure: PhaseFailure
                     ) -> float | tuple[float, float]:
         """The server crashed, hung or failed a burst of requests in this phase
         (tuner/run/runcheck.py), or a landscape said so: stored with its evidence, infeasible for
@@ -229,7 +230,7 @@ class TrialRunner:
             failure_cause=cause, failure=failure.message, run_failure=dict(failure.evidence),
             log_tail=failure.log_tail[-LOG_TAIL_CHARS:] or None), {STARTED_KEY: 1.0})
 
-    def _phase_failed(self, trial: optuna.Trial, draft: TrialRecord,
+    def _phase_failed(self, trial: RunningTrial, draft: TrialRecord,
                       measured: PhaseMeasurement) -> None:
         # the result is being stored: a signal now waits until Optuna's tell is done
         defer_from_here()
@@ -239,11 +240,11 @@ class TrialRunner:
             f"C={measured.concurrency} failed {PHASE_ATTEMPTS} times: {measured.failure.message}")
         draft = replace(draft, outcome=Outcome.PHASE_FAILED, counts=False,
                         failure_class=failure_class, failure=message)
-        self._save(trial, draft)
+        trial.save(draft)
         self._done(draft, TrialState.FAIL, {})
         raise PhaseFailed(failure_class, message)
 
-    def _reuse(self, trial: optuna.Trial, draft: TrialRecord,
+    def _reuse(self, trial: RunningTrial, draft: TrialRecord,
                previous: FrozenTrial) -> float | tuple[float, float]:
         """A configuration already measured is not deployed again: copy its result (free, not
         counted)."""
@@ -254,25 +255,24 @@ class TrialRunner:
                         duplicate_of=previous.number,
                         **{name: getattr(original, name) for name in REUSED})
         constraints = dict(previous.constraints or {})
-        for key, value in constraints.items():
-            trial.set_constraint(key, value)
-        self._save(trial, draft)
+        trial.constrain(constraints)
+        trial.save(draft)
         self._done(draft, TrialState.COMPLETE, constraints)
         assert previous.values is not None
         return tuple(previous.values) if self.pareto else previous.values[0]
 
-    def _taken(self, trial: optuna.Trial, draft: TrialRecord, running: FrozenTrial) -> float:
+    def _taken(self, trial: RunningTrial, draft: TrialRecord, running: FrozenTrial) -> float:
         """Another worker is measuring this configuration: give the point up now (free) rather than
         idle a host until that trial ends."""
         # the result is being stored: a signal now waits until Optuna's tell is done
         defer_from_here()
         draft = replace(draft, outcome=Outcome.TAKEN, counts=False, taken_by=running.number)
-        self._save(trial, draft)
+        trial.save(draft)
         self._done(draft, TrialState.FAIL, {})
         raise ConfigTaken(
             f"configuration {draft.config_key} is being measured by trial {running.number}")
 
-    def _finish(self, trial: optuna.Trial, draft: TrialRecord, forced: Mapping[str, float], *,
+    def _finish(self, trial: RunningTrial, draft: TrialRecord, forced: Mapping[str, float], *,
                 scored: bool = False) -> float | tuple[float, float]:
         """Store the trial's end. ``scored``: it was benchmarked — its constraints, score and
         interval are computed here, once."""
@@ -290,17 +290,16 @@ class TrialRunner:
             draft = replace(draft, metrics=judged.metrics, score=judged.score,
                             score_ci=judged.assessment.interval)
             value = self._objective_values(judged)
-            if draft.skip and not self.pareto and skipped_phases(
-                    trial.study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.AT_MEDIAN:
-                value = min(judged.score, self._median_score(trial.study))
+            if draft.skip and not self.pareto \
+                    and trial.skipped_phases() is SkippedPhases.AT_MEDIAN:
+                value = min(judged.score, trial.median_score())
             if not is_feasible(constraints) and not self.pareto:
                 value = None
         if value is None:
-            value = self._placeholder(trial.study)
+            value = self._placeholder(trial)
         constraints = {key: float(v) for key, v in constraints.items()}
-        for key, v in constraints.items():
-            trial.set_constraint(key, v)
-        self._save(trial, draft)
+        trial.constrain(constraints)
+        trial.save(draft)
         self._done(draft, TrialState.COMPLETE, constraints)
         return value
 
@@ -316,46 +315,25 @@ class TrialRunner:
         tuner/store/score.py)."""
         return study_scorer(study, self.spec.objective.weights)
 
-    def _placeholder(self, study: optuna.Study) -> float | tuple[float, float]:
+    def _placeholder(self, trial: RunningTrial) -> float | tuple[float, float]:
         """The value of an infeasible trial: dominated for Pareto; about the median for a single
         objective, because GP models the value of infeasible trials too (TPE ignores it)."""
         if self.pareto:
             return (0.0, 0.0)
-        return self._median_score(study)
+        return trial.median_score()
 
-    @staticmethod
-    def _median_score(study: optuna.Study) -> float:
-        scores = [r.score for r in measured_records(study) if r.is_scored and r.score is not None]
-        return statistics.median(scores) if scores else 1.0
-
-    def _already_measured(self, study: optuna.Study, key: str, *,
-                          exclude: int | None = None) -> FrozenTrial | None:
-        """The trial that measured the configuration keyed ``key`` (COMPLETE, preferred) or is
-        measuring it now (RUNNING: another worker's trial with the same config key), or None."""
-        running = None
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-            if t.number == exclude or t.user_attrs.get(Key.CONFIG_KEY) != key:
-                continue
-            record = TrialRecord.from_stored(t)
-            if record.is_measured:
-                return t
-            if record.state == TrialState.RUNNING and running is None:
-                running = t
-        return running
-
-    def _skip_bound(self, study: optuna.Study, metrics: PhaseMetrics) -> dict[str, Any] | None:
+    def _skip_bound(self, trial: RunningTrial, metrics: PhaseMetrics) -> dict[str, Any] | None:
         """Skip the remaining phases when even an optimistic bound on them cannot beat the
         incumbent.
 
         The bound for an unmeasured phase is the best value any candidate trial reached ×
         SKIP_BOUND_FACTOR."""
-        if (not self.skip_phases
-            or skipped_phases(study.user_attrs.get(StudyKey.SAMPLER)) is SkippedPhases.NEVER):
+        if not self.skip_phases or trial.skipped_phases() is SkippedPhases.NEVER:
             return None
-        complete = [r for r in measured_records(study) if r.is_candidate]
+        complete = trial.candidates()
         if len(complete) < SKIP_MIN_TRIALS:
             return None
-        scorer = self.scorer(study)
+        scorer = self.scorer(trial.study)
         incumbent = max(r.score or 0.0 for r in complete)
         bounds: dict[int, float] = {}
         for concurrency in scorer.normalized_weights:
@@ -375,19 +353,9 @@ class TrialRunner:
         if self.events.on_proposed:
             self.events.on_proposed()
 
-    def _stage(self, trial: optuna.Trial, stage: str) -> None:
+    def _stage(self, trial: RunningTrial, stage: str) -> None:
         if self.events.on_stage:
             self.events.on_stage(trial.number, stage)
-
-    def _save(self, trial: optuna.Trial, draft: TrialRecord) -> None:
-        """Store what ``draft`` adds to what the trial's storage holds — all of it: a signal during
-        the writes (one per attribute) waits until they are done, so an interrupted trial never
-        shows its requested flags without its configuration."""
-        with deferred():
-            write(trial, draft, since=self._stored)
-            self._stored = draft
-        if not deferring():
-            check()
 
     def _done(self, draft: TrialRecord, state: TrialState,
               constraints: Mapping[str, float]) -> None:
