@@ -35,6 +35,7 @@ from objectives.accept_length import AcceptLength, AcceptLengthProbe
 from objectives.api import ApiFormat
 from objectives.client import Timeouts, Trace, send
 from objectives.confidence import MeanSample, aggregate_sample, relative_half_width
+from objectives.latency_intervals import latency_intervals
 from objectives.overload import Overload, judge, read_account
 from objectives.progress import PhaseProgress, ProgressCallback
 from objectives.records import ErrorKind, RequestRecord
@@ -333,6 +334,7 @@ class PhaseRunner:
         speed_sample = MeanSample.of(speeds)
         aggregate = aggregate_sample(records, window)
         speed_ci, aggregate_ci = speed_sample.interval(), aggregate.interval()
+        latency_ci = latency_intervals(records)
         return PhaseResult(
             spec=self.spec,
             stopped_by=self.stopped_by or "requests",
@@ -362,6 +364,9 @@ class PhaseRunner:
             e2e_mean_ms=e2e.mean, e2e_p50_ms=e2e.p50, e2e_p90_ms=e2e.p90, e2e_p99_ms=e2e.p99,
             per_request_tok_s_mean_ci=(speed_ci.low, speed_ci.high) if speed_ci else None,
             aggregate_tok_s_ci=(aggregate_ci.low, aggregate_ci.high) if aggregate_ci else None,
+            ttft_p50_ms_ci=latency_ci.get("ttft_p50_ms"),
+            ttft_p99_ms_ci=latency_ci.get("ttft_p99_ms"),
+            itl_mean_ms_ci=latency_ci.get("itl_mean_ms"),
             samples={"per_request_tok_s_mean": speed_sample.to_dict(),
                      "aggregate_tok_s": aggregate.to_dict()},
             timebase=self.timebase,

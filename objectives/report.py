@@ -89,6 +89,8 @@ def results_table(result: BenchmarkResult) -> Table:
     table.add_row("window s (stopped by)",
                   *(f"{p.duration_s:.1f} ({p.stopped_by})" for p in result.phases))
     table.add_row("throughput 95% CI", *(_fmt(p.ci_half_width, "±{:.1%}") for p in result.phases))
+    table.add_row("TTFT p50 / TTFT p99 / ITL mean 95% CI ms",
+                  *(_latency_intervals(p) for p in result.phases))
     return table
 
 
@@ -99,6 +101,11 @@ def _fmt(value: float | None, fmt: str) -> str:
 def _latency(phase: PhaseResult, key: str) -> str:
     values = [getattr(phase, f"{key}_{s}_ms") for s in ("mean", "p50", "p99")]
     return " / ".join(_fmt(v, "{:.1f}") for v in values)
+
+
+def _latency_intervals(phase: PhaseResult) -> str:
+    intervals = [phase.ttft_p50_ms_ci, phase.ttft_p99_ms_ci, phase.itl_mean_ms_ci]
+    return " / ".join("—" if i is None else f"{i[0]:.1f}–{i[1]:.1f}" for i in intervals)
 
 
 def _errors(phase: PhaseResult) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from objectives.accept_length import AcceptLength
 from objectives.confidence import MeanSample, RatioSample, sample_from_dict
+from objectives.latency_intervals import LATENCY_INTERVALS
 from objectives.paired import PerRequest
 from objectives.records import RequestRecord
 from objectives.spec import METRICS, BenchmarkSpec, PhaseSpec
@@ -84,6 +85,11 @@ class PhaseResult:
     # pools repeated phases of a configuration).
     per_request_tok_s_mean_ci: tuple[float, float] | None = None
     aggregate_tok_s_ci: tuple[float, float] | None = None
+    # 95 % intervals of the latency figures shown beside the throughput (a bootstrap over the
+    # requests: objectives/latency_intervals.py), in ms.
+    ttft_p50_ms_ci: tuple[float, float] | None = None
+    ttft_p99_ms_ci: tuple[float, float] | None = None
+    itl_mean_ms_ci: tuple[float, float] | None = None
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
     # "server": the figures are on the server's own schedule (a simulator stamps its events; see
     # objectives.metrics.on_server_schedule), and client_aggregate_tok_s is what arrival times said.
@@ -127,6 +133,10 @@ class PhaseResult:
             interval = getattr(self, name)
             if interval is not None:
                 changes[name] = (interval[0] / scale, interval[1] / scale)
+        for name in LATENCY_INTERVALS:
+            interval = getattr(self, f"{name}_ci")
+            if interval is not None:
+                changes[f"{name}_ci"] = (interval[0] * scale, interval[1] * scale)
         if self.client_aggregate_tok_s is not None:
             changes["client_aggregate_tok_s"] = self.client_aggregate_tok_s / scale
         changes["samples"] = {name: scaled_sample(stored, scale) for name,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from objectives.confidence import Interval, pool, sample_from_dict
+from objectives.latency_intervals import LATENCY_INTERVALS
 from objectives.paired import PAIRED_SUFFIX, PerRequest, paired_interval
 from objectives.paired import pooled as paired_pool
 from objectives.spec import ConstraintSpec
@@ -189,11 +190,36 @@ def pooled_phase(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out[name + "_ci"] = interval.to_list() if interval else None
         samples[name] = sample.to_dict()
     out["samples"] = samples
+    for name in LATENCY_INTERVALS:
+        out[name + "_ci"] = _pooled_latency_interval(runs, name)
     parts = [PerRequest.from_dict(run.get("per_request")) for run in runs]
     if parts and all(p is not None for p in parts):
         together = paired_pool(p for p in parts if p is not None)
         out["per_request"] = together.to_dict() if together is not None else None
     return out
+
+
+def _pooled_latency_interval(runs: Sequence[Mapping[str, Any]],
+                             name: str) -> list[float] | None:
+    """The interval of the runs' mean of a latency figure, from each run's own interval (a bootstrap
+    over its requests): the mean ± the root of the runs' squared distances to their bounds ÷ the
+    number of runs (independent runs' errors add in quadrature), each side apart — a percentile's
+    interval is not symmetric. None unless every run has one."""
+    values: list[float] = []
+    below: list[float] = []
+    above: list[float] = []
+    for run in runs:
+        value, interval = run.get(name), run.get(name + "_ci")
+        if not isinstance(value, int | float) or not isinstance(interval, list | tuple) \
+                or len(interval) != 2:
+            return None
+        values.append(float(value))
+        below.append(float(value) - float(interval[0]))
+        above.append(float(interval[1]) - float(value))
+    if not values:
+        return None
+    mean, k = statistics.fmean(values), len(values)
+    return [mean - math.hypot(*below) / k, mean + math.hypot(*above) / k]
 
 
 @dataclass(frozen=True)

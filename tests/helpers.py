@@ -7,7 +7,10 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from objectives.records import RequestRecord
 
 REPO = Path(__file__).resolve().parent.parent
 STUDIES = REPO / "studies"
@@ -43,3 +46,18 @@ def faulty_profile(directory: Path, faults: str, name: str = "faulty.toml") -> P
     path = directory / name
     path.write_text(source.read_text(encoding="utf-8") + "\n" + faults, encoding="utf-8")
     return path
+
+
+def requests_of(n: int, seed: int = 0) -> list[RequestRecord]:
+    """``n`` successful streamed requests: TTFT lognormal around 50 ms, 20 gaps of ~10 ms, 1–4
+    tokens a chunk."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        ttft = float(rng.lognormal(np.log(0.05), 0.4))
+        gaps = rng.exponential(0.01, size=20)
+        tokens = tuple(int(t) for t in rng.integers(1, 5, size=21))
+        times = tuple(float(t) for t in ttft + np.concatenate([[0.0], np.cumsum(gaps)]))
+        out.append(RequestRecord(index=i, start_s=0.0, end_s=times[-1], chunk_times_s=times,
+                                 chunk_tokens=tokens, output_tokens=sum(tokens)))
+    return out

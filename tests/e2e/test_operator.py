@@ -67,6 +67,9 @@ def test_live_view_shows_flags_then_resume_keeps_best_and_the_answer_has_context
     assert re.search(r"C=1 per-request tok/s\s+[\d.]+(?: ± [\d.]+)?\s+[\d.]+(?: ± "
                      r"[\d.]+)?\s+[+-]\d+ %", out), out
     assert "TTFT p50" in out and "ITL mean" in out
+    # every latency shown carries its 95 % interval (a bootstrap over the phase's requests)
+    for label in ("TTFT p50", "TTFT p99", "ITL mean"):
+        assert re.search(rf"C=\d+ {label} ms\s+[\d.]+ ± [\d.]+\s+[\d.]+ ± [\d.]+", out), out
     assert "target: the server started for the last trial was stopped" in out
     assert "database: sqlite:///" in out and "server logs: " in out
     report = tmp_path / f"{study.stem}-report" / "index.html"

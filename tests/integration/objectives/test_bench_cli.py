@@ -46,6 +46,9 @@ def test_json_output_has_every_phase_and_its_metrics() -> None:
     first = result["phases"][0]
     assert first["completed"] + first["failed"] == 3 and first["errors"] == {"http_5xx": 1}
     assert first["aggregate_tok_s"] > 0 and first["ttft_p99_ms"] > 0
+    # the latency figures carry their 95 % intervals (two successful requests and more)
+    low, high = result["phases"][1]["ttft_p50_ms_ci"]
+    assert low <= result["phases"][1]["ttft_p50_ms"] <= high
     assert result["workload"]["api"] == "completions"
     assert bodies[0]["max_tokens"] == 50 and bodies[0]["temperature"] == 0.2
 
@@ -56,6 +59,7 @@ def test_table_output_and_progress() -> None:
                         "--input-tokens", "64")
     assert done.returncode == 0, done.stderr
     assert "aggregate output tok/s" in done.stdout and "C=2" in done.stdout
+    assert "TTFT p50 / TTFT p99 / ITL mean 95% CI ms" in done.stdout
     assert "C=2" in done.stderr  # the progress bar goes to stderr
 
 
