@@ -9,10 +9,11 @@ truth of the trial the study itself ranks best (what a user would deploy), divid
 
     .venv/bin/python bench/sample_efficiency.py --seeds 20            # prints a markdown table
 
-By default it runs ten landscapes: the simulator on the seed space and on the Llama space, the seven
-landscapes of bench/landscapes/ (their own physics) on the seed space — ``spread_roofline`` was
+By default it runs eleven landscapes: the simulator on the seed space and on the Llama space, the
+eight landscapes of bench/landscapes/ (their own physics) on the seed space — ``spread_roofline`` was
 written after the search was tuned on the other five, to check it; ``long_prompt_moe``,
-``small_gains`` and ``prefill_bound`` in issue 27 — and ``long_prompt_moe`` on the Llama space too.
+``small_gains`` and ``prefill_bound`` in issue 27, ``beam_tree`` after it — and ``long_prompt_moe``
+on the Llama space too.
 Medians come with bootstrap 90 % intervals over seeds (``scipy.stats.bootstrap``, percentile
 method).
 
@@ -93,7 +94,7 @@ TARGET_RATIO = 0.98
 DEFAULT_CASES = ("bench/studies/qwen-seed-space.toml", "bench/studies/llama-8b-h100.toml",
                  *(f"bench/studies/qwen-seed-space.toml@bench/landscapes/{name}.py:landscape"
                    for name in ("memory_tight", "deep_tree", "ridge", "spread_roofline",
-                                "long_prompt_moe", "small_gains", "prefill_bound")),
+                                "long_prompt_moe", "small_gains", "prefill_bound", "beam_tree")),
                  "bench/studies/llama-8b-h100.toml@bench/landscapes/long_prompt_moe.py:landscape")
 CACHE = REPO / ".spectune" / "bench-truth"
 #: The space the landscapes of bench/landscapes/ are named alone on (others: "name (study)").
