@@ -12,7 +12,10 @@ nodes), true whatever the model, the GPU and the workload:
   draft tokens) that saturation is a diagonal ridge — the best draft-token count moves with the
   steps — which a GP learns only from many trials; given tokens per level, (draft − 1) ÷ steps, as
   an input beside them, it is a bend along one axis (docs/benchmarks.md, "The default since issue
-  14's fifth round": measured with and without).
+  14's fifth round": measured with and without). The input is read as min(tokens per level, top-k):
+  a level cannot hold more than the beam keeps, so the tokens past it read the same, and the model
+  need not learn the bend's far side from trials — which it had spent on trees with twice the draft
+  tokens their beam can verify (docs/benchmarks.md, "Tokens per level capped at top-k").
 * **A tree with fewer draft tokens than steps + 1 wastes its last steps.** A node is taken only with
   its ancestors (they are at least as likely), so draft − 1 nodes reach at most draft − 1 deep: each
   step beyond costs a forward pass of the draft model and adds no accepted token, and the same tree
@@ -28,12 +31,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from tuner.sglang.launch import ServerConfig
-from tuner.study.space import DRAFT, STEPS
+from tuner.study.space import DRAFT, STEPS, TOPK
 
 
 def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.ndarray]:
-    """(log tokens per level — None where it is unknown or the same everywhere —, and which
-    configurations are shallow: fewer draft tokens than steps + 1), one entry per configuration."""
+    """(log tokens per level, at most top-k — None where it is unknown or the same everywhere —, and
+    which configurations are shallow: fewer draft tokens than steps + 1), one entry per
+    configuration."""
     steps = np.array([_number(c.get(STEPS)) for c in configs], dtype=float)
     draft = np.array([_number(c.get(DRAFT)) for c in configs], dtype=float)
     known = (steps > 0) & (draft > 1)
@@ -42,7 +46,10 @@ def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.n
         return None, shallow
     # Without a tree (another branch of the speculation choice) a candidate gets the median of those
     # with one.
-    per_level = np.log(np.where(known, (draft - 1) / np.where(known, steps, 1.0), 1.0))
+    topk = np.array([_number(c.get(TOPK)) for c in configs], dtype=float)
+    per_level = (draft - 1) / np.where(known, steps, 1.0)
+    per_level = np.where(topk >= 1, np.minimum(per_level, topk), per_level)  # no top-k: no cap
+    per_level = np.log(np.where(known, per_level, 1.0))
     per_level = np.where(known, per_level, float(np.median(per_level[known])))
     if per_level.max() <= per_level.min():
         return None, shallow

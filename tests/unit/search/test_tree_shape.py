@@ -31,6 +31,17 @@ def test_tokens_per_level_orders_trees_by_draft_tokens_over_steps_and_marks_the_
     assert shallow.tolist() == [False, False, False, True, False]
 
 
+def test_tokens_per_level_past_top_k_read_as_top_k() -> None:
+    # 4 steps of a top-2 beam: 9 draft tokens fill its levels (2 each), 17 and 33 add nothing
+    # the beam can keep; a top-4 beam still fills 4 a level at 17
+    configs = [_tree(4, 2, 9), _tree(4, 2, 17), _tree(4, 2, 33), _tree(4, 4, 17), _tree(4, 2, 5)]
+    per_level, _ = tree_shape(configs)
+    assert per_level is not None and np.allclose(np.exp(per_level), [2.0, 2.0, 2.0, 4.0, 1.0])
+    # without a top-k (another kind of speculation) nothing caps it
+    free, _ = tree_shape([ServerConfig.build({STEPS: 4, DRAFT: 17}), _tree(4, 2, 5)])
+    assert free is not None and np.allclose(np.exp(free), [4.0, 1.0])
+
+
 def test_without_steps_or_draft_tokens_there_is_no_input_and_nothing_is_shallow() -> None:
     per_level, shallow = tree_shape([ServerConfig.build({"--mem-fraction-static": 0.8}),
                                      _tree(4, 4, 9)])
