@@ -10,7 +10,7 @@ bars name flags, not encodings.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -237,16 +237,32 @@ def latencies(ranking: Ranking) -> go.Figure | None:
             group = [t for t in measured if t.metrics.get(c, {}).get(metric) is not None]
             fig.add_trace(go.Scatter(
                 x=[t.number for t in group], y=[t.metrics[c][metric] for t in group],
+                error_y=_interval_bars([t.metrics[c] for t in group], metric),
                 mode="markers", name=f"C={c}", legendgroup=f"C={c}", showlegend=col == 1,
                 marker={"color": colours[index % len(colours)], "symbol": "circle", "size": 9},
                 text=[hover(t, ranking) for t in group],
                 hovertemplate="%{y:.0f} ms<br>%{text}<extra></extra>"), row=1, col=col)
     _layout(fig,
-            "Latency per trial (lower is better; log scale: C=1 and the highest concurrency differ "
-            "by orders of magnitude)", "trial", "ms (log scale)")
+            "Latency per trial, bars: 95 % intervals over the phase's requests (lower is better; "
+            "log scale: C=1 and the highest concurrency differ by orders of magnitude)", "trial",
+            "ms (log scale)")
     fig.update_xaxes(tickformat="d")
     fig.update_yaxes(type="log")
     return fig
+
+
+def _interval_bars(phases: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any]:
+    """Plotly's asymmetric error bars from each phase's stored ``<metric>_ci`` (none: a study stored
+    before latency intervals)."""
+    above, below = [], []
+    for phase in phases:
+        value, interval = float(phase[metric]), phase.get(f"{metric}_ci")
+        low, high = (interval if isinstance(interval, list | tuple) and len(interval) == 2
+                     else (value, value))
+        above.append(float(high) - value)
+        below.append(value - float(low))
+    return {"type": "data", "symmetric": False, "array": above, "arrayminus": below,
+            "visible": any(above) or any(below), "thickness": 1}
 
 
 def importances(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
