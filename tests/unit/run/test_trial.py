@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from objectives.scoring import STARTED_KEY, VALID_KEY
 from tuner.core.errors import Interrupted
+from tuner.core.interrupts import interruptible
 from tuner.run.trial import TrialRunner
 from tuner.search.baseline import enqueue_baseline
 from tuner.sglang.launch import ServerConfig
@@ -193,3 +195,23 @@ def test_a_trial_interrupted_while_sglang_is_asked_keeps_what_it_requested(tmp_p
     # the baseline's flags: what `spectune trial N` shows for it
     assert record.params_decoded["--speculative-num-steps"] == 3
     assert record.config is not None and record.config.get("--speculative-num-steps") == 3
+
+
+def test_a_signal_while_the_sampler_suggests_waits_for_the_first_save(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    study, runner, _ = study_with(tmp_path, FakeMeasurer())
+    suggest = SearchSpace.suggest
+
+    def suggest_then_signal(self: SearchSpace, trial: optuna.Trial) -> Any:
+        proposal = suggest(self, trial)  # Optuna has stored the values
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next bytecode
+        return proposal
+
+    monkeypatch.setattr(SearchSpace, "suggest", suggest_then_signal)
+    with interruptible(), pytest.raises(Interrupted):
+        study.optimize(runner, n_trials=1)
+    record = TrialRecord.from_stored(study.trials[0])
+    # raised once what it requested was stored: not "flags requested: none"
+    assert record.params_decoded["--speculative-num-steps"] == 3
+    assert record.config is not None and record.config.get("--speculative-num-steps") == 3
+
