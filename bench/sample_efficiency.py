@@ -146,27 +146,22 @@ def make_landscape(spec: StudySpec | None, factory: Callable[..., Any] | None, n
     return made, study_of(made, spec)
 
 
-def true_score_table(space: SearchSpace, landscape: Landscape) -> dict[str, float]:
-    """Config key → true score over the distinct valid configurations of ``space`` that can be the
-    answer, with a progress bar on stderr."""
-    return truth_table(landscape, space.spec, progress=True)
-
-
 def truth_of(space: SearchSpace, landscape: Landscape, module: ModuleType | None,
              cache: Path = CACHE
              ) -> dict[str, float]:
-    """``true_score_table``, kept on disk (tuner/evaluation/landscape_plugin.py
-    ``cached_true_scores``): keyed by the study and by everything the landscape is made of (its
-    declared version, else its modules' sources); the simulator's by its sources and profile. A
-    held-out landscape's truth measures ~90,000 configurations."""
+    """``truth_table`` (a progress bar on stderr), kept on disk
+    (tuner/evaluation/landscape_plugin.py ``cached_true_scores``): keyed by the study and by
+    everything the landscape is made of (its declared version, else its modules' sources); the
+    simulator's by its sources and profile. A held-out landscape's truth measures ~90,000
+    configurations."""
     if module is None:
         simulator = sorted((REPO / "tuner" / "simulator").rglob("*.py"))
         digest = hashlib.sha256(b"".join(p.read_bytes() for p in simulator)).hexdigest()[:16]
         fingerprint = f"simulator:{digest}:{getattr(space.spec.target.settings, 'profile', None)}"
     else:
         fingerprint = landscape_fingerprint(landscape, module)
-    return cached_true_scores(lambda: true_score_table(space, landscape), space.spec, fingerprint,
-                              cache)
+    return cached_true_scores(lambda: truth_table(landscape, space.spec, progress=True), space.spec,
+                              fingerprint, cache)
 
 
 def median_interval(values: list[float], seed: int = 0) -> tuple[float, float, float]:

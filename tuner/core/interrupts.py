@@ -173,6 +173,17 @@ def deferred() -> Iterator[None]:
         _deferring[0] -= 1
 
 
+@contextmanager
+def held() -> Iterator[None]:
+    """Writes that must land together (a trial's record, one attribute per write): a signal that
+    arrives meanwhile waits until the block ends and is raised then — unless an enclosing
+    ``deferred()`` or ``defer_from_here`` still holds it, which raises it in turn."""
+    with deferred():
+        yield
+    if not _deferring[0]:
+        check()
+
+
 # The open ``deferrable()`` blocks, innermost last: whether code inside has begun deferring
 # (``defer_from_here``).
 _spans: list[bool] = []
@@ -202,12 +213,6 @@ def defer_from_here() -> None:
     if _spans and not _spans[-1]:
         _spans[-1] = True
         _deferring[0] += 1
-
-
-def deferring() -> bool:
-    """Whether a signal now would only be remembered (inside ``deferred()``, or after
-    ``defer_from_here``)."""
-    return bool(_deferring[0])
 
 
 def received() -> int:

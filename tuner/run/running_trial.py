@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.core.interrupts import check, deferred, deferring
+from tuner.core.interrupts import held
 from tuner.search.samplers import SkippedPhases, skipped_phases
 from tuner.store.keys import Key, StudyKey
 from tuner.store.record import TrialRecord, measured_records, write
@@ -49,11 +49,9 @@ class RunningTrial:
         """Store what ``draft`` adds to what the trial's storage holds — all of it: a signal during
         the writes (one per attribute) waits until they are done, so an interrupted trial never
         shows its requested flags without its configuration."""
-        with deferred():
+        with held():
             write(self._trial, draft, since=self.stored)
             self.stored = draft
-        if not deferring():
-            check()
 
     def constrain(self, constraints: Mapping[str, float]) -> None:
         """The trial's constraint values (≤ 0 satisfied), as Optuna's constrained samplers read

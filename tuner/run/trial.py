@@ -28,7 +28,7 @@ from objectives.scoring import (
     is_feasible,
     phase_value,
 )
-from tuner.core.interrupts import check, defer_from_here, deferred, deferring
+from tuner.core.interrupts import defer_from_here, held
 from tuner.run.measurement import DeployFacts, PhaseFailure, PhaseFigures, PhaseMeasurement
 from tuner.run.measurer import Measurer, Resolving
 from tuner.run.output_check import check_outputs
@@ -95,23 +95,22 @@ class TrialRunner:
         # From the sampler's values to their first save, a signal waits (milliseconds): Optuna
         # stores each value as it is suggested, so one landing in between left an interrupted trial
         # whose parameters are queued again but whose record shows "flags requested: none".
-        with deferred():
+        with held():
             proposal = trial.propose(self.space)
             draft = replace(trial.stored, host=self.host, params_decoded=dict(proposal.values),
                             repairs=tuple(proposal.repairs))
-            if proposal.config is not None:
-                draft = replace(draft, config=proposal.config)
-                # Stored at once, before SGLang is asked (the target's resolver can take
-                # seconds): a trial interrupted from here on shows what it requested.
-                trial.save(draft)
-        if proposal.config is not None and not deferring():
-            check()  # (a rejection is stored by _finish first; the loop raises the signal after)
-        if proposal.config is None:
-            self._proposed()
-            return self._finish(trial,
-                                replace(draft, outcome=Outcome.REJECTED, reason=proposal.reason,
-                                        rejected_by=RejectedBy.RULES), {VALID_KEY: 1.0})
-        config = proposal.config
+            if proposal.config is None:
+                self._proposed()
+                # _finish defers from its start: the loop raises the signal after Optuna's tell
+                return self._finish(trial,
+                                    replace(draft, outcome=Outcome.REJECTED,
+                                            reason=proposal.reason, rejected_by=RejectedBy.RULES),
+                                    {VALID_KEY: 1.0})
+            config = proposal.config
+            draft = replace(draft, config=config)
+            # Stored at once, before SGLang is asked (the target's resolver can take seconds): a
+            # trial interrupted from here on shows what it requested.
+            trial.save(draft)
         # What SGLang will run, and the key of those values: another spelling of one server is a
         # duplicate. The target's own SGLang, where it can be asked, has the last word (a refusal is
         # a rejection: no restart).
