@@ -94,7 +94,9 @@ TARGET_RATIO = 0.98
 DEFAULT_CASES = ("bench/studies/qwen-seed-space.toml", "bench/studies/llama-8b-h100.toml",
                  *(f"bench/studies/qwen-seed-space.toml@bench/landscapes/{name}.py:landscape"
                    for name in ("memory_tight", "deep_tree", "ridge", "spread_roofline",
-                                "long_prompt_moe", "small_gains", "prefill_bound", "beam_tree")),
+                                "long_prompt_moe", "small_gains", "prefill_bound", "beam_tree",
+                                "expert_traffic")),
+                 "bench/studies/qwen-seed-space.toml@bench/landscapes/expert_traffic.py:wide_close",
                  "bench/studies/llama-8b-h100.toml@bench/landscapes/long_prompt_moe.py:landscape")
 CACHE = REPO / ".spectune" / "bench-truth"
 #: The space the landscapes of bench/landscapes/ are named alone on (others: "name (study)").
@@ -151,7 +153,8 @@ def truth_of(space: SearchSpace, landscape: Landscape, module: ModuleType | None
              ) -> dict[str, float]:
     """``truth_table`` (a progress bar on stderr), kept on disk
     (tuner/evaluation/landscape_plugin.py ``cached_true_scores``): keyed by the study and by
-    everything the landscape is made of (its declared version, else its modules' sources); the
+    everything the landscape is made of (its declared version, else its modules' sources and its
+    true scores at a few fixed points: two factories of one module differ); the
     simulator's by its sources and profile. A held-out landscape's truth measures ~90,000
     configurations."""
     if module is None:
@@ -159,7 +162,7 @@ def truth_of(space: SearchSpace, landscape: Landscape, module: ModuleType | None
         digest = hashlib.sha256(b"".join(p.read_bytes() for p in simulator)).hexdigest()[:16]
         fingerprint = f"simulator:{digest}:{getattr(space.spec.target.settings, 'profile', None)}"
     else:
-        fingerprint = landscape_fingerprint(landscape, module)
+        fingerprint = landscape_fingerprint(landscape, module, spec=space.spec)
     return cached_true_scores(lambda: truth_table(landscape, space.spec, progress=True), space.spec,
                               fingerprint, cache)
 
@@ -257,6 +260,9 @@ def main() -> None:
         if factory_text and not (args.studies
                                  or args.landscape) and spec.path.stem not in DEFAULT_SPACE:
             name += f" ({spec.path.stem})"  # the same landscape on another space
+        if factory_text and not (args.studies or args.landscape) \
+                and not factory_text.endswith(":landscape"):
+            name += f" ({factory_text.rpartition(':')[2]})"  # a module's other landscape
         t0 = time.perf_counter()
         truth = truth_of(space, landscape, module if factory_text else None,
                          Path(args.truth_cache).resolve())

@@ -14,7 +14,7 @@ Public (docs/benchmarks.md, "Evaluating the search on your own landscape"): ``lo
   slow model — so ``cached_true_scores`` keeps it on disk, keyed by the study's content and
   ``landscape_fingerprint``: the landscape's declared ``version`` if it has one, else the source of
   every module it is made of and imports (outside the standard library and installed packages;
-  spectune's own code by its version).
+  spectune's own code by its version) and its true scores at a few fixed points of the study.
 """
 
 from __future__ import annotations
@@ -38,8 +38,12 @@ import tuner
 from tuner.core.errors import SpectuneError
 from tuner.study.load import load_study_file
 from tuner.study.objective import parse_constraint
+from tuner.study.space import SearchSpace
 from tuner.study.spec import ObjectiveSpec, StudySpec
 
+#: Points of the space whose true scores are part of a landscape's fingerprint (besides the
+#: baseline).
+ANSWERS_SAMPLE = 8
 #: Packages whose code is keyed by spectune's version rather than by their sources.
 _PRODUCT = ("tuner", "objectives")
 
@@ -168,21 +172,42 @@ def make_objective(weights: Mapping[int, float], constraints: Sequence[str] = ()
     return ObjectiveSpec({int(c): float(w) for c, w in weights.items()}, parsed)
 
 
-def landscape_fingerprint(landscape: object, *extra: ModuleType) -> str:
+def landscape_fingerprint(landscape: object, *extra: ModuleType, spec: StudySpec | None = None
+                          ) -> str:
     """What the landscape's truth depends on besides its study: ``version:<declared>`` where the
     landscape declares a ``version``, else a digest of the sources of every module it is made of and
     (transitively) imports, outside the standard library and installed packages, with spectune's own
-    code by its version."""
+    code by its version — and, given the study, of its true scores at a few fixed points of the
+    space: one module's two factories with other numbers (or numbers read from the environment) are
+    the same sources and other truths."""
     declared = getattr(landscape, "version", None)
     if declared is not None:
         return f"version:{declared}"
+    answers = f":answers:{_answers(landscape, spec)}" if spec is not None else ""
     roots = [type(landscape).__module__, *(m.__name__ for m in extra)]
     for value in vars(landscape).values() if hasattr(landscape, "__dict__") else ():
         roots += [getattr(value, "__module__", None) or "", type(value).__module__]
     digest = hashlib.sha256(f"spectune {tuner.__version__}".encode())
     for path in sorted(_source_files(roots)):
         digest.update(b"\0" + str(path).encode() + b"\0" + path.read_bytes())
-    return f"sources:{digest.hexdigest()[:16]}"
+    return f"sources:{digest.hexdigest()[:16]}{answers}"
+
+
+def _answers(landscape: object, spec: StudySpec) -> str:
+    """A digest of the landscape's true scores at the baseline and ``ANSWERS_SAMPLE`` fixed points
+    of the study's space."""
+    space = SearchSpace(spec, spec.option_table)
+    true_score = getattr(landscape, "true_score", None)
+    if not callable(true_score):
+        return "none"
+    configs = [proposal.config for _, proposal in space.distinct_valid(ANSWERS_SAMPLE, seed=0)]
+    if spec.baseline:
+        configs.insert(0, space.decode(space.encode(spec.baseline)).config)
+    digest = hashlib.sha256()
+    for config in configs:
+        score = true_score(config) if config is not None else None
+        digest.update(f"{score!r};".encode())
+    return digest.hexdigest()[:16]
 
 
 def _source_files(roots: Iterable[str]) -> set[Path]:

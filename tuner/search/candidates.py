@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tuner.search.branch_inputs import filled, own_flag
-from tuner.search.tree_shape import tree_shape
+from tuner.search.tree_shape import tree_shape, tree_values
 from tuner.search.trust_region import rung_table
 from tuner.sglang.launch import ServerConfig
 from tuner.study.space import ALGORITHM, DRAFT, STEPS, TOPK, SearchSpace
@@ -69,6 +69,9 @@ class Candidates:
     #: flags outside the tree: the memory and scheduling flags a proposal moves
     #: (tuner/search/trust_region.py ``one_flag_at_a_time``).
     other_flags: tuple[tuple[int, ...], ...] = ()
+    #: Each candidate's (steps, top-k, draft tokens), or None where a candidate has no tree: what
+    #: the accept length's prior reads (tuner/search/accept_prior.py).
+    tree_values: np.ndarray | None = None
 
 
 _CACHE: dict[str, Candidates] = {}
@@ -147,7 +150,7 @@ def _build(space: SearchSpace, seed: int) -> Candidates:
     speed_x = np.stack(speed, axis=1) if speed and keys else x
     return Candidates(tuple(params), tuple(keys), x, tuple(tree), tuple(memory), index,
                       rung_table(x), accept_x, shallow, speed_x, tuple(shape), labels,
-                      tuple(other))
+                      tuple(other), tree_values(configs))
 
 
 def _holding(column: np.ndarray, sizes: np.ndarray, batch: int) -> np.ndarray:

@@ -5,7 +5,8 @@ A trial's score is Σ w_c · speed_c / reference_c, and each phase's speed is th
 noise) times steps per second (decreasing smoothly with the tree, the batch and the graph size).
 Their product is a needle — 2 % of the seed space is within 2 % of the optimum — while each factor
 is smooth. So this sampler fits one small GP (tuner/search/gp.py) to the log accept length over the
-speculative flags and tokens per level (tuner/search/tree_shape.py), one per weighted phase to the
+speculative flags and tokens per level (tuner/search/tree_shape.py) — around a three-number formula
+of a tree's acceptance fitted first (tuner/search/accept_prior.py) —, one per weighted phase to the
 log speed per accepted token over all tuned flags, and one to feasibility (failed starts and
 violated constraints), and picks the unmeasured configuration with the highest expected improvement
 of the *composed* score × its probability of being feasible — among those near the best trial so far
@@ -36,6 +37,7 @@ from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import norm
 
 from objectives.scoring import phase_value
+from tuner.search.accept_prior import fit_prior
 from tuner.search.branch_pool import (
     over_share,
     still_winnable,
@@ -226,8 +228,7 @@ class GreyBoxSampler(BaseSampler):
         x = table.x
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if obs.accept_rows:
-            gp = self._fit("accept", table.accept_x[obs.accept_rows], obs.log_accept)
-            out["accept"] = gp.predict(table.accept_x[rows])
+            out["accept"] = self._predict_accept(table, obs, rows)
         speed_x = table.speed_x  # graph sizes above the largest batch read as one
         for c, phase_rows in obs.phase_rows.items():
             if not phase_rows:
@@ -269,6 +270,22 @@ class GreyBoxSampler(BaseSampler):
                            - failed_shapes[None, :, :]) <= 1e-9).all(2).any(1)
             p_feasible = np.where(same, SAME_SHAPE_AS_RUN_FAILURE * p_feasible, p_feasible)
         return out, p_feasible
+
+    def _predict_accept(self, table: Candidates, obs: Observations, rows: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """(log mean, log variance) of the accept length at ``rows``: the tree's formula fitted to
+        the measured accept lengths (tuner/search/accept_prior.py: why), and a GP of what it
+        misses; the GP alone where there is no formula yet."""
+        measured = np.asarray(obs.log_accept, dtype=float)
+        trees = table.tree_values
+        prior = fit_prior(trees[obs.accept_rows], measured) if trees is not None else None
+        if prior is None or trees is None:
+            gp = self._fit("accept", table.accept_x[obs.accept_rows], measured)
+            return gp.predict(table.accept_x[rows])
+        gp = self._fit("accept", table.accept_x[obs.accept_rows],
+                       measured - prior.log_accept(trees[obs.accept_rows]))
+        mu, var = gp.predict(table.accept_x[rows])
+        return mu + prior.log_accept(trees[rows]), var
 
     @staticmethod
     def _dominates_oom(table: Candidates, oom_rows: Sequence[int], rows: np.ndarray) -> np.ndarray:

@@ -56,5 +56,14 @@ def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.n
     return per_level, shallow
 
 
+def tree_values(configs: Sequence[ServerConfig]) -> np.ndarray | None:
+    """(steps, top-k, draft tokens) per configuration, or None unless every one has a tree."""
+    tree = np.array([[_number(c.get(flag)) for flag in (STEPS, TOPK, DRAFT)] for c in configs],
+                    dtype=float).reshape(-1, 3)
+    if not len(configs) or not ((tree[:, 0] > 0) & (tree[:, 2] > 1)).all():
+        return None
+    return tree
+
+
 def _number(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0

@@ -191,3 +191,16 @@ def test_a_factory_that_returns_a_bare_measurer_is_its_own_truth(folder: Path) -
     assert steps[max(truth, key=truth.__getitem__)] == max(steps.values())
     result = sweep_search(searched, land, n_trials=8, seed=0)
     assert found_so_far(result, land, 8)[-1] == pytest.approx(1.0)
+
+
+def test_two_factories_of_one_module_have_two_truths() -> None:
+    # bench/landscapes/expert_traffic.py: one model class, two sets of numbers — the same sources
+    from bench.landscapes import expert_traffic
+
+    spec = load_study_file(REPO / "bench" / "studies" / "qwen-seed-space.toml")
+    one = landscape_fingerprint(expert_traffic.landscape(spec), expert_traffic, spec=spec)
+    other = landscape_fingerprint(expert_traffic.wide_close(spec), expert_traffic, spec=spec)
+    assert one != other
+    assert landscape_fingerprint(expert_traffic.landscape(spec), expert_traffic, spec=spec) == one
+    assert (landscape_fingerprint(expert_traffic.landscape(spec), expert_traffic)
+            == landscape_fingerprint(expert_traffic.wide_close(spec), expert_traffic))  # sources
