@@ -24,10 +24,11 @@ not to the middle: where the trees measured cannot tell (the designed start's to
 as much with 5 draft tokens as with 9), a c too small proposes trees with few draft tokens, whose
 measurement corrects it, while a c too large proposes trees with draft tokens they do not need, and
 nothing measured corrects it (on the landscape of docs/benchmarks.md's example, 0.95 of the
-optimum after 12 trials instead of 0.99, pulled to 0.5). A fourth number, for what width adds at
-every level alike (k^e × the sum), was tried and dropped: seven of ten landscapes did worse at 10
-trials (docs/benchmarks.md). With fewer than ``MIN_TREES`` distinct
-trees measured, or without a tree for every candidate, there is no prior.
+optimum after 12 trials instead of 0.99, pulled to 0.5). Tried and dropped (docs/benchmarks.md):
+a level's width read as its share of the draft tokens, at most top-k (the simulator's own law),
+alone or chosen by the better fit — the demo's space gained, the beam landscapes lost all but one
+seed. With fewer than ``MIN_TREES`` distinct trees measured, or without a tree for every
+candidate, there is no prior.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def accept_length(theta: np.ndarray, tree: np.ndarray) -> np.ndarray:
     """The formula's accept length for each row of ``tree`` (steps, top-k, draft tokens)."""
     a, b, c = theta
     steps, topk, draft = tree[:, 0], np.maximum(tree[:, 1], 1.0), tree[:, 2]
-    p = 1.0 - (1.0 - a) ** (topk ** b)
     depth = np.clip(np.minimum(steps, (draft - 1.0) / topk ** c), 0.0, None)
+    p = 1.0 - (1.0 - a) ** (topk ** b)
     return (1.0 - p ** (depth + 1.0)) / (1.0 - p)
 
 
@@ -76,5 +77,4 @@ def fit_prior(tree: np.ndarray | None, log_accept: np.ndarray) -> AcceptPrior | 
         fitted = np.log(accept_length(theta, tree))
         return np.concatenate([fitted - log_accept, PULL * (theta - CENTRE)])
 
-    fit = least_squares(residuals, START, bounds=(LOWER, UPPER))
-    return AcceptPrior(fit.x)
+    return AcceptPrior(least_squares(residuals, START, bounds=(LOWER, UPPER)).x)
