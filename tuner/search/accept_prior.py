@@ -2,11 +2,13 @@
 starts from, so that five or ten trials extrapolate along the physics rather than towards the
 average.
 
-Why (docs/benchmarks.md, "The accept length's prior"): fitted to the designed start alone, a GP
-with a constant mean predicts a top-k the start never measured (a middle one: 2 of 1, 2, 4) from
-its neighbours in the inputs; on a landscape whose optimum is that top-k (bench/landscapes/
-expert_traffic.py) it predicted the optimum's accept length 17 % low (3.16 against 3.81) with ±9 %
-of uncertainty, so expected improvement never went there, and every search stayed at the baseline.
+Why (docs/benchmarks.md, "The accept length's prior"): fitted to the designed start and a few
+proposals, a GP with a constant mean predicts a top-k the start never measured (a middle one: 2 of
+1, 2, 4) from its neighbours in the inputs; on a landscape whose optimum is that top-k
+(bench/landscapes/expert_traffic.py) it predicted the optimum's accept length 17 % low after ten
+trials (3.16 against 3.81; with the formula 3.55) with ±9 % of uncertainty, so expected
+improvement never went there, and every search stayed at the baseline.
+
 Speculative decoding's acceptance has a known shape, whatever the model and the workload:
 
 * each level of the verified tree holds the target's token with some probability p, higher for a
