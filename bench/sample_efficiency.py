@@ -9,11 +9,11 @@ truth of the trial the study itself ranks best (what a user would deploy), divid
 
     .venv/bin/python bench/sample_efficiency.py --seeds 20            # prints a markdown table
 
-By default it runs eleven landscapes: the simulator on the seed space and on the Llama space, the
-eight landscapes of bench/landscapes/ (their own physics) on the seed space — ``spread_roofline``
+By default it runs thirteen cases: the simulator on the seed space and on the Llama space, the
+nine landscapes of bench/landscapes/ (their own physics) on the seed space — ``spread_roofline``
 was written after the search was tuned on the other five, to check it; ``long_prompt_moe``,
-``small_gains`` and ``prefill_bound`` in issue 27, ``beam_tree`` after it — and
-``long_prompt_moe`` on the Llama space too.
+``small_gains`` and ``prefill_bound`` in issue 27, ``beam_tree`` and ``expert_traffic`` after it —
+``expert_traffic``'s second factory ``wide_close``, and ``long_prompt_moe`` on the Llama space too.
 Medians come with bootstrap 90 % intervals over seeds (``scipy.stats.bootstrap``, percentile
 method).
 

@@ -57,7 +57,8 @@ def accept_length(theta: np.ndarray, tree: np.ndarray) -> np.ndarray:
     a, b, c = theta
     steps, topk, draft = tree[:, 0], np.maximum(tree[:, 1], 1.0), tree[:, 2]
     depth = np.clip(np.minimum(steps, (draft - 1.0) / topk ** c), 0.0, None)
-    p = 1.0 - (1.0 - a) ** (topk ** b)
+    # below 1 by a margin: a wide top-k (16 at b = 1) rounds p to 1.0, and the sum to 0 ÷ 0
+    p = np.minimum(1.0 - (1.0 - a) ** (topk ** b), 1.0 - 1e-9)
     return (1.0 - p ** (depth + 1.0)) / (1.0 - p)
 
 

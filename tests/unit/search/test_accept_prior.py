@@ -47,6 +47,13 @@ def test_a_chain_accepts_a_geometric_sum_up_to_its_depth() -> None:
     assert chain == pytest.approx([expected] * 3)
 
 
+def test_a_wide_top_k_at_the_largest_hit_rate_accepts_about_its_depth_plus_one_not_nan() -> None:
+    theta = np.array([0.97, 1.0, 0.0])  # the bounds' largest: p rounds to 1.0 at top-k 16
+    accepted = accept_length(theta, np.array([[6, 16, 7], [3, 32, 4]], dtype=float))
+    assert np.all(np.isfinite(accepted))
+    assert accepted == pytest.approx([7.0, 4.0], rel=1e-3)
+
+
 def test_fitted_to_its_own_shape_it_recovers_the_numbers() -> None:
     theta = np.array([0.75, 0.6, 0.8])
     trees = np.concatenate([START, MIDDLE])
