@@ -23,15 +23,17 @@ ACCEPT = 0.85
 DECAY = 0.97
 
 
-def accept_length(p: Point) -> float:
-    hit = 1.0 - (1.0 - ACCEPT) ** (p.topk ** 0.5)
+def accept_length(p: Point, accept: float = ACCEPT, decay: float = DECAY) -> float:
+    """The beam's accept length: each level holds the target's token with 1 − (1 − accept)^(k^0.5),
+    ``decay`` less per deeper level; as deep as the steps and the verify budget allow."""
+    hit = 1.0 - (1.0 - accept) ** (p.topk ** 0.5)
     depth = min(float(p.steps), (p.draft - 1) / p.topk + (1.0 if p.topk > 1 else 0.0))
     full = int(depth)
-    accept, reach = 1.0, 1.0
+    accepted, reach = 1.0, 1.0
     for level in range(full):
-        reach *= hit * DECAY ** level
-        accept += reach
-    return accept + (depth - full) * reach * hit * DECAY ** full
+        reach *= hit * decay ** level
+        accepted += reach
+    return accepted + (depth - full) * reach * hit * decay ** full
 
 
 def model(p: Point, concurrency: int) -> Phase:

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 
 from bench.landscapes._base import Failure, Phase, Point, RunFailure, model_landscape
+from bench.landscapes.beam_tree import accept_length as beam_accept_length
 from tuner.evaluation.landscape import MeasuredLandscape
 from tuner.study.spec import StudySpec
 
@@ -40,14 +41,7 @@ class ExpertTraffic:
     width_ms: float
 
     def accept_length(self, p: Point) -> float:
-        hit = 1.0 - (1.0 - self.accept) ** (p.topk ** 0.5)
-        depth = min(float(p.steps), (p.draft - 1) / p.topk + (1.0 if p.topk > 1 else 0.0))
-        full = int(depth)
-        accepted, reach = 1.0, 1.0
-        for level in range(full):
-            reach *= hit * DECAY ** level
-            accepted += reach
-        return accepted + (depth - full) * reach * hit * DECAY ** full
+        return beam_accept_length(p, self.accept, DECAY)  # beam_tree's law, its own numbers
 
     def __call__(self, p: Point, concurrency: int) -> Phase:
         capture_gb = 0.0011 * p.graph * p.draft
