@@ -6,8 +6,8 @@ top-k 4).
 Physics (its own): EAGLE's draft as a beam — each level holds the target's token with probability
 1 − (1 − α)^(k^0.5), 4 % less per deeper level; the verify budget bounds the depth at (draft − 1) ÷
 k (+ 1 for a beam wider than one; a chain verifies steps + 1 tokens). A step costs a dense part,
-the draft passes (more for a wider beam: ``WIDTH_MS`` per extra branch and step) and the expert
-weights its verified tokens read: 1 − (1 − 8/128)^n of ``EXPERT_MS`` for n tokens (8 of 128
+the draft passes (more for a wider beam: ``width_ms`` per extra branch and step) and the expert
+weights its verified tokens read: 1 − (1 − 8/128)^n of ``expert_ms`` for n tokens (8 of 128
 experts each). At C=64 the batch reads every expert anyway; verification runs in waves of 128
 tokens; the static fraction sets the KV pool (below 0.72 + 0.16 × 0.4 the batch shrinks), graph
 sizes below the batch run part of it eagerly; out of memory at capture where graph size × draft
