@@ -257,12 +257,11 @@ def main() -> None:
         name = (Path(spec.path).stem if args.studies or args.landscape
                 else Path(factory_text.rpartition(":")[0]).stem if factory_text
                 else f"{Path(spec.path).stem} (sim)")
-        if factory_text and not (args.studies
-                                 or args.landscape) and spec.path.stem not in DEFAULT_SPACE:
-            name += f" ({spec.path.stem})"  # the same landscape on another space
-        if factory_text and not (args.studies or args.landscape) \
-                and not factory_text.endswith(":landscape"):
-            name += f" ({factory_text.rpartition(':')[2]})"  # a module's other landscape
+        if factory_text and not (args.studies or args.landscape):
+            if spec.path.stem not in DEFAULT_SPACE:
+                name += f" ({spec.path.stem})"  # the same landscape on another space
+            if not factory_text.endswith(":landscape"):
+                name += f" ({factory_text.rpartition(':')[2]})"  # a module's other landscape
         t0 = time.perf_counter()
         truth = truth_of(space, landscape, module if factory_text else None,
                          Path(args.truth_cache).resolve())

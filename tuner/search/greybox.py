@@ -279,13 +279,13 @@ class GreyBoxSampler(BaseSampler):
         measured = np.asarray(obs.log_accept, dtype=float)
         trees = table.tree_values
         prior = fit_prior(trees[obs.accept_rows], measured) if trees is not None else None
-        if prior is None or trees is None:
-            gp = self._fit("accept", table.accept_x[obs.accept_rows], measured)
-            return gp.predict(table.accept_x[rows])
-        gp = self._fit("accept", table.accept_x[obs.accept_rows],
-                       measured - prior.log_accept(trees[obs.accept_rows]))
-        mu, var = gp.predict(table.accept_x[rows])
-        return mu + prior.log_accept(trees[rows]), var
+        if trees is not None and prior is not None:
+            gp = self._fit("accept", table.accept_x[obs.accept_rows],
+                           measured - prior.log_accept(trees[obs.accept_rows]))
+            mu, var = gp.predict(table.accept_x[rows])
+            return mu + prior.log_accept(trees[rows]), var
+        return self._fit("accept", table.accept_x[obs.accept_rows], measured).predict(
+            table.accept_x[rows])
 
     @staticmethod
     def _dominates_oom(table: Candidates, oom_rows: Sequence[int], rows: np.ndarray) -> np.ndarray:

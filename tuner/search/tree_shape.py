@@ -38,15 +38,14 @@ def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.n
     """(log tokens per level, at most top-k — None where it is unknown or the same everywhere —, and
     which configurations are shallow: fewer draft tokens than steps + 1), one entry per
     configuration."""
-    steps = np.array([_number(c.get(STEPS)) for c in configs], dtype=float)
-    draft = np.array([_number(c.get(DRAFT)) for c in configs], dtype=float)
-    known = (steps > 0) & (draft > 1)
+    tree = _tree(configs)
+    steps, topk, draft = tree.T
+    known = _has_tree(tree)
     shallow = known & (draft - 1 < steps)
     if not len(configs) or not known.any():
         return None, shallow
     # Without a tree (another branch of the speculation choice) a candidate gets the median of those
     # with one.
-    topk = np.array([_number(c.get(TOPK)) for c in configs], dtype=float)
     per_level = (draft - 1) / np.where(known, steps, 1.0)
     per_level = np.where(topk >= 1, np.minimum(per_level, topk), per_level)  # no top-k: no cap
     per_level = np.log(np.where(known, per_level, 1.0))
@@ -58,11 +57,19 @@ def tree_shape(configs: Sequence[ServerConfig]) -> tuple[np.ndarray | None, np.n
 
 def tree_values(configs: Sequence[ServerConfig]) -> np.ndarray | None:
     """(steps, top-k, draft tokens) per configuration, or None unless every one has a tree."""
-    tree = np.array([[_number(c.get(flag)) for flag in (STEPS, TOPK, DRAFT)] for c in configs],
+    tree = _tree(configs)
+    return tree if len(configs) and _has_tree(tree).all() else None
+
+
+def _tree(configs: Sequence[ServerConfig]) -> np.ndarray:
+    """(steps, top-k, draft tokens) per configuration, 0 where a flag is not set."""
+    return np.array([[_number(c.get(flag)) for flag in (STEPS, TOPK, DRAFT)] for c in configs],
                     dtype=float).reshape(-1, 3)
-    if not len(configs) or not ((tree[:, 0] > 0) & (tree[:, 2] > 1)).all():
-        return None
-    return tree
+
+
+def _has_tree(tree: np.ndarray) -> np.ndarray:
+    """Which rows of ``_tree`` have a draft tree: steps and more than one draft token."""
+    return (tree[:, 0] > 0) & (tree[:, 2] > 1)
 
 
 def _number(value: object) -> float:
