@@ -75,6 +75,8 @@ MEASUREMENT_NOISE = 0.02
 DOMINATED_BY_OOM = 0.05
 #: What a tree shape (steps, topk) that already crashed, hung or answered wrongly keeps of it.
 SAME_SHAPE_AS_RUN_FAILURE = 0.2
+#: What a tree at least as deep and as wide as one that failed so keeps of it, per such failure.
+LARGER_TREE_THAN_RUN_FAILURE = 0.2
 
 
 @dataclass(frozen=True)
@@ -260,15 +262,8 @@ class GreyBoxSampler(BaseSampler):
             gp = self._fit("feasible", x[[r for r, _ in other]], labels, min_noise=1e-2)
             mu, var = gp.predict(x[rows])
             p_feasible *= norm.cdf((mu - 0.5) / np.sqrt(var + 0.05))
-        if obs.run_failed_rows and table.shape_columns:
-            # A wrong answer, a crash or a hang that is not about memory follows the kernels the
-            # draft tree's shape selects (e.g. one attention backend with topk > 1): the same shape
-            # is likely to fail again, whatever its draft-token count or memory flags.
-            shape = list(table.shape_columns)
-            failed_shapes = table.x[obs.run_failed_rows][:, shape]
-            same = (np.abs(table.x[rows][:, shape][:, None, :]
-                           - failed_shapes[None, :, :]) <= 1e-9).all(2).any(1)
-            p_feasible = np.where(same, SAME_SHAPE_AS_RUN_FAILURE * p_feasible, p_feasible)
+        if obs.run_failed_rows:
+            p_feasible = p_feasible * self._after_run_failures(table, obs.run_failed_rows, rows)
         return out, p_feasible
 
     def _predict_accept(self, table: Candidates, obs: Observations, rows: np.ndarray
@@ -286,6 +281,37 @@ class GreyBoxSampler(BaseSampler):
             return mu + prior.log_accept(trees[rows]), var
         return self._fit("accept", table.accept_x[obs.accept_rows], measured).predict(
             table.accept_x[rows])
+
+    @staticmethod
+    def _after_run_failures(table: Candidates, failed_rows: Sequence[int],
+                            rows: np.ndarray) -> np.ndarray:
+        """What each row keeps of its probability of being feasible after the run failures so far.
+
+        A wrong answer, a crash or a hang that is not about memory follows the kernels the draft
+        tree's shape selects (e.g. one attention backend with top-k > 1): the same shape is likely
+        to fail again, whatever its draft-token count or memory flags. A tree at least as deep and
+        as wide, on the same branch, runs those kernels harder (more levels, more branches per
+        level verified at once), so it is likely to fail too. Each failure is evidence of its own:
+        a tree above two failed shapes keeps the factor twice. The shape alone was not enough
+        (docs/benchmarks.md, "Failures the search learns from"): a search drawn to a fast, failing
+        corner probed it from above, one larger tree after another."""
+        failed_rows = list(failed_rows)
+        same = np.zeros((len(rows), len(failed_rows)), dtype=bool)
+        if table.shape_columns:
+            shape = list(table.shape_columns)
+            same = (np.abs(table.x[rows][:, shape][:, None, :]
+                           - table.x[failed_rows][:, shape][None, :, :]) <= 1e-9).all(2)
+        larger = np.zeros_like(same)
+        trees = table.tree_values
+        if trees is not None:
+            labels = table.labels if len(table.labels) == len(trees) else np.zeros(len(trees))
+            # (steps, top-k) at least those of a run failure, on its branch
+            larger = ((trees[rows][:, None, :2] >= trees[failed_rows][None, :, :2] - 1e-9).all(2)
+                      & (labels[rows][:, None] == labels[failed_rows][None, :]))
+        keep: np.ndarray = np.prod(np.where(same, SAME_SHAPE_AS_RUN_FAILURE,
+                                            np.where(larger, LARGER_TREE_THAN_RUN_FAILURE, 1.0)),
+                                   axis=1)
+        return keep
 
     @staticmethod
     def _dominates_oom(table: Candidates, oom_rows: Sequence[int], rows: np.ndarray) -> np.ndarray:

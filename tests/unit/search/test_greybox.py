@@ -161,30 +161,41 @@ def test_the_out_of_memory_model_reads_the_typed_cause_not_a_substring() -> None
 
 
 def test_a_tree_shape_that_failed_while_running_keeps_little_of_its_feasibility() -> None:
-    from tuner.search.greybox import SAME_SHAPE_AS_RUN_FAILURE
+    from tuner.search.greybox import LARGER_TREE_THAN_RUN_FAILURE, SAME_SHAPE_AS_RUN_FAILURE
 
     space = _space()
     table = candidates(space)
+    assert table.tree_values is not None
     sampler = GreyBoxSampler(space, {1: 1.0}, seed=0)
     rows = list(np.random.default_rng(1).choice(len(table.keys), 30, replace=False))
-    failed, ok = rows[0], rows[1:]
+    trees = table.tree_values[:, :2]
+    # a failed tree with both a larger and a smaller one in the space
+    failed = next(r for r in rows if ((trees > trees[r]).all(1).any()
+                                      and (trees < trees[r]).any(1).any()))
+    ok = [r for r in rows if r != failed]
     base = dict(accept_rows=ok, log_accept=[0.0] * len(ok), phase_rows={1: ok},
                 log_phase={1: [0.0] * len(ok)},
                 pending_rows=[], known=set(rows), best_score=1.0, leaders=[], oom_rows=[])
-    told = Observations(feasible_rows=rows, feasible=[0.0] + [1.0] * len(ok),
-                        feasible_started=[False] + [True] * len(ok), run_failed_rows=[failed],
-                        **base)  # type: ignore[arg-type]
+    labels = dict(feasible_rows=[failed, *ok], feasible=[0.0] + [1.0] * len(ok),
+                  feasible_started=[False] + [True] * len(ok))
+    told = Observations(**labels, run_failed_rows=[failed], **base)  # type: ignore[arg-type]
+    twice = Observations(**labels, run_failed_rows=[failed, failed],
+                         **base)  # type: ignore[arg-type]
+    untold = Observations(**labels, **base)  # type: ignore[arg-type]
+    everything = np.arange(len(table.keys))
     shape = list(table.shape_columns)
-    assert shape
-    same = np.flatnonzero((np.abs(table.x[:, shape] - table.x[failed, shape]) <= 1e-9).all(1))
-    other = np.setdiff1d(np.arange(len(table.keys)), same)
-    _, p_told = sampler.predict(table, told, np.arange(len(table.keys)))
-    untold = Observations(feasible_rows=rows, feasible=[0.0] + [1.0] * len(ok),
-                          feasible_started=[False] + [True] * len(ok),
-                          **base)  # type: ignore[arg-type]
-    _, p_untold = sampler.predict(table, untold, np.arange(len(table.keys)))
+    same = (np.abs(table.x[:, shape] - table.x[failed, shape]) <= 1e-9).all(1)
+    larger = (trees >= trees[failed]).all(1) & ~same
+    _, p_told = sampler.predict(table, told, everything)
+    _, p_twice = sampler.predict(table, twice, everything)
+    _, p_untold = sampler.predict(table, untold, everything)
+    assert same.any() and larger.any() and (~same & ~larger).any()
     assert np.allclose(p_told[same], SAME_SHAPE_AS_RUN_FAILURE * p_untold[same])
-    assert np.allclose(p_told[other], p_untold[other])
+    # a deeper, wider tree runs the same kernels harder: it keeps less too
+    assert np.allclose(p_told[larger], LARGER_TREE_THAN_RUN_FAILURE * p_untold[larger])
+    assert np.allclose(p_told[~same & ~larger], p_untold[~same & ~larger])
+    # each failure is evidence of its own
+    assert np.allclose(p_twice[larger], LARGER_TREE_THAN_RUN_FAILURE ** 2 * p_untold[larger])
 
 
 @pytest.mark.parametrize("concurrencies", [(1, 64), (1, 48), (1,)])
