@@ -12,9 +12,8 @@ trials confirmed earlier keep their runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import optuna
 from rich.console import Console
@@ -29,6 +28,7 @@ from tuner.query.ranking import Ranking
 from tuner.query.winner import leader_text
 from tuner.run import confirm as stage
 from tuner.run.trial import TrialRunner
+from tuner.store.confirmed import ConfirmationStage
 from tuner.store.keys import StudyKey
 from tuner.store.storage import study_lock
 from tuner.study.hosts import hosts_of, spec_for_host
@@ -107,7 +107,7 @@ def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tup
 
             target = make_target(spec_for_host(spec, hosts_of(spec)[0]))
         finished = False
-        previous = study.user_attrs.get(StudyKey.CONFIRMATION)
+        previous = ConfirmationStage.from_stored(study.user_attrs.get(StudyKey.CONFIRMATION))
         try:
             with interruptible():
                 from tuner.app.preflight import run_preflight
@@ -124,9 +124,10 @@ def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tup
                 on_run: Callable[[int, int], None] = lambda number, run: say(  # noqa: E731
                     f"  fresh run {run + 1}/{repeats}: trial {number}")
                 try:
-                    stage._measure(study, spec, runner, measurer, order, baseline, repeats, on_run)
+                    stage.measure_stage(study, spec, runner, measurer, order, baseline, repeats,
+                                        on_run)
                 finally:
-                    _keep_earlier(study, previous, order)
+                    _keep_earlier(study, previous)
                 ranking = ranking_for(open_stored_study(spec), weights, constraints)
                 answer = ranking.best
                 with deferred():
@@ -148,17 +149,13 @@ def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tup
     return ConfirmOutcome(tuple(order), ranking, tuple(_answer_lines(ranking, spec)))
 
 
-def _keep_earlier(study: optuna.Study, previous: Any, order: list[int]) -> None:
+def _keep_earlier(study: optuna.Study, previous: ConfirmationStage | None) -> None:
     """Put back the runs of trials confirmed earlier and not re-measured now (the stage stores only
     its own)."""
-    if not isinstance(previous, Mapping):
+    current = ConfirmationStage.from_stored(study.user_attrs.get(StudyKey.CONFIRMATION))
+    if previous is None or current is None or current == previous:
         return
-    current = study.user_attrs.get(StudyKey.CONFIRMATION)
-    if not isinstance(current, Mapping) or current == previous:
-        return
-    kept = {k: v for k, v in (previous.get("trials") or {}).items() if int(k) not in order}
-    study.set_user_attr(StudyKey.CONFIRMATION,
-                        {**current, "trials": {**kept, **(current.get("trials") or {})}})
+    study.set_user_attr(StudyKey.CONFIRMATION, current.keeping(previous).to_stored())
 
 
 def _answer_lines(ranking: Ranking, spec: StudySpec) -> list[str]:

@@ -17,6 +17,7 @@ Candidates whose intervals overlap the winner's are named as ties.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -28,8 +29,8 @@ from tuner.core.faults import fault_point
 from tuner.run.measurement import PhaseMeasurement
 from tuner.run.measurer import Measurer
 from tuner.run.trial import TrialRunner
+from tuner.store.confirmed import ConfirmationStage
 from tuner.store.keys import StudyKey
-from tuner.store.phases import encode_phases
 from tuner.store.record import TrialRecord, measured_records, records
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed
@@ -112,57 +113,45 @@ def confirm_top(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measu
     ``on_run(trial, run)`` is called before each fresh restart."""
     chosen, baseline = plan(study, top)
     order = [*chosen, *([baseline] if baseline is not None and baseline not in chosen else [])]
-    stored = study.user_attrs.get(StudyKey.CONFIRMATION)
-    if not _done(stored, order, repeats):
-        _measure(study, spec, runner, measurer, order, baseline, repeats, on_run)
+    stored = ConfirmationStage.from_stored(study.user_attrs.get(StudyKey.CONFIRMATION))
+    if stored is None or not stored.is_done(order, repeats):
+        measure_stage(study, spec, runner, measurer, order, baseline, repeats, on_run)
     return verdict(study, runner)
 
 
 def verdict(study: optuna.Study, runner: TrialRunner) -> Verdict | None:
     """The winner rule over the stored confirmation runs, under the study's scorer."""
     scorer = runner.scorer(study)
-    stored = study.user_attrs.get(StudyKey.CONFIRMATION) or {}
+    stored = ConfirmationStage.from_stored(study.user_attrs.get(StudyKey.CONFIRMATION))
     intervals = {}
     for record in records(study):
         if record.confirmed is not None and record.confirmed.runs:
             interval = scorer.interval(record.confirmed.pooled)
             if interval is not None:
                 intervals[record.number] = interval
-    return choose_winner(intervals, stored.get("baseline") if isinstance(stored, Mapping) else None)
+    return choose_winner(intervals, stored.baseline if stored is not None else None)
 
 
-def _done(stored: object, order: list[int], repeats: int) -> bool:
-    """A finished stage for the same configurations and repeats is not measured again (e.g. a
-    resumed study that had already reached its end)."""
-    if not isinstance(stored,
-                      Mapping) or stored.get("order") != order or stored.get("repeats") != repeats:
-        return False
-    return bool(stored.get("complete"))
-
-
-def _measure(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measurer: Measurer,
-             order: list[int],
-             baseline: int | None, repeats: int, on_run: Callable[[int, int], None] | None) -> None:
+def measure_stage(study: optuna.Study, spec: StudySpec, runner: TrialRunner,
+                  measurer: Measurer, order: list[int], baseline: int | None, repeats: int,
+                  on_run: Callable[[int, int], None] | None) -> None:
+    """Measure the stage: ``repeats`` fresh restarts of each trial in ``order``, round-robin, the
+    stage stored after every run (an interruption keeps them)."""
     by_number = {r.number: r for r in records(study)}
     scorer = runner.scorer(study)
-    entries: dict[str, dict[str, object]] = {str(n): {"runs": [], "failed": 0} for n in order}
-    state = {"baseline": baseline, "order": order, "repeats": repeats, "complete": False,
-             "trials": entries}
+    stage = ConfirmationStage.begin(order, baseline, repeats)
     for run in range(repeats):
         for number in order:  # round-robin: each configuration once per round
             if on_run:
                 on_run(number, run)
-            entry = entries[str(number)]
             metrics = _fresh_run(by_number[number], spec, measurer)
-            if metrics is None or scorer.score(metrics) is None or not is_feasible(
-                    constraint_values(spec.objective.constraints, metrics)):
-                entry["failed"] = int(entry["failed"]) + 1  # type: ignore[call-overload]
-            else:
-                entry["runs"].append(encode_phases(metrics))  # type: ignore[attr-defined]
-            # after every run: an interruption keeps them
-            study.set_user_attr(StudyKey.CONFIRMATION, state)
-    state["complete"] = True
-    study.set_user_attr(StudyKey.CONFIRMATION, state)
+            if metrics is not None and (scorer.score(metrics) is None or not is_feasible(
+                    constraint_values(spec.objective.constraints, metrics))):
+                metrics = None
+            stage = stage.with_run(number, metrics)
+            study.set_user_attr(StudyKey.CONFIRMATION, stage.to_stored())
+    study.set_user_attr(StudyKey.CONFIRMATION,
+                        dataclasses.replace(stage, complete=True).to_stored())
 
 
 def _fresh_run(record: TrialRecord, spec: StudySpec,

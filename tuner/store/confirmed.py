@@ -1,14 +1,15 @@
-"""The confirmation stage's fresh runs of a configuration, as stored on the study
-(``StudyKey.CONFIRMATION``)."""
+"""The confirmation stage as stored on the study (``StudyKey.CONFIRMATION``): its plan, and each
+configuration's fresh runs — written and read back through one typed record,
+``ConfirmationStage``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from objectives.scoring import pooled_phase, with_paired
-from tuner.store.phases import decode_phases
+from tuner.store.phases import decode_phases, encode_phases
 
 
 @dataclass(frozen=True)
@@ -38,15 +39,84 @@ def _pooled(runs: tuple[Mapping[int, Mapping[str, Any]], ...]) -> dict[int, dict
     return {c: pooled_phase([run[c] for run in runs if c in run]) for c in concurrencies}
 
 
+@dataclass(frozen=True)
+class StageEntry:
+    """One configuration's part of the stage: its feasible fresh runs, in the stored form (phases
+    by concurrency as a string), and how many restarts failed."""
+
+    runs: tuple[Mapping[str, Any], ...] = ()
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class ConfirmationStage:
+    """The stage's plan — the trials in the order they are measured (the baseline last), the fresh
+    restarts each gets, the baseline's trial — whether it finished, and each trial's runs."""
+
+    order: tuple[int, ...] = ()
+    repeats: int = 0
+    baseline: int | None = None
+    complete: bool = False
+    trials: Mapping[int, StageEntry] = field(default_factory=dict)
+
+    @classmethod
+    def begin(cls, order: Sequence[int], baseline: int | None,
+              repeats: int) -> ConfirmationStage:
+        return cls(tuple(order), repeats, baseline, False, {n: StageEntry() for n in order})
+
+    @classmethod
+    def from_stored(cls, stored: object) -> ConfirmationStage | None:
+        """``StudyKey.CONFIRMATION`` as stored; None where there is none (or an older list
+        form)."""
+        if not isinstance(stored, Mapping):
+            return None
+        baseline = stored.get("baseline")
+        order = stored.get("order")
+        trials = stored.get("trials")
+        return cls(order=tuple(int(n) for n in order) if isinstance(order, list) else (),
+                   repeats=int(stored.get("repeats") or 0),
+                   baseline=baseline if isinstance(baseline, int) else None,
+                   complete=bool(stored.get("complete")),
+                   trials={int(n): StageEntry(tuple(entry.get("runs") or ()),
+                                              int(entry.get("failed") or 0))
+                           for n, entry in (trials if isinstance(trials, Mapping) else {}).items()})
+
+    def to_stored(self) -> dict[str, object]:
+        return {"baseline": self.baseline, "order": list(self.order), "repeats": self.repeats,
+                "complete": self.complete,
+                "trials": {str(n): {"runs": [dict(run) for run in entry.runs],
+                                    "failed": entry.failed} for n, entry in self.trials.items()}}
+
+    def with_run(self, number: int,
+                 metrics: Mapping[int, Mapping[str, Any]] | None) -> ConfirmationStage:
+        """One more fresh run of trial ``number``: its phases, or None for a failed one."""
+        entry = self.trials.get(number, StageEntry())
+        entry = (replace(entry, failed=entry.failed + 1) if metrics is None
+                 else replace(entry, runs=(*entry.runs, encode_phases(metrics))))
+        return replace(self, trials={**self.trials, number: entry})
+
+    def is_done(self, order: Sequence[int], repeats: int) -> bool:
+        """Finished for the same configurations and repeats: not measured again (e.g. a resumed
+        study that had already reached its end)."""
+        return self.complete and self.order == tuple(order) and self.repeats == repeats
+
+    def keeping(self, earlier: ConfirmationStage) -> ConfirmationStage:
+        """With the runs of trials an earlier stage confirmed and this one did not re-measure (a
+        stage stores only its own)."""
+        kept = {n: entry for n, entry in earlier.trials.items() if n not in self.order}
+        return replace(self, trials={**kept, **self.trials})
+
+    def confirmed(self) -> dict[int, Confirmed]:
+        """The fresh runs by trial number, each paired with the baseline's."""
+        decoded = {number: tuple(decode_phases(run) for run in entry.runs)
+                   for number, entry in self.trials.items()}
+        reference = decoded.get(self.baseline, ()) if self.baseline is not None else ()
+        return {number: Confirmed(runs, self.trials[number].failed, reference)
+                for number, runs in decoded.items()}
+
+
 def confirmations(stored: Any) -> dict[int, Confirmed]:
     """``StudyKey.CONFIRMATION`` as stored → the fresh runs by trial number (an older list form:
     none)."""
-    if not isinstance(stored, Mapping):
-        return {}
-    decoded = {int(number): (tuple(decode_phases(run) for run in entry.get("runs") or ()),
-                             int(entry.get("failed") or 0))
-               for number, entry in (stored.get("trials") or {}).items()}
-    baseline = stored.get("baseline")
-    reference = decoded[baseline][0] if isinstance(baseline, int) and baseline in decoded else ()
-    return {number: Confirmed(runs, failed, reference) for number,
-            (runs, failed) in decoded.items()}
+    stage = ConfirmationStage.from_stored(stored)
+    return stage.confirmed() if stage is not None else {}
