@@ -181,7 +181,7 @@ class RatioSample:
 Sample = MeanSample | RatioSample
 
 
-def sample_from_dict(stored: Mapping[str, Any] | None) -> Sample | None:
+def sample_from_dict(stored: object) -> Sample | None:
     """A stored sample (``to_dict``) → the sample; None for anything else (e.g. a study from before
     intervals)."""
     if not isinstance(stored, Mapping):

@@ -26,7 +26,6 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from objectives.confidence import Interval, pool, sample_from_dict
 from objectives.latency_intervals import LATENCY_INTERVALS
@@ -38,7 +37,24 @@ from objectives.spec import ConstraintSpec
 VALID_KEY = "valid configuration"
 STARTED_KEY = "server started"
 
-PhaseMetrics = Mapping[int, Mapping[str, Any]]
+#: One phase's figures by metric name — numbers, intervals as [low, high], the samples and
+#: per-request parts that pooling and pairing read — as stored, and as scoring, constraints and
+#: reports read them; each value is checked where it is read (``figure``).
+PhaseFigures = Mapping[str, object]
+#: A run's phases by concurrency.
+PhaseMetrics = Mapping[int, PhaseFigures]
+
+
+def figure(phase: PhaseFigures | None, name: str) -> float | None:
+    """The phase's figure ``name`` as a number; None where the phase lacks it or it is not one."""
+    value = (phase or {}).get(name)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _part(phase: PhaseFigures, name: str) -> Mapping[str, object]:
+    """A part of the phase that is itself a mapping (``samples``); empty where there is none."""
+    value = phase.get(name)
+    return value if isinstance(value, Mapping) else {}
 
 
 def primary_metric(concurrency: int) -> str:
@@ -115,11 +131,7 @@ class Scorer:
 
 
 def phase_value(metrics: PhaseMetrics, concurrency: int) -> float | None:
-    phase = metrics.get(concurrency)
-    if phase is None:
-        return None
-    value = phase.get(primary_metric(concurrency))
-    return float(value) if value is not None else None
+    return figure(metrics.get(concurrency), primary_metric(concurrency))
 
 
 def phase_interval(metrics: PhaseMetrics, concurrency: int) -> Interval | None:
@@ -140,7 +152,8 @@ def score_phase_interval(metrics: PhaseMetrics, concurrency: int) -> Interval | 
     return paired if paired is not None else phase_interval(metrics, concurrency)
 
 
-def with_paired(metrics: PhaseMetrics, reference: PhaseMetrics | None) -> dict[int, dict[str, Any]]:
+def with_paired(metrics: PhaseMetrics,
+                reference: PhaseMetrics | None) -> dict[int, dict[str, object]]:
     """``metrics`` with each phase's primary metric's interval relative to ``reference`` (the
     reference run's phases) stored as ``<metric>_paired_ci`` where both kept their per-request
     parts."""
@@ -150,8 +163,7 @@ def with_paired(metrics: PhaseMetrics, reference: PhaseMetrics | None) -> dict[i
         if ref is None:
             continue
         name = primary_metric(concurrency)
-        value = phase.get(name)
-        interval = paired_interval(float(value) if isinstance(value, int | float) else None,
+        interval = paired_interval(figure(phase, name),
                                    PerRequest.from_dict(phase.get("per_request")),
                                    PerRequest.from_dict(ref.get("per_request")))
         if interval is not None:
@@ -163,25 +175,25 @@ def with_paired(metrics: PhaseMetrics, reference: PhaseMetrics | None) -> dict[i
 POOLED = ("per_request_tok_s_mean", "aggregate_tok_s")
 
 
-def pooled_phase(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def pooled_phase(runs: Sequence[PhaseFigures]) -> dict[str, object]:
     """One phase measured several times (fresh restarts of one configuration) → one phase's metrics.
 
     The throughput figures and their intervals come from the runs' samples pooled (every request of
     every run, objectives/confidence.py); other numeric metrics are the mean over the runs. ``runs``
     says how many runs it rests on."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     numeric = {k for run in runs for k, v in run.items() if isinstance(v, int | float)
                and not isinstance(v, bool)}
     for key in sorted(numeric):
-        values = [float(run[key]) for run in runs if isinstance(run.get(key), int | float)]
+        values = [v for v in (figure(run, key) for run in runs) if v is not None]
         out[key] = statistics.fmean(values) if values else None
     out["runs"] = len(runs)
-    samples: dict[str, Any] = {}
+    samples: dict[str, object] = {}
     for name in POOLED:
-        sample = pool(s for s in (sample_from_dict((run.get("samples") or {}).get(name))
+        sample = pool(s for s in (sample_from_dict(_part(run, "samples").get(name))
                                   for run in runs)
                       if s is not None)
-        if sample is None or len([r for r in runs if (r.get("samples") or {}).get(name)]) != len(
+        if sample is None or len([r for r in runs if _part(r, "samples").get(name)]) != len(
             runs):
             # a run without the sample (a study from before intervals): keep the plain mean
             continue
@@ -199,7 +211,7 @@ def pooled_phase(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _pooled_latency_interval(runs: Sequence[Mapping[str, Any]],
+def _pooled_latency_interval(runs: Sequence[PhaseFigures],
                              name: str) -> list[float] | None:
     """The interval of the runs' mean of a latency figure, from each run's own interval (a bootstrap
     over its requests): the mean ± the root of the runs' squared distances to their bounds ÷ the
@@ -227,7 +239,7 @@ class Judged:
     """A benchmarked run judged once: its phases with the paired intervals added, its score and
     interval, and one violation per constraint (Optuna's convention: > 0 violates)."""
 
-    metrics: dict[int, dict[str, Any]]
+    metrics: dict[int, dict[str, object]]
     assessment: Assessment
     constraints: dict[str, float]
     #: Each weighted phase's own figure (its primary metric; None: not measured), what a Pareto
@@ -286,9 +298,9 @@ def constraint_values(constraints: tuple[ConstraintSpec, ...],
         phases = [constraint.phase] if constraint.phase is not None else list(metrics)
         worst = 0.0
         for concurrency in phases:
-            value = (metrics.get(concurrency) or {}).get(constraint.metric)
+            value = figure(metrics.get(concurrency), constraint.metric)
             if value is not None:
-                worst = max(worst, violation(constraint, float(value)))
+                worst = max(worst, violation(constraint, value))
         out[constraint.text] = worst
     return out
 

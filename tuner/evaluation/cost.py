@@ -25,11 +25,12 @@ benchmark shorter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, Literal
+from typing import Literal
 
+from objectives.scoring import PhaseMetrics, figure, primary_metric
 from objectives.spec import BenchmarkSpec, PhaseSpec
 from tuner.sglang.launch import ServerConfig
 from tuner.simulator.profile import load_profile
@@ -102,7 +103,7 @@ def gpus_of(config: ServerConfig) -> int:
     return size["tp"] * size["pp"] * dp
 
 
-def benchmark_s(benchmark: BenchmarkSpec, metrics: Mapping[int, Mapping[str, Any]],
+def benchmark_s(benchmark: BenchmarkSpec, metrics: PhaseMetrics,
                 skipped: Sequence[int] = ()) -> float:
     """Seconds ``benchmark`` runs on a server that measured ``metrics`` (per concurrency); phases in
     ``skipped`` and phases without any speed to go by cost nothing."""
@@ -132,19 +133,18 @@ def study_startup(spec: StudySpec) -> StartupModel:
     return model
 
 
-def _rate(concurrency: int, metrics: Mapping[int, Mapping[str, Any]]) -> float | None:
+def _rate(concurrency: int, metrics: PhaseMetrics) -> float | None:
     """Tokens per second the whole phase produces: measured where the phase was, else the saturating
     estimate."""
-    measured = metrics.get(concurrency)
-    key = "per_request_tok_s_mean" if concurrency == 1 else "aggregate_tok_s"
-    if measured and _positive(measured.get(key)):
-        return float(measured[key])
-    single = metrics.get(1, {}).get("per_request_tok_s_mean")
-    aggregates = [float(m["aggregate_tok_s"]) for c, m in sorted(metrics.items())
-                  if c > 1 and _positive(m.get("aggregate_tok_s"))]
-    if not _positive(single):
+    measured = _positive(figure(metrics.get(concurrency), primary_metric(concurrency)))
+    if measured is not None:
+        return measured
+    single = _positive(figure(metrics.get(1), "per_request_tok_s_mean"))
+    aggregates = [rate for c, m in sorted(metrics.items())
+                  if c > 1 and (rate := _positive(figure(m, "aggregate_tok_s"))) is not None]
+    if single is None:
         return aggregates[-1] if aggregates else None
-    unbounded = concurrency * float(single)  # type: ignore[arg-type]  # _positive: a number
+    unbounded = concurrency * single
     return min(unbounded, aggregates[-1]) if aggregates else unbounded
 
 
@@ -179,5 +179,6 @@ def _int_flag(config: ServerConfig, spellings: tuple[str, ...]) -> int:
     return 1
 
 
-def _positive(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+def _positive(value: float | None) -> float | None:
+    """``value`` where it is a positive rate to go by, else None."""
+    return value if value is not None and value > 0 else None

@@ -12,9 +12,9 @@ show the same lines.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
-from objectives.scoring import phase_interval, phase_value, primary_metric
+from objectives.scoring import PhaseMetrics, figure, phase_interval, phase_value, primary_metric
 from tuner.store.record import TrialRecord
 
 #: A weighted phase whose primary figure fell by this share or more against the baseline is a
@@ -22,7 +22,7 @@ from tuner.store.record import TrialRecord
 COLLAPSE_DROP: Final = 0.20
 
 
-def _figures(record: TrialRecord) -> tuple[Mapping[int, Mapping[str, Any]], str]:
+def _figures(record: TrialRecord) -> tuple[PhaseMetrics, str]:
     if record.confirmed is not None and record.confirmed.runs:
         return record.confirmed.pooled, f"confirmed over {len(record.confirmed.runs)} fresh run(s)"
     return record.metrics, "as measured in the study"
@@ -55,8 +55,8 @@ def collapse_caveats(baseline: TrialRecord | None, best: TrialRecord | None,
                 f"against the baseline (trial {baseline.number}) while its score is "
                 f"{score_change:+.0%}: {_figure(after, concurrency)} vs "
                 f"{_figure(before, concurrency)}")
-        ttft_old = (before.get(concurrency) or {}).get("ttft_p50_ms")
-        ttft_new = (after.get(concurrency) or {}).get("ttft_p50_ms")
+        ttft_old = figure(before.get(concurrency), "ttft_p50_ms")
+        ttft_new = figure(after.get(concurrency), "ttft_p50_ms")
         if ttft_old and ttft_new:
             text += f"; C={concurrency} TTFT p50 {ttft_new / ttft_old - 1.0:+.0%}"
         how = (f"both {how_after}" if how_after == how_before
@@ -65,7 +65,7 @@ def collapse_caveats(baseline: TrialRecord | None, best: TrialRecord | None,
     return lines
 
 
-def _figure(metrics: Mapping[int, Mapping[str, Any]], concurrency: int) -> str:
+def _figure(metrics: PhaseMetrics, concurrency: int) -> str:
     value = phase_value(metrics, concurrency) or 0.0
     interval = phase_interval(metrics, concurrency)
     return f"{value:.1f}" + (f" {interval.text(1)}" if interval is not None else "") + " tok/s"

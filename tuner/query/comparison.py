@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from objectives.scoring import primary_metric
+from objectives.scoring import figure, primary_metric
 from tuner.query.numbers import change, with_interval
 from tuner.store.record import TrialRecord
 
@@ -46,19 +46,18 @@ def comparison_rows(baseline: TrialRecord | None,
         name = primary_metric(concurrency)
         kind = "per-request" if name == "per_request_tok_s_mean" else "aggregate"
         rows.append((f"C={concurrency} {kind} tok/s",
-                     with_interval(before.get(name), half_width(before, name)),
-                     with_interval(after.get(name), half_width(after, name)),
-                     change(before.get(name),
-                          after.get(
-                              name))))
+                     with_interval(figure(before, name), half_width(before, name)),
+                     with_interval(figure(after, name), half_width(after, name)),
+                     change(figure(before, name), figure(after, name))))
         for metric, label in LATENCIES:
-            if after.get(metric) is None:
+            if figure(after, metric) is None:
                 continue
             rows.append((f"C={concurrency} {label} ms",
-                         with_interval(before.get(metric), half_width(before, metric),
+                         with_interval(figure(before, metric), half_width(before, metric),
                                        digits=0),
-                         with_interval(after.get(metric), half_width(after, metric), digits=0),
-                         change(before.get(metric), after.get(metric))))
+                         with_interval(figure(after, metric), half_width(after, metric),
+                                       digits=0),
+                         change(figure(before, metric), figure(after, metric))))
     return rows
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import optuna
 
 from objectives.confidence import Interval
-from objectives.scoring import constraint_values, is_feasible
+from objectives.scoring import PhaseMetrics, constraint_values, is_feasible
 from tuner.core.faults import fault_point
 from tuner.run.measurement import PhaseMeasurement
 from tuner.run.measurer import Measurer
@@ -155,7 +155,7 @@ def measure_stage(study: optuna.Study, spec: StudySpec, runner: TrialRunner,
 
 
 def _fresh_run(record: TrialRecord, spec: StudySpec,
-               measurer: Measurer) -> dict[int, dict[str, object]] | None:
+               measurer: Measurer) -> PhaseMetrics | None:
     assert record.config is not None  # a candidate was deployed
     try:
         measurer.deploy(record.config)

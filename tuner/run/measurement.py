@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from objectives.scoring import primary_metric
+from objectives.scoring import PhaseFigures, primary_metric
 from tuner.core.errors import SpectuneError
 from tuner.targets.base import RUN_FAILURE_CLASSES, FailureCause, RunFailed
 
@@ -26,9 +26,6 @@ from tuner.targets.base import RUN_FAILURE_CLASSES, FailureCause, RunFailed
 #: look for them).
 FAILURE_EVIDENCE: Final = ("run_failure", "log_tail", "failure_cause")
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
-#: One phase's figures in their stored form: metric name → value (numbers, intervals as [low, high],
-#: the per-request parts pairing uses), what scoring, constraints and reports read.
-PhaseFigures = Mapping[str, Any]
 
 
 class BadMeasurement(SpectuneError):

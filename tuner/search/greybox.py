@@ -36,7 +36,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import norm
 
-from objectives.scoring import phase_value
+from objectives.scoring import PhaseMetrics, figure, phase_value
 from tuner.search.accept_prior import fit_prior
 from tuner.search.branch_pool import (
     over_share,
@@ -108,7 +108,7 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
     feasible_rows: list[int] = []
     feasible: list[float] = []
     started_flags: list[bool] = []
-    benchmarked: list[tuple[int, Mapping[int, Mapping[str, Any]]]] = []
+    benchmarked: list[tuple[int, PhaseMetrics]] = []
     pending: list[int] = []
     oom: list[int] = []
     run_failed: list[int] = []
@@ -168,9 +168,9 @@ def observe(study: Study, table: Candidates, concurrencies: Sequence[int]) -> Ob
                         stall, run_failed, ranked)
 
 
-def _accept(metrics: Mapping[int, Mapping[str, Any]], concurrency: int) -> float | None:
-    value = (metrics.get(concurrency) or {}).get("accept_length")
-    return float(value) if isinstance(value, int | float) and value > 0 else None
+def _accept(metrics: PhaseMetrics, concurrency: int) -> float | None:
+    value = figure(metrics.get(concurrency), "accept_length")
+    return value if value is not None and value > 0 else None
 
 
 class GreyBoxSampler(BaseSampler):

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from objectives.scoring import pooled_phase, with_paired
+from objectives.scoring import PhaseFigures, PhaseMetrics, pooled_phase, with_paired
 from tuner.store.phases import decode_phases, encode_phases
 
 
@@ -18,14 +18,14 @@ class Confirmed:
     on."""
 
     # each run's phase metrics (feasible runs only)
-    runs: tuple[Mapping[int, Mapping[str, Any]], ...]
+    runs: tuple[PhaseMetrics, ...]
     failed: int  # restarts that failed to start, or measured infeasible / without a score
     #: The confirmed baseline's runs: run k of this configuration pairs with its run k (the same
     #: prompts).
-    reference: tuple[Mapping[int, Mapping[str, Any]], ...] = ()
+    reference: tuple[PhaseMetrics, ...] = ()
 
     @property
-    def pooled(self) -> dict[int, dict[str, Any]]:
+    def pooled(self) -> dict[int, dict[str, object]]:
         """Each phase over every run (objectives.scoring.pooled_phase): the confirmed figures, with
         each primary metric's interval paired with the confirmed baseline's runs
         (``<metric>_paired_ci``) where they kept their per-request parts — the baseline's own is
@@ -34,7 +34,7 @@ class Confirmed:
         return with_paired(pooled, _pooled(self.reference)) if self.reference else pooled
 
 
-def _pooled(runs: tuple[Mapping[int, Mapping[str, Any]], ...]) -> dict[int, dict[str, Any]]:
+def _pooled(runs: tuple[PhaseMetrics, ...]) -> dict[int, dict[str, object]]:
     concurrencies = sorted({c for run in runs for c in run})
     return {c: pooled_phase([run[c] for run in runs if c in run]) for c in concurrencies}
 
@@ -44,7 +44,7 @@ class StageEntry:
     """One configuration's part of the stage: its feasible fresh runs, in the stored form (phases
     by concurrency as a string), and how many restarts failed."""
 
-    runs: tuple[Mapping[str, Any], ...] = ()
+    runs: tuple[Mapping[str, PhaseFigures], ...] = ()
     failed: int = 0
 
 
@@ -88,7 +88,7 @@ class ConfirmationStage:
                                     "failed": entry.failed} for n, entry in self.trials.items()}}
 
     def with_run(self, number: int,
-                 metrics: Mapping[int, Mapping[str, Any]] | None) -> ConfirmationStage:
+                 metrics: PhaseMetrics | None) -> ConfirmationStage:
         """One more fresh run of trial ``number``: its phases, or None for a failed one."""
         entry = self.trials.get(number, StageEntry())
         entry = (replace(entry, failed=entry.failed + 1) if metrics is None

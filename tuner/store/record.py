@@ -36,6 +36,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.confidence import Interval
+from objectives.scoring import PhaseMetrics
 from tuner.sglang.launch import ServerConfig
 from tuner.store.confirmed import Confirmed, confirmations
 from tuner.store.keys import Key, StudyKey
@@ -128,7 +129,7 @@ class TrialRecord:
     #: choose.
     effective: Mapping[str, Any] | None = None
     # per phase, by concurrency
-    metrics: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    metrics: PhaseMetrics = field(default_factory=dict)
     skipped_phases: tuple[int, ...] = ()
     skip: Mapping[str, Any] | None = None
     constraints: Mapping[str, float] = field(default_factory=dict)
