@@ -30,6 +30,7 @@ import numpy as np
 import optuna
 from rich.console import Console
 from rich.progress import track
+from typing_extensions import TypeIs
 
 from objectives.scoring import Scorer, constraint_values, is_feasible, references_from
 from objectives.spec import BenchmarkSpec
@@ -139,9 +140,8 @@ def evaluate_search(study: StudySpec | str | Path | None, landscape: Landscape |
     # A landscape models the space's configurations: no reference trial outside it
     # (tuner/search/references.py).
     enqueue_baseline(optuna_study, space, spec, designed=designed_start, outside=False)
-    measurer = (landscape.measurer(seed)  # type: ignore[union-attr]
-                if _is_landscape(landscape) else landscape)
-    runner = TrialRunner(spec, space, measurer)  # type: ignore[arg-type]
+    measurer = landscape.measurer(seed) if is_landscape(landscape) else landscape
+    runner = TrialRunner(spec, space, measurer)
     url = getattr(storage, "url", "in-memory storage")  # only for messages
     # A landscape's baseline is a point of a model, not what an operator runs: one that fails to
     # start says nothing about the search, which goes on and is scored against the truth.
@@ -372,5 +372,6 @@ class OracleMeasurer:
         return None
 
 
-def _is_landscape(value: object) -> bool:
+def is_landscape(value: Landscape | Measurer) -> TypeIs[Landscape]:
+    """A landscape (it makes measurers), not a bare measurer."""
     return callable(getattr(value, "measurer", None))

@@ -18,7 +18,7 @@ import optuna
 from rich.console import Console
 from rich.progress import track
 
-from tuner.evaluation.landscape import Landscape, SearchResult, evaluate_search
+from tuner.evaluation.landscape import Landscape, SearchResult, evaluate_search, is_landscape
 from tuner.evaluation.landscape_plugin import study_of
 from tuner.run.measurer import Measurer
 from tuner.run.trial import TrialRunner
@@ -43,10 +43,9 @@ def sweep_search(study: StudySpec | str | Path | None, landscape: Landscape | Me
     hand skips none)."""
     spec = study_of(landscape, study)
     space = SearchSpace(spec, spec.option_table)
-    made = getattr(landscape, "measurer", None)
-    measurer = made(seed) if callable(made) else landscape
+    measurer = landscape.measurer(seed) if is_landscape(landscape) else landscape
     optuna_study = optuna.create_study(direction="maximize", study_name=f"{spec.study.name}-sweep")
-    runner = TrialRunner(spec, space, measurer, skip_phases=False)  # type: ignore[arg-type]
+    runner = TrialRunner(spec, space, measurer, skip_phases=False)
     measured = 0
     seen: dict[str, float] = {}
 
