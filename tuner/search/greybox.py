@@ -73,7 +73,8 @@ MAX_FIT = 150
 MEASUREMENT_NOISE = 0.02
 #: What that leaves of the probability of being feasible.
 DOMINATED_BY_OOM = 0.05
-#: What a tree shape (steps, topk) that already crashed, hung or answered wrongly keeps of it.
+#: What a tree shape (steps, topk) that already crashed, hung or answered wrongly keeps of it, per
+#: such failure.
 SAME_SHAPE_AS_RUN_FAILURE = 0.2
 #: What a tree at least as deep and as wide as one that failed so keeps of it, per such failure.
 LARGER_TREE_THAN_RUN_FAILURE = 0.2
