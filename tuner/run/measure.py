@@ -10,6 +10,7 @@ from typing import Any
 from objectives.probe import ProbeOutput, probe_outputs
 from objectives.progress import PhaseProgress, ProgressCallback
 from objectives.runner import run_phase
+from objectives.scoring import PhaseFigures
 from objectives.spec import BenchmarkSpec
 from tuner.core import interrupts
 from tuner.core.faults import fault_point
@@ -120,7 +121,7 @@ class TargetMeasurer:
         return probe_outputs(self.deployment.base_url, self.benchmark.workload, count, max_tokens,
                              concurrent=concurrent)
 
-    def _run_failure(self, metrics: Mapping[str, Any],
+    def _run_failure(self, metrics: PhaseFigures,
                      concurrency: int) -> runcheck.RunFailure | None:
         """A crash, hang or burst of server errors in this phase (tuner/run/runcheck.py), or
         None."""

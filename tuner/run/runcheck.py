@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from objectives.scoring import PhaseFigures, figure
 from tuner.core.net import probe
 from tuner.targets.base import FailureCause
 from tuner.targets.classify import ExitInfo, cause_of
@@ -68,7 +69,7 @@ class RunFailure:
     evidence: dict[str, Any]
 
 
-def needs_check(metrics: Mapping[str, Any]) -> bool:
+def needs_check(metrics: PhaseFigures) -> bool:
     """Whether a phase's result is suspicious enough to ask the server how it is."""
     return bool(metrics.get("failed")) or not metrics.get("completed")
 
@@ -99,11 +100,13 @@ def server_state(base_url: str, exit_info: Callable[[], ExitInfo | None],
     return ServerState(exit, listening, health)
 
 
-def judge(metrics: Mapping[str, Any], concurrency: int, state: ServerState,
+def judge(metrics: PhaseFigures, concurrency: int, state: ServerState,
           log_tail: str) -> RunFailure | None:
     """The run failure this phase shows, or None (the phase stands as measured)."""
-    errors = {str(k): int(v) for k, v in (metrics.get("errors") or {}).items()}
-    completed, failed = int(metrics.get("completed") or 0), int(metrics.get("failed") or 0)
+    stored = metrics.get("errors")
+    errors = {str(k): int(v) for k, v in stored.items()} if isinstance(stored, Mapping) else {}
+    completed = int(figure(metrics, "completed") or 0)
+    failed = int(figure(metrics, "failed") or 0)
     server_errors = sum(n for kind, n in errors.items() if kind in SERVER_SIDE)
     evidence: dict[str, Any] = {"phase": f"c{concurrency}", "concurrency": concurrency,
                                 "completed": completed, "failed": failed, "errors": errors,
