@@ -46,7 +46,7 @@ class DeployFacts:
     log: str | None = None
     #: The values the target's own SGLang runs (tuner/targets/resolver.py); None: spectune's rules
     #: decided.
-    effective: Mapping[str, Any] | None = None
+    effective: Mapping[str, object] | None = None
     timings: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
 
     @classmethod
@@ -75,7 +75,7 @@ class PhaseFailure:
     message: str
     cause: FailureCause | None = None
     #: {"phase": "c64", "concurrency": 64, "exit": …, "errors": {…}, "completed": n, "failed": n}
-    evidence: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    evidence: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
     log_tail: str = ""
 
     @property

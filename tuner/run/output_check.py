@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import optuna
 from optuna.trial import TrialState
@@ -35,7 +35,7 @@ class Probing(Protocol):
 
 @dataclass(frozen=True)
 class CheckResult:
-    record: dict[str, Any]  # stored as ``Key.OUTPUT_CHECK``
+    record: dict[str, object]  # stored as ``Key.OUTPUT_CHECK``
     seconds: float  # what the check added to the trial
     failure: str | None = None  # the wrong-output message, when the configuration failed
 

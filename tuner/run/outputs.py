@@ -124,7 +124,7 @@ def make_reference(trial: int, batched: Sequence[ProbeOutput],
 @dataclass(frozen=True)
 class Verdict:
     passed: bool
-    record: dict[str, Any]  # what the trial stores (``Key.OUTPUT_CHECK``)
+    record: dict[str, object]  # what the trial stores (``Key.OUTPUT_CHECK``)
     message: str
 
 

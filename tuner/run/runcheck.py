@@ -26,7 +26,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit
 
 from objectives.scoring import PhaseFigures, figure
@@ -66,7 +66,7 @@ class RunFailure:
     failure_class: str  # crashed-under-load | hung
     cause: FailureCause
     message: str
-    evidence: dict[str, Any]
+    evidence: dict[str, object]
 
 
 def needs_check(metrics: PhaseFigures) -> bool:
@@ -108,7 +108,7 @@ def judge(metrics: PhaseFigures, concurrency: int, state: ServerState,
     completed = int(figure(metrics, "completed") or 0)
     failed = int(figure(metrics, "failed") or 0)
     server_errors = sum(n for kind, n in errors.items() if kind in SERVER_SIDE)
-    evidence: dict[str, Any] = {"phase": f"c{concurrency}", "concurrency": concurrency,
+    evidence: dict[str, object] = {"phase": f"c{concurrency}", "concurrency": concurrency,
                                 "completed": completed, "failed": failed, "errors": errors,
                                 "exit": state.exit.describe() if state.exit is not None else None,
                                 "health": state.health}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import Final
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -328,7 +328,8 @@ class TrialRunner:
             return (0.0, 0.0)
         return trial.median_score()
 
-    def _skip_bound(self, trial: RunningTrial, metrics: PhaseMetrics) -> dict[str, Any] | None:
+    def _skip_bound(self, trial: RunningTrial,
+                    metrics: PhaseMetrics) -> dict[str, object] | None:
         """Skip the remaining phases when even an optimistic bound on them cannot beat the
         incumbent.
 

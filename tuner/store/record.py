@@ -127,19 +127,19 @@ class TrialRecord:
     config_key: str | None = None
     #: The values SGLang runs (tuner.sglang.rules.Verdict.effective); None values were SGLang's to
     #: choose.
-    effective: Mapping[str, Any] | None = None
+    effective: Mapping[str, object] | None = None
     # per phase, by concurrency
     metrics: PhaseMetrics = field(default_factory=dict)
     skipped_phases: tuple[int, ...] = ()
-    skip: Mapping[str, Any] | None = None
+    skip: Mapping[str, object] | None = None
     constraints: Mapping[str, float] = field(default_factory=dict)
     failure_class: str | None = None
     failure: str | None = None
     #: The typed cause (stored, or decided from the class and text for records written before causes
     #: were).
     failure_cause: FailureCause | None = None
-    run_failure: Mapping[str, Any] | None = None
-    output_check: Mapping[str, Any] | None = None
+    run_failure: Mapping[str, object] | None = None
+    output_check: Mapping[str, object] | None = None
     log_tail: str | None = None
     log: str | None = None
     host: str | None = None
