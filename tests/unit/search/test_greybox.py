@@ -219,3 +219,25 @@ def test_the_speed_models_read_every_graph_size_that_holds_the_largest_batch_as_
     assert len({speed[s] for s in below} | {speed[holding]}) == len(below) + 1
     others = [j for j in range(table.x.shape[1]) if j != graph]
     assert np.array_equal(table.speed_x[:, others], table.x[:, others])
+
+
+@pytest.mark.designed_start
+def test_the_real_loop_stops_probing_a_fast_corner_that_answers_wrongly_from_above() -> None:
+    """unsafe_fast: every tree with top-k ≥ 2 and steps ≥ 4 answers wrongly, and those are the
+    fastest. Told only the failures, the search must not walk down the corner one new shape at a
+    time (8/4, 5/4, 5/2, 4/2, 4/4, 6/4: 8 run failures in 25 trials with the same-shape rule
+    alone)."""
+    from bench.failure_avoidance import STUDY
+    from bench.landscapes import unsafe_fast
+    from bench.landscapes._base import Point
+    from tuner.store.record import Outcome, measured_records
+
+    spec = load_study_file(STUDY)
+    landscape = unsafe_fast.landscape(spec)
+    result = evaluate_search(spec, landscape, n_trials=25, seed=0)
+    measured = measured_records(result.study)
+    failed = [r for r in measured if r.outcome is Outcome.RUN_FAILED]
+    assert len(measured) == 25 and len(failed) <= 6
+    assert result.best is not None and result.best.outcome is Outcome.MEASURED
+    assert result.best.config is not None
+    assert unsafe_fast.unsafe(Point.of(result.best.config), 64) is None
