@@ -28,8 +28,7 @@ from tuner.query.ranking import Ranking
 from tuner.query.winner import leader_text
 from tuner.run import confirm as stage
 from tuner.run.trial import TrialRunner
-from tuner.store.confirmed import ConfirmationStage
-from tuner.store.keys import StudyKey
+from tuner.store.confirmed import ConfirmationStage, store_stage, stored_stage
 from tuner.store.storage import study_lock
 from tuner.study.hosts import hosts_of, spec_for_host
 from tuner.study.space import SearchSpace
@@ -107,7 +106,7 @@ def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tup
 
             target = make_target(spec_for_host(spec, hosts_of(spec)[0]))
         finished = False
-        previous = ConfirmationStage.from_stored(study.user_attrs.get(StudyKey.CONFIRMATION))
+        previous = stored_stage(study)
         try:
             with interruptible():
                 from tuner.app.preflight import run_preflight
@@ -152,10 +151,10 @@ def run_confirm(spec: StudySpec, *, weights: str | None = None, constraints: tup
 def _keep_earlier(study: optuna.Study, previous: ConfirmationStage | None) -> None:
     """Put back the runs of trials confirmed earlier and not re-measured now (the stage stores only
     its own)."""
-    current = ConfirmationStage.from_stored(study.user_attrs.get(StudyKey.CONFIRMATION))
+    current = stored_stage(study)
     if previous is None or current is None or current == previous:
         return
-    study.set_user_attr(StudyKey.CONFIRMATION, current.keeping(previous).to_stored())
+    store_stage(study, current.keeping(previous))
 
 
 def _answer_lines(ranking: Ranking, spec: StudySpec) -> list[str]:

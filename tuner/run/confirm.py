@@ -29,8 +29,7 @@ from tuner.core.faults import fault_point
 from tuner.run.measurement import PhaseMeasurement
 from tuner.run.measurer import Measurer
 from tuner.run.trial import TrialRunner
-from tuner.store.confirmed import ConfirmationStage
-from tuner.store.keys import StudyKey
+from tuner.store.confirmed import ConfirmationStage, store_stage, stored_stage
 from tuner.store.record import TrialRecord, measured_records, records
 from tuner.study.spec import StudySpec
 from tuner.targets.base import DeployFailed
@@ -113,7 +112,7 @@ def confirm_top(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measu
     ``on_run(trial, run)`` is called before each fresh restart."""
     chosen, baseline = plan(study, top)
     order = [*chosen, *([baseline] if baseline is not None and baseline not in chosen else [])]
-    stored = ConfirmationStage.from_stored(study.user_attrs.get(StudyKey.CONFIRMATION))
+    stored = stored_stage(study)
     if stored is None or not stored.is_done(order, repeats):
         measure_stage(study, spec, runner, measurer, order, baseline, repeats, on_run)
     return verdict(study, runner)
@@ -122,7 +121,7 @@ def confirm_top(study: optuna.Study, spec: StudySpec, runner: TrialRunner, measu
 def verdict(study: optuna.Study, runner: TrialRunner) -> Verdict | None:
     """The winner rule over the stored confirmation runs, under the study's scorer."""
     scorer = runner.scorer(study)
-    stored = ConfirmationStage.from_stored(study.user_attrs.get(StudyKey.CONFIRMATION))
+    stored = stored_stage(study)
     intervals = {}
     for record in records(study):
         if record.confirmed is not None and record.confirmed.runs:
@@ -149,9 +148,8 @@ def measure_stage(study: optuna.Study, spec: StudySpec, runner: TrialRunner,
                     constraint_values(spec.objective.constraints, metrics))):
                 metrics = None
             stage = stage.with_run(number, metrics)
-            study.set_user_attr(StudyKey.CONFIRMATION, stage.to_stored())
-    study.set_user_attr(StudyKey.CONFIRMATION,
-                        dataclasses.replace(stage, complete=True).to_stored())
+            store_stage(study, stage)
+    store_stage(study, dataclasses.replace(stage, complete=True))
 
 
 def _fresh_run(record: TrialRecord, spec: StudySpec,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+
+import optuna
 
 from objectives.scoring import PhaseFigures, PhaseMetrics, pooled_phase, with_paired
+from tuner.store.keys import StudyKey
 from tuner.store.phases import decode_phases, encode_phases
 
 
@@ -115,7 +117,16 @@ class ConfirmationStage:
                 for number, runs in decoded.items()}
 
 
-def confirmations(stored: Any) -> dict[int, Confirmed]:
+def stored_stage(study: optuna.Study) -> ConfirmationStage | None:
+    """The study's confirmation stage, or None where it has none (or an older list form)."""
+    return ConfirmationStage.from_stored(study.user_attrs.get(StudyKey.CONFIRMATION))
+
+
+def store_stage(study: optuna.Study, stage: ConfirmationStage) -> None:
+    study.set_user_attr(StudyKey.CONFIRMATION, stage.to_stored())
+
+
+def confirmations(stored: object) -> dict[int, Confirmed]:
     """``StudyKey.CONFIRMATION`` as stored → the fresh runs by trial number (an older list form:
     none)."""
     stage = ConfirmationStage.from_stored(stored)
