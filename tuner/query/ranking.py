@@ -7,7 +7,9 @@ re-running anything.
 
 Feasibility under a ranking = the constraints stored on the trial (SGLang's rules, the server
 starting, the study file's constraints) all satisfied, **and** every extra ``--constraint``
-satisfied. An extra constraint on a phase the trial did not measure (a skipped C=64) is not known to
+satisfied — judged on the confirmed figures where the trial was confirmed (the fresh runs pooled:
+the study's single measurement of a leader is the biased one), else on that measurement. An extra
+constraint on a phase the trial did not measure (a skipped C=64) is not known to
 hold, so such a trial is not feasible under it.
 
 Every score comes with its 95 % interval, rescored the same way. When the study ran its confirmation
@@ -166,7 +168,19 @@ class Ranking:
                      if t.rankable and t.confirmed_interval is not None}
         baseline = next((t.number for t in self.trials if t.record.baseline
                          and t.number in confirmed), None)
-        return choose_winner({n: i for n, i in confirmed.items() if i is not None}, baseline)
+        return choose_winner({n: i for n, i in confirmed.items() if i is not None}, baseline,
+                             no_baseline=self._no_baseline())
+
+    def _no_baseline(self) -> str:
+        """Why the winner rule has no baseline to beat: never confirmed, or not feasible here."""
+        stored = next((t for t in self.trials
+                       if t.record.baseline and t.confirmed_interval is not None), None)
+        if stored is None:
+            return "no baseline was confirmed"
+        if stored.violations:
+            return (f"the baseline (trial {stored.number}) breaks "
+                    f"{', '.join(sorted(stored.violations))} on its confirmed figures")
+        return f"the baseline (trial {stored.number}) does not qualify here ({stored.status})"
 
     @property
     def best(self) -> TrialView | None:
@@ -222,13 +236,16 @@ def _view(record: TrialRecord, scorer: Scorer, extra: tuple[ConstraintSpec, ...]
     violations = {k: v for k, v in record.constraints.items() if v > 0}
     # its own or a copied measurement
     has_result = record.outcome in (Outcome.MEASURED, Outcome.DUPLICATE)
-    if record.complete and extra and has_result:
-        violations.update({k: v for k, v in constraint_values(extra, metrics).items() if v > 0})
-        for c in extra:
-            if c.phase is not None and c.phase not in metrics:
-                violations[c.text] = float("inf")  # not measured: cannot be shown to hold
     confirmed = (record.confirmed.pooled if record.confirmed is not None and record.confirmed.runs
                  else None)
+    if record.complete and extra and has_result:
+        # On the best evidence there is: the fresh runs pooled where the trial was confirmed (the
+        # study's single measurement is the biased one), else that measurement.
+        judged = confirmed or metrics
+        violations.update({k: v for k, v in constraint_values(extra, judged).items() if v > 0})
+        for c in extra:
+            if c.phase is not None and c.phase not in judged:
+                violations[c.text] = float("inf")  # not measured: cannot be shown to hold
     found = scorer.assess(metrics) if metrics and has_result else Assessment(None, None)
     fresh = scorer.assess(confirmed) if confirmed else Assessment(None, None)
     return TrialView(

@@ -50,12 +50,14 @@ class Verdict:
     baseline: int | None
     ties: tuple[int, ...]  # other candidates whose confirmed interval overlaps the best one's
     intervals: Mapping[int, Interval]
+    #: Why there is no baseline to beat, when there is none (``baseline`` None).
+    no_baseline: str = "no baseline was confirmed"
 
     def explain(self) -> str:
         best = self.intervals[self.best]
         text = f"trial {self.best} has the best lower bound ({best.low:.3f})"
         if self.baseline is None:
-            text += "; no baseline was confirmed, so it wins"
+            text += f"; {self.no_baseline}, so it wins"
         elif self.significant:
             text += (", above the baseline's upper bound "
                      f"({self.intervals[self.baseline].high:.3f}): it wins")
@@ -69,9 +71,10 @@ class Verdict:
         return text
 
 
-def choose_winner(intervals: Mapping[int, Interval], baseline: int | None) -> Verdict | None:
+def choose_winner(intervals: Mapping[int, Interval], baseline: int | None, *,
+                  no_baseline: str = "no baseline was confirmed") -> Verdict | None:
     """The winner rule over confirmed score intervals by trial number (the baseline's among them, if
-    any).
+    any; ``no_baseline`` says why not, for the explanation).
 
     Ties between equal lower bounds go to the earlier trial. None when no candidate other than the
     baseline has an interval (then there is nothing to decide)."""
@@ -82,7 +85,7 @@ def choose_winner(intervals: Mapping[int, Interval], baseline: int | None) -> Ve
     ties = tuple(sorted(n for n, i in candidates.items() if n != best
                         and i.overlaps(candidates[best])))
     if baseline is None or baseline not in intervals:
-        return Verdict(best, best, True, None, ties, dict(intervals))
+        return Verdict(best, best, True, None, ties, dict(intervals), no_baseline)
     significant = candidates[best].low > intervals[baseline].high
     return Verdict(best if significant else baseline, best, significant, baseline, ties,
                    dict(intervals))
