@@ -50,13 +50,14 @@ def _score(view: TrialView) -> str:
 
 def comparison_lines(ranking: Ranking) -> list[str]:
     """Lines for ``best``: the tuned static winner vs SGLang's adaptive steps and vs off (empty when
-    the study measured neither)."""
+    the study deployed neither; a line saying why where one cannot be compared)."""
     best: dict[str, TrialView] = {}
     for view in ranking.ranked:  # best first
         best.setdefault(kind_of(view), view)
     others = [k for k in ("adaptive", "off") if k in best]
+    missing = _not_comparable(ranking, [k for k in ("adaptive", "off") if k not in best])
     if not others:
-        return []
+        return missing
     # the study's answer (the confirmed winner when confirmed) when it is a static one
     winner = ranking.best
     static = winner if winner is not None and kind_of(winner) == "static" else best.get("static")
@@ -76,4 +77,17 @@ def comparison_lines(ranking: Ranking) -> list[str]:
     if better:
         lines.append(
             f"note: {LABELS[better[0]]} scored higher than every tuned static configuration")
+    return lines + missing
+
+
+def _not_comparable(ranking: Ranking, kinds: list[str]) -> list[str]:
+    """A line for each kind the study deployed but cannot compare here, saying why (it failed,
+    breaks a constraint, or lacks a phase these weights need) — rather than leaving it out."""
+    lines = []
+    for kind in kinds:
+        tried = [t for t in ranking.trials if t.config is not None and kind_of(t) == kind]
+        if tried:
+            view = tried[0]
+            why = view.failure or view.status
+            lines.append(f"vs {LABELS[kind]}: not comparable here — trial {view.number}: {why}")
     return lines

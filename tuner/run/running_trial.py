@@ -41,6 +41,12 @@ class RunningTrial:
     def is_baseline(self) -> bool:
         return self.stored.baseline
 
+    @property
+    def is_reference(self) -> bool:
+        """One of the study's reference points (SGLang's adaptive steps, speculation off): measured
+        once, for the comparison ``best`` prints."""
+        return bool(self._trial.user_attrs.get(Key.REFERENCE))
+
     def propose(self, space: SearchSpace) -> Proposal:
         """The sampler's parameters for this trial, decoded by the space."""
         return space.suggest(self._trial)

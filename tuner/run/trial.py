@@ -334,8 +334,10 @@ class TrialRunner:
         incumbent.
 
         The bound for an unmeasured phase is the best value any candidate trial reached ×
-        SKIP_BOUND_FACTOR."""
-        if not self.skip_phases or trial.skipped_phases() is SkippedPhases.NEVER:
+        SKIP_BOUND_FACTOR. A reference trial (adaptive, off) is never cut short: it is there to be
+        compared with the winner on every phase, and it is measured once."""
+        if (not self.skip_phases or trial.skipped_phases() is SkippedPhases.NEVER
+                or trial.is_reference):
             return None
         complete = trial.candidates()
         if len(complete) < SKIP_MIN_TRIALS:

@@ -41,7 +41,8 @@ def test_a_confirmed_trial_is_judged_on_its_confirmed_figures(confirmed_study: P
         assert judged.feasible and not judged.violations, (view.number, text)
         # … and the other way round, the confirmed figures break it
         flipped = text.replace(op, "<" if op == ">" else ">")
-        ranking = rank(stored.study, stored.spec, constraints=parse_constraints((flipped,), [1, 64]))
+        ranking = rank(stored.study, stored.spec,
+                       constraints=parse_constraints((flipped,), [1, 64]))
         judged = next(t for t in ranking.trials if t.number == view.number)
         assert not judged.feasible and flipped in judged.violations
 
@@ -53,8 +54,8 @@ def test_an_unconfirmed_trial_is_still_judged_on_its_study_measurement(
     plain = next(t for t in views if not t.confirmed_runs and t.feasible and t.metrics.get(PHASE))
     value = figure(plain.metrics[PHASE], METRIC)
     assert value is not None
-    ranking = rank(stored.study, stored.spec,
-                   constraints=parse_constraints((f"c{PHASE}.{METRIC} > {value * 1.001}",), [1, 64]))
+    above = f"c{PHASE}.{METRIC} > {value * 1.001}"
+    ranking = rank(stored.study, stored.spec, constraints=parse_constraints((above,), [1, 64]))
     assert not next(t for t in ranking.trials if t.number == plain.number).feasible
 
 

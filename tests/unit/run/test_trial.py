@@ -18,6 +18,7 @@ from tuner.run.trial import TrialRunner
 from tuner.search.baseline import enqueue_baseline
 from tuner.sglang.launch import ServerConfig
 from tuner.sglang.options import load_option_table
+from tuner.store.keys import Key
 from tuner.store.record import TrialRecord, best_record, measured_records
 from tuner.study.load import load_study_file
 from tuner.study.space import SearchSpace
@@ -149,6 +150,22 @@ def test_hopeless_trial_skips_c64(setup) -> None:
     assert skip["optimistic_score"] < skip["incumbent_score"]
     assert skip["bounds"]["64"] == pytest.approx(2000.0 * 1.15)
     assert best_record(study).number == 1
+
+
+def test_a_reference_trial_is_never_cut_short(setup) -> None:
+    """The hopeless trial above, queued as a reference point (as the designed start queues SGLang's
+    adaptive steps and speculation off): every phase measured, for the comparison ``best``
+    prints."""
+    study, runner, measurer, _ = setup
+    study.optimize(runner, n_trials=1)
+    run_steps(study, runner, 4, 2)
+    study.enqueue_trial({"speculative-num-steps": 1, "speculative-eagle-topk": 1},
+                        user_attrs={Key.REFERENCE: "off"})
+    study.optimize(runner, n_trials=1)
+    last = study.trials[-1]
+    assert (1, 1) in measurer.measured
+    assert "skipped_phases" not in last.user_attrs or not last.user_attrs["skipped_phases"]
+    assert last.user_attrs["phases"]["64"]["aggregate_tok_s"] == 2000.0 - 100 * 4
 
 
 class ResolvingMeasurer(FakeMeasurer):
