@@ -108,5 +108,6 @@ def test_a_hostile_value_is_one_line_exit_2(tmp_path: Path,
            or isinstance(result.exception, SystemExit), result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert errors and "Traceback" not in result.output, (path, value, result.output)
+    assert len(errors) == 1, (path, value, errors)  # one mistake, one line
     assert all(len(line) < 600 for line in errors)
     assert _digest(folder) == before, "validate touched the study's folder"

@@ -22,6 +22,7 @@ from tuner.sglang.options import (
     UnknownOption,
     normalize_flag,
 )
+from tuner.sglang.resolution import SPECULATIVE_ALGORITHMS
 from tuner.study import branches
 from tuner.study.models import SearchParam, ServerSection
 from tuner.study.problems import Problems
@@ -93,6 +94,12 @@ def _unknown(exc: UnknownOption, table: OptionTable) -> str:
 
 
 def _semantic_problem(spec: OptionSpec, value: Any) -> str | None:
+    if spec.name == "--speculative-algorithm" and isinstance(value, str) \
+            and value.upper() not in SPECULATIVE_ALGORITHMS:
+        # SGLang's argparse takes any string and fails at start-up ("Unknown speculative
+        # algorithm name"): every configuration would be refused, one by one
+        return (f"{value!r} is not a speculative algorithm SGLang knows "
+                f"({', '.join(SPECULATIVE_ALGORITHMS)})")
     # aliases and renames alike
     spellings = [s for opt in spec.opts for s in versions.same_setting(opt)]
     bounds = next((SEMANTIC_BOUNDS[s] for s in spellings if s in SEMANTIC_BOUNDS), None)
@@ -262,11 +269,13 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
     """``[baseline]``: the server's current value of every tuned flag."""
     tuned = {p.flag: p for p in search}
     baseline: dict[str, FlagValue] = {}
+    refused: set[str] = set()  # given, but refused: reported once, not again as missing
     for key, value in data.items():
         where = f"baseline.{key}"
         spec = _resolve_flag(problems, where, normalize_flag(key), table)
         if spec is None:
             continue
+        refused.add(spec.name)
         param = tuned.get(spec.name)
         if param is None and any(f": search.{key}" in line for line in problems.lines):
             continue  # its [search] entry was refused already
@@ -289,11 +298,12 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
               and not param.low <= value <= param.high):
             problems.add(where, f"{value} is outside the search range {param.low}..{param.high}")
             continue
+        refused.discard(spec.name)
         baseline[spec.name] = value
     algorithm = baseline.get("--speculative-algorithm", data.get("speculative-algorithm"))
     on_branch = [p for p in search if algorithm is None
                  or branches.applies(p.flag, branches.branch_of(algorithm))]
-    missing = [p.flag for p in on_branch if p.flag not in baseline
+    missing = [p.flag for p in on_branch if p.flag not in baseline and p.flag not in refused
                and p.flag not in _derived_when_topk1(baseline)]
     if baseline and missing:
         problems.add("baseline",
@@ -387,13 +397,19 @@ def check_space_is_feasible(problems: Problems, spec: StudySpec, table: OptionTa
 
     space = SearchSpace(spec, table)
     summary = space.enumerate(limit=50_000, until_valid=True)
+    every_rejection: set[str] = set()
     if summary.complete and summary.valid == 0:
-        reasons = "; ".join(f"{reason} ({n}×)" for reason, n in summary.top_rejections(3))
+        top = summary.top_rejections(3)
+        every_rejection = {reason for reason, _ in top}
+        reasons = "; ".join(f"{reason} ({n}×)" for reason, n in top)
         problems.add("search", f"no valid configuration in the search space: {reasons}")
     if spec.baseline:
         proposal = space.decode(space.encode(spec.baseline))
         if proposal.rejected:
-            problems.add("baseline", f"the baseline configuration is invalid: {proposal.reason}")
+            # refused for the reason every configuration is: said once, above
+            if proposal.reason not in every_rejection:
+                problems.add("baseline",
+                             f"the baseline configuration is invalid: {proposal.reason}")
         elif proposal.config is not None:
             for flag, given, deployed in baseline_changes(spec.baseline, proposal.config.flag_dict):
                 problems.add("baseline", f"{flag.removeprefix('--')} = {given} would be deployed "

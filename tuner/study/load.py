@@ -114,7 +114,7 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     study = _section(problems, raw, "study", StudySection, context)
     target = _target(problems, raw.get("target"), context)
     server = _section(problems, raw, "server", ServerSection, context)
-    search = _section(problems, raw, "search", dict[str, SearchParam], context)
+    search = _search_section(problems, raw, context)
     baseline = _section(problems, raw, "baseline", dict[str, Any], context)
     benchmark = _section(problems, raw, "benchmark", BenchmarkSection, context)
     objective_section = _section(problems, raw, "objective", ObjectiveSection, context)
@@ -132,18 +132,29 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
         table, note = choice.table, choice.note
     server_flags, server_env = flags.server(problems, server or ServerSection(), table)
     params = flags.search(problems, search, table, server_flags) if search is not None else ()
-    baseline_flags = flags.baseline(problems, baseline or {}, table, params)
-    if benchmark is not None:
-        for key, problem in benchmark.check():
-            problems.add(f"benchmark.{key}", problem)
+    # Checks across sections run only on sections that were read: on a refused one's defaults
+    # they would report what is not there ("not tuned in [search]" for every baseline flag).
+    if search is not None:
+        baseline_flags = flags.baseline(problems, baseline or {}, table, params)
+    else:
+        baseline_flags = {}
+    benchmark_problems = list(benchmark.check()) if benchmark is not None else []
+    for key, problem in benchmark_problems:
+        problems.add(f"benchmark.{key}", problem)
     benchmark_spec = (benchmark or BenchmarkSection()).to_spec()
-    objective_spec = objective(problems, objective_section or ObjectiveSection(), benchmark_spec)
+    # the phases the weights and constraints name exist only in a [benchmark] that was read
+    objective_spec = objective(problems, objective_section or ObjectiveSection(), benchmark_spec,
+                               phases_known=benchmark is not None and not benchmark_problems)
     if benchmark is not None and benchmark.ci_target is not None:
         stated = [p.requests for p in benchmark.phases] if benchmark.phases else [None] * len(
             benchmark_spec.phases)
         benchmark_spec = dataclasses.replace(benchmark_spec, phases=precision.with_target(
             benchmark_spec.phases, objective_spec.weights, benchmark.ci_target, stated))
-    flags.speculative_completeness(problems, server_flags, params)
+    # SGLang's all-three-or-none rule reads the whole set of speculative flags: not with a part of
+    # them refused already
+    if server is not None and search is not None and not any(
+            f": {section}." in line for line in problems.lines for section in ("search", "server")):
+        flags.speculative_completeness(problems, server_flags, params)
     if target is not None and len(target.listed_hosts()) > 1 and settings.storage.startswith(
         "sqlite"):
         problems.add("target.hosts",
@@ -223,6 +234,23 @@ def _section(problems: Problems, raw: dict[str, Any], name: str, kind: Any,
     except ValidationError as exc:
         _report(problems, exc, (name,), kind)
         return None
+
+
+def _search_section(problems: Problems, raw: dict[str, Any],
+                    context: dict[str, Any]) -> dict[str, SearchParam] | None:
+    """``[search]`` entry by entry: a refused entry is reported and left out, and the others are
+    still read (the baseline's check knows which were refused); None when the section is not a
+    table."""
+    data = raw.get("search")
+    if not isinstance(data, dict):
+        return _section(problems, raw, "search", dict[str, SearchParam], context)
+    read = {}
+    for key, value in data.items():
+        try:
+            read[key] = _adapter(SearchParam).validate_python(value, context=context)
+        except ValidationError as exc:
+            _report(problems, exc, ("search", key), SearchParam)
+    return read
 
 
 @cache

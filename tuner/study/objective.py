@@ -25,7 +25,9 @@ _WEIGHT_KEY_RE = re.compile(r"^c(\d+)$")
 
 
 def objective(problems: Problems, section: ObjectiveSection,
-              benchmark: BenchmarkSpec) -> ObjectiveSpec:
+              benchmark: BenchmarkSpec, *, phases_known: bool = True) -> ObjectiveSpec:
+    """``[objective]`` against the benchmark's phases (``phases_known`` False: ``[benchmark]`` was
+    refused, and a phase the objective names is not reported missing on top of that)."""
     concurrencies = sorted(p.concurrency for p in benchmark.phases)
     default_weights = {c: 1.0 / len(concurrencies) for c in concurrencies}
     weights: dict[int, float] = {}
@@ -39,15 +41,17 @@ def objective(problems: Problems, section: ObjectiveSection,
                 problems.add(where, "weights are keyed by phase, e.g. c1 = 0.5, c64 = 0.5")
                 continue
             if int(m.group(1)) not in concurrencies:
-                problems.add(where, f"no benchmark phase with concurrency {m.group(1)} "
-                             f"(phases: {', '.join(f'c{c}' for c in concurrencies)})")
+                if phases_known:
+                    problems.add(where, f"no benchmark phase with concurrency {m.group(1)} "
+                                 f"(phases: {', '.join(f'c{c}' for c in concurrencies)})")
                 continue
             weights[int(m.group(1))] = value
         if section.weights and weights and not any(weights.values()):
             problems.add("objective.weights", "all weights are zero; at least one must be positive")
     constraints: list[ConstraintSpec] = []
     for i, text in enumerate(section.constraints):
-        constraint = _constraint(problems, f"objective.constraints[{i}]", text, concurrencies)
+        constraint = _constraint(problems, f"objective.constraints[{i}]", text,
+                                 concurrencies if phases_known else None)
         if constraint is not None:
             constraints.append(constraint)
     if section.mode == "pareto" and len([w for w in weights.values() if w > 0]) != 2:
@@ -58,7 +62,8 @@ def objective(problems: Problems, section: ObjectiveSection,
 
 
 def _constraint(problems: Problems, where: str, text: str,
-                concurrencies: list[int]) -> ConstraintSpec | None:
+                concurrencies: list[int] | None) -> ConstraintSpec | None:
+    """``concurrencies``: the phases a constraint may name (None: not known, not checked)."""
     m = _CONSTRAINT_RE.match(text)
     if not m:
         problems.add(where,
@@ -69,7 +74,7 @@ def _constraint(problems: Problems, where: str, text: str,
     if metric not in CONSTRAINT_METRICS:
         problems.add(where, f"unknown metric {metric!r}" + did_you_mean(metric, CONSTRAINT_METRICS))
         return None
-    if phase is not None and int(phase) not in concurrencies:
+    if phase is not None and concurrencies is not None and int(phase) not in concurrencies:
         problems.add(where, f"no benchmark phase with concurrency {phase}")
         return None
     try:

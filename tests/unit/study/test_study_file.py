@@ -48,6 +48,14 @@ deploy = "original"
 """
 
 
+BASELINE = """
+[baseline]
+speculative-num-steps = 3
+speculative-eagle-topk = 1
+mem-fraction-static = 0.86
+"""
+
+
 def write(tmp_path: Path, text: str, name: str = "study.toml") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
@@ -228,6 +236,27 @@ BROKEN = {
     "unknown-range-key": (replace("min = 1, max = 5", "min = 1, maximum = 5"),
                           "search.speculative-num-steps.maximum",
                           "unknown key (did you mean 'max'?)"),
+    # One bad entry used to refuse the whole [search] (or [server]) and then every check across
+    # sections complained on the defaults: "not tuned in [search]" for each baseline flag, "set
+    # without --speculative-algorithm".
+    "search-entry-not-finite": (
+        replace("max = 0.90, step = 0.02", "max = inf, step = 0.02") + BASELINE,
+        "search.mem-fraction-static.max", "must be a finite number, not inf"),
+    "search-entry-unknown-key": (
+        replace("{ min = 1, max = 5 }", "{ min = 1, max = 5, bogus = 2 }") + BASELINE,
+        "search.speculative-num-steps.bogus", "unknown key"),
+    "env-not-finite": (replace('FOO = "bar"', "FOO = nan"), "server.env.FOO",
+                       "must be a finite number, not nan"),
+    "baseline-not-finite": (VALID + BASELINE.replace("0.86", "nan"),
+                            "baseline.mem-fraction-static", "must be a finite number, not nan"),
+    "unknown-algorithm": (replace('speculative-algorithm = "EAGLE3"',
+                                  'speculative-algorithm = "EAGLE9"'),
+                          "server.flags.speculative-algorithm",
+                          "'EAGLE9' is not a speculative algorithm SGLang knows"),
+    "unknown-algorithm-choice": (
+        replace('speculative-algorithm = "EAGLE3"\n', "").replace(
+            "[search]\n", '[search]\nspeculative-algorithm = { choices = ["EAGLE3", "<= ."] }\n'),
+        "search.speculative-algorithm.choices", "'<= .' is not a speculative algorithm"),
 }
 
 
@@ -240,6 +269,13 @@ def test_broken_study_file_gets_one_clear_line(tmp_path: Path, kind: str) -> Non
     if key is not None:
         assert any(line.split(": ", 2)[1] == key for line in matching), (key, matching)
     assert all("\n" not in line and "Traceback" not in line for line in lines)
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_one_cause_one_line(tmp_path: Path, kind: str) -> None:
+    """Each broken file has one mistake, so one line: checks that depend on a refused section do
+    not report its defaults as further problems."""
+    assert len(problems_of(tmp_path, BROKEN[kind][0])) == 1
 
 
 def test_at_least_fifteen_distinct_kinds() -> None:
