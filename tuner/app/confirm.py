@@ -47,12 +47,15 @@ def parse_trials(text: str | None) -> tuple[int, ...] | None:
     """``3,7`` → (3, 7); a bad list is a usage error naming the option."""
     if text is None:
         return None
-    try:
-        numbers = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise UsageError(f"--trials: {text!r} is not a list of trial numbers such as 3,7") from None
-    if not numbers or any(n < 0 for n in numbers):
+    # each part a number: "1,,2" or "1," is a slip, not a list of two
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdecimal() for part in parts):
         raise UsageError(f"--trials: {text!r} is not a list of trial numbers such as 3,7")
+    numbers = tuple(int(part) for part in parts)
+    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+    if repeated:
+        raise UsageError(f"--trials: {text!r} names trial {', '.join(map(str, repeated))} twice; "
+                         "--repeats sets how many fresh runs each gets")
     return numbers
 
 
