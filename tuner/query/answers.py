@@ -62,6 +62,19 @@ def weights_note(given: str | None, ranking: Ranking) -> str | None:
         f"note: --weights {given.strip()} sum to {total:g}; normalised to {weights_text(ranking)}")
 
 
+def no_answer(stored: StoredStudy, ranking: Ranking) -> str:
+    """Why there is no answer under this ranking: nothing measured yet, or nothing measured
+    qualifies under these constraints and weights (``best``'s error, summary.md's text)."""
+    measured = sum(1 for t in ranking.trials if t.outcome is Outcome.MEASURED)
+    if not measured:
+        return (f"study {stored.spec.study.name!r} has no measured trial yet "
+                f"({len(ranking.trials)} trial(s), none benchmarked)")
+    every = [c.text for c in stored.spec.objective.constraints] + [c.text
+                                                                   for c in ranking.constraints]
+    return (f"no measured trial is feasible under these constraints ({'; '.join(every)}) and "
+            f"weights {weights_text(ranking)}: {measured} measured, none qualifies")
+
+
 def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ...],
          fmt: Format) -> Answer:
     stored = open_stored_study(study_file)
@@ -70,15 +83,7 @@ def best(study_file: str | Path, weights: str | None, constraints: tuple[str, ..
     winner = ranking.best
     measured = [t for t in ranking.trials if t.outcome is Outcome.MEASURED]
     if winner is None:
-        if not measured:
-            raise StudyNotFound(f"study {stored.spec.study.name!r} has no measured trial yet "
-                                f"({len(ranking.trials)} trial(s), none benchmarked)")
-        every = [c.text for c in stored.spec.objective.constraints] + [c.text
-                                                                       for c in ranking.constraints]
-        raise StudyNotFound(
-            f"no measured trial is feasible under these constraints ({'; '.join(every)}) and "
-            f"weights {weights_text(ranking)}: {len(measured)} measured, none "
-            "qualifies")
+        raise StudyNotFound(no_answer(stored, ranking))
     normalised = weights_note(weights, ranking)
     notes = [*(f"warning: {w}" for w in stored.warnings), *([normalised] if normalised else []),
              *explanation(ranking, winner, len(measured))]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.core.errors import SpectuneError, UsageError
-from tuner.query.answers import ranking_for, require_trials
+from tuner.query.answers import no_answer, ranking_for, require_trials
 from tuner.query.caveats import collapse_caveats
 from tuner.query.comparison import comparison_table
 from tuner.query.effective import changes, comment_lines
@@ -203,7 +203,7 @@ def summary_markdown(stored: StoredStudy, ranking: Ranking) -> str:
     lines = [f"# spectune: {spec.study.name}", ""]
     lines += [f"> warning: {w}" for w in stored.warnings]
     if best is None or best.config is None:
-        return "\n".join([*lines, "No feasible measured trial yet.", ""])
+        return "\n".join([*lines, f"No answer: {no_answer(stored, ranking)}.", ""])
     baseline = next((t.record for t in ranking.trials if t.record.baseline
                      and t.outcome is Outcome.MEASURED), None)
     launch = launch_for(spec, best.config, stored.carried)

@@ -84,7 +84,8 @@ def render(content: PageContent) -> str:
 def _steps_html(steps: StepsTable) -> str:
     e = html.escape
     if not steps.columns:
-        return "<h2>Steps × concurrency</h2><p class=\"muted\">No feasible measured trial yet.</p>"
+        return ("<h2>Steps × concurrency</h2><p class=\"muted\">No feasible measured trial under "
+                "these weights and constraints.</p>")
     head = "".join(f"<th>steps={e(c)}</th>" for c in steps.columns)
     body = []
     for concurrency, cells in steps.rows:

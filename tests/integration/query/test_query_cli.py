@@ -185,6 +185,22 @@ def test_report_writes_a_page_summary_and_csv(stored_study: Path, tmp_path: Path
     assert len(rows) == 1 + len(open_stored_study(stored_study).study.trials)
 
 
+def test_a_report_without_an_answer_says_why_as_best_does(stored_study: Path,
+                                                          tmp_path: Path) -> None:
+    """Under a constraint nothing meets, summary.md gives best's reason (the constraint named, the
+    count), not "no feasible measured trial yet" of a study that has ended."""
+    impossible = ("--constraint", "c64.ttft_p99_ms<0.001")
+    code, _, err = _run("best", str(stored_study), *impossible)
+    assert code == 2
+    code, _, report_err = _run("report", str(stored_study), "-o", str(tmp_path / "r"),
+                               *impossible)
+    assert code == 0, report_err
+    summary = (tmp_path / "r" / "summary.md").read_text()
+    reason = err.strip().removeprefix("error: ")
+    assert f"No answer: {reason}." in summary
+    assert "c64.ttft_p99_ms<0.001" in summary and "yet" not in summary
+
+
 def _failed_and_rejected(stored_study: Path) -> tuple[int, int | None]:
     trials = json.loads(_run("trials", str(stored_study), "--json")[1])["trials"]
     oom = next(t["number"] for t in trials if t["failure"] == "out-of-memory")
