@@ -29,7 +29,7 @@ def command(study: str, sort: str, as_json: bool, weights: str | None,
     from tuner.query.answers import trials
 
     answer = trials(study, sort, as_json,
-                    width=max(shutil.get_terminal_size((200, 40)).columns, 100),
+                    width=shutil.get_terminal_size((200, 40)).columns,
                     weights=weights, constraints=constraints)
     for note in answer.notes:
         click.echo(note, err=True)

@@ -160,9 +160,10 @@ def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, 
 
     buffer = io.StringIO()
     leader = ranking.unconfirmed_leader
-    Console(file=buffer, width=width, color_system=None).print(
-        render(table, ranking.concurrencies, best_trial.number if best_trial else None,
-               leader.number if leader else None, width=width))
+    rendered, at = render(table, ranking.concurrencies,
+                          best_trial.number if best_trial else None,
+                          leader.number if leader else None, width=width)
+    Console(file=buffer, width=at, color_system=None).print(rendered)
     return Answer(buffer.getvalue(), _notes(stored, ranking, study_file))
 
 

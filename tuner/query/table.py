@@ -7,6 +7,7 @@ report.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -178,9 +179,49 @@ def fmt(value: Any, digits: int = 1) -> str:
 
 
 def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None,
-           leader: int | None = None, *, width: int = 200) -> Any:
-    """A rich Table for a terminal ``width`` wide; the best trial's row is marked with ★, a leader
-    that was never confirmed with ☆."""
+           leader: int | None = None, *, width: int = 200) -> tuple[Any, int]:
+    """A rich Table for a terminal ``width`` wide, and the width to print it at; the best trial's
+    row is marked with ★, a leader that was never confirmed with ☆.
+
+    The roomy layout (flag names on one line, padded cells) where it fits, else the compact one;
+    printed at least as wide as its narrowest form, because rich crops a table whose columns cannot
+    shrink to the width — whole columns lost — where lines longer than the terminal only wrap."""
+    roomy = _table(table, concurrencies, best, leader, compact=False)
+    if _fits(roomy, width):
+        return roomy, width
+    compact = _table(table, concurrencies, best, leader, compact=True)
+    if _fits(compact, width):
+        return compact, width
+    # the least width that does not crop it (a table gets no narrower by printing it wider)
+    low, high = width, max(width, _natural_width(compact))
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _fits(compact, middle) else (middle + 1, high)
+    return compact, high
+
+
+def _fits(table: Any, width: int) -> bool:
+    """Whether rich prints ``table`` whole at ``width``: a table whose columns cannot shrink enough
+    is cropped on the right, its top-right corner among what is lost."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None).print(table)
+    first = buffer.getvalue().split("\n", 1)[0]
+    return first.rstrip().endswith("┓")
+
+
+def _natural_width(table: Any) -> int:
+    """The width at which every cell of ``table`` is on one line (what it never needs more of)."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console(file=io.StringIO(), width=100_000)
+    return Measurement.get(console, console.options, table).maximum
+
+
+def _table(table: list[TrialRow], concurrencies: Sequence[int], best: int | None,
+           leader: int | None, *, compact: bool) -> Any:
     from rich.table import Table
     from rich.text import Text
 
@@ -191,10 +232,10 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
                         + (f"; ☆ trial {leader} leads under these weights but was never confirmed"
                            if leader is not None
                            else ""))
-    # Below 160 columns cells touch the column lines, so the flag headers and every figure fit a
-    # 120-column terminal whole (headers wrap at their hyphens, never lose letters).
+    # Compact: cells touch the column lines, so the flag headers and every figure fit a 120-column
+    # terminal whole (headers wrap at their hyphens, never lose letters).
     out = Table(show_lines=False, header_style="bold", caption="\n".join(captions) or None,
-                padding=(0, 0) if width < COMPACT_BELOW else (0, 1))
+                padding=(0, 0) if compact else (0, 1))
     add = _header_adder(out)
     add("#", justify="right")
     add("status")
@@ -202,7 +243,7 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     for flag in flags:
         # Wide terminals show a flag's name on one line; narrow ones wrap it at its hyphens, never
         # mid-word.
-        add(short_flag(flag).replace("-", "-\n") if width < COMPACT_BELOW else short_flag(flag),
+        add(short_flag(flag).replace("-", "-\n") if compact else short_flag(flag),
             justify="right")
     for c in concurrencies:
         add(phase_label(c), justify="right")
@@ -226,10 +267,6 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
         # plain text: messages and values may contain [brackets]
         out.add_row(*(Text(c) for c in cells))
     return out
-
-
-#: Terminal widths below this get the compact table (no padding inside the cells).
-COMPACT_BELOW = 160
 
 
 def _header_adder(table: Any) -> Callable[..., None]:

@@ -283,3 +283,21 @@ def test_trials_at_120_columns_keeps_every_header_and_figure_whole(stored_study:
         short = flag.flag.removeprefix("--").removeprefix("speculative-")
         parts = short.split("-")
         assert all(f"{p}-" in words or p in words for p in parts), (short, words)
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100, 120, 160, 200, 300])
+def test_trials_never_crops_a_column_at_any_width(stored_study: Path, columns: int) -> None:
+    """rich crops a table whose columns cannot shrink to the terminal: the right-hand columns (the
+    failure) vanished at 160 and 200 columns. The table is printed whole at any width — as wide as
+    the terminal where it fits, else at the least width that holds it (the terminal wraps)."""
+    result = CliRunner().invoke(main, ["trials", str(stored_study)], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    width = max(len(line) for line in lines)
+    assert lines[0].endswith("┓") and width == len(lines[0])
+    assert width <= columns or columns < 120  # it fits wherever the compact table can
+    header = " ".join(lines[:lines.index(next(line for line in lines if line.startswith("┡")))])
+    assert "failure" in header and "score" in header and "accept" in header
+    numbers = [line.split("│")[1].strip("★☆ ") for line in lines if line.startswith("│")]
+    assert [n for n in numbers if n] == [str(t.number) for t in
+                                         open_stored_study(stored_study).study.trials]
