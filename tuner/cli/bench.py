@@ -115,7 +115,7 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     from objectives.spec import BenchmarkSpec
     from tuner.core.console import make_console
     from tuner.core.errors import UsageError
-    from tuner.core.net import probe
+    from tuner.core.net import ask
 
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"URL must start with http:// or https://, not {url!r}")
@@ -132,9 +132,10 @@ def command(url: str, phases: tuple[str, ...], api: str, dataset: str, input_tok
     # Before any phase: a port nothing answers on would otherwise cost every phase's requests (199
     # by default) and a table of zeros before the same verdict. Any HTTP answer will do; the phases
     # judge the rest.
-    if probe(url.rstrip("/"), "/v1/models", connect_timeout + 10) is None:
-        raise BenchmarkFailed(f"no server answers at {url} (nothing answered GET /v1/models within "
-                              f"{connect_timeout + 10:g} s): nothing was measured")
+    answer = ask(url.rstrip("/"), "/v1/models", connect_timeout + 10)
+    if isinstance(answer, str):
+        raise BenchmarkFailed(f"no server answers at {url} (GET /v1/models: {answer}): nothing was "
+                              "measured")
     try:
         with ProgressDisplay(make_console(stderr=True)) as progress:
             result = run_benchmark(url, spec, progress=progress)

@@ -26,7 +26,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def probe(base_url: str, path: str, timeout_s: float) -> int | None:
     """The HTTP status of ``GET base_url+path``, or None when nothing answered in time (refused,
-    reset, or not a complete answer within ``timeout_s``).
+    reset, or not a complete answer within ``timeout_s``)."""
+    answer = ask(base_url, path, timeout_s)
+    return answer if isinstance(answer, int) else None
+
+
+def ask(base_url: str, path: str, timeout_s: float) -> int | str:
+    """The HTTP status of ``GET base_url+path``, or why there is none, in words ("connection
+    refused", "no complete answer within 20 s") — what ``probe`` reads as None.
 
     ``timeout_s`` bounds the whole operation — connect, TLS handshake, request, headers and (up to
     ``_MAX_BODY_BYTES`` of) body — not each socket read: a server that trickles one byte a second
@@ -39,16 +46,18 @@ def probe(base_url: str, path: str, timeout_s: float) -> int | None:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         sock = socket.create_connection((host, port), timeout=timeout_s)
-    except OSError:
-        return None
+    except TimeoutError:
+        return f"no connection within {timeout_s:g} s"
+    except OSError as exc:
+        return _reason(exc)
     # shutdown(2) acts on the connection, not the descriptor: shutting down a duplicate from the
     # watchdog thread unblocks a read on the original (even once ssl has taken it over) without
     # racing its close.
     try:
         twin = socket.socket(sock.family, sock.type, sock.proto, fileno=os.dup(sock.fileno()))
-    except OSError:
+    except OSError as exc:
         sock.close()
-        return None
+        return _reason(exc)
     watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), _shut, args=(twin,))
     watchdog.daemon = True
     watchdog.start()
@@ -71,16 +80,25 @@ def probe(base_url: str, path: str, timeout_s: float) -> int | None:
             received += len(piece)
         # the watchdog cut the body short: not a complete answer in time
         if time.monotonic() > deadline:
-            return None
+            return f"no complete answer within {timeout_s:g} s"
         return response.status
-    except (OSError, http.client.HTTPException, ValueError):
-        return None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        if time.monotonic() > deadline:
+            return f"no complete answer within {timeout_s:g} s"
+        return _reason(exc)
     finally:
         watchdog.cancel()
         if conn is not None:
             conn.close()
         sock.close()
         twin.close()
+
+
+def _reason(exc: BaseException) -> str:
+    """An error in a few words: ``[Errno 111] Connection refused`` → ``connection refused``."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[:1].lower() + exc.strerror[1:]
+    return str(exc) or type(exc).__name__
 
 
 def _shut(sock: socket.socket) -> None:

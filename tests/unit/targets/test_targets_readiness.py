@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tuner.core.net import probe
+from tuner.core.net import ask, free_port, probe
 from tuner.targets.base import DeployFailed
 from tuner.targets.classify import ExitInfo
 from tuner.targets.preflight import check_flags, options_in_help
@@ -168,6 +168,17 @@ def test_a_probe_of_a_trickling_server_ends_by_its_own_deadline(head: bytes,
         server.close()
     assert status is None  # no complete answer within the deadline is no answer
     assert elapsed < 0.5 + 1.5, f"the probe took {elapsed:.2f} s"
+
+
+def test_ask_says_why_nothing_answered() -> None:
+    """What ``spectune bench`` prints before it sends anything: refused is refused, not "nothing
+    within 20 s"; a server that never completes its answer is a timeout."""
+    assert ask(f"http://127.0.0.1:{free_port()}", "/v1/models", 5.0) == "connection refused"
+    server = Trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", gap_s=0.05)
+    try:
+        assert ask(server.url, "/v1/models", 0.5) == "no complete answer within 0.5 s"
+    finally:
+        server.close()
 
 
 @pytest.mark.fault("hostile_server")
