@@ -28,7 +28,7 @@ from tuner.core.fields import did_you_mean
 from tuner.sglang import versions
 from tuner.sglang.hardware import Hardware
 from tuner.sglang.options import OptionTable
-from tuner.study import flags, precision
+from tuner.study import consistency, flags, precision
 from tuner.study.checks import CheckSection
 from tuner.study.models import (
     MISSING_SECTION,
@@ -154,7 +154,7 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     # them refused already
     if server is not None and search is not None and not any(
             f": {section}." in line for line in problems.lines for section in ("search", "server")):
-        flags.speculative_completeness(problems, server_flags, params)
+        consistency.speculative_completeness(problems, server_flags, params)
     if target is not None and len(target.listed_hosts()) > 1 and settings.storage.startswith(
         "sqlite"):
         problems.add("target.hosts",
@@ -172,7 +172,7 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
                      benchmark=benchmark_spec,
                      objective=objective_spec, finish=finish.deploy, hardware=hardware, table=table,
                      table_note=note, check=(check or CheckSection()).to_spec())
-    flags.check_space_is_feasible(problems, spec, table)
+    consistency.check_space_is_feasible(problems, spec, table)
     if problems:
         raise StudyFileError(problems.lines)
     return spec
