@@ -210,8 +210,9 @@ def test_init_never_writes_a_file_that_would_not_validate(tmp_path: Path) -> Non
     path.write_text("mine\n")
     result = cli("init", "--algorithm", "BOGUS", "--force", "-o", str(path))
     assert result.exit_code == 2
-    assert f"error: {path} (as written by init): baseline: the baseline configuration is " \
-           "invalid" in result.stderr
+    assert result.stderr == (f"error: {path} (as written by init): server.flags.speculative-"
+                             "algorithm: 'BOGUS' is not a speculative algorithm SGLang knows "
+                             "(EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK, UNO)\n")
     assert path.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
 
 

@@ -19,7 +19,7 @@ from tuner.query.load import StoredStudy, StudyNotFound, open_stored_study
 from tuner.query.options import parse_constraints, parse_weights
 from tuner.query.ranking import Ranking, TrialView, rank
 from tuner.query.speculation import comparison_lines
-from tuner.query.table import render, rows, sort_rows
+from tuner.query.table import fitted, rows, sort_rows
 from tuner.query.winner import answer_json, leader_text, weights_text
 from tuner.run.confirm import RULE
 from tuner.store.record import Outcome
@@ -160,7 +160,7 @@ def trials(study_file: str | Path, sort: str = "number", as_json: bool = False, 
 
     buffer = io.StringIO()
     leader = ranking.unconfirmed_leader
-    rendered, at = render(table, ranking.concurrencies,
+    rendered, at = fitted(table, ranking.concurrencies,
                           best_trial.number if best_trial else None,
                           leader.number if leader else None, width=width)
     Console(file=buffer, width=at, color_system=None).print(rendered)

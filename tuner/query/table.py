@@ -179,9 +179,15 @@ def fmt(value: Any, digits: int = 1) -> str:
 
 
 def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None,
+           leader: int | None = None, *, width: int = 200) -> Any:
+    """A rich Table for a terminal ``width`` wide; the best trial's row is marked with ★, a leader
+    that was never confirmed with ☆ (``fitted``: and the width to print it at)."""
+    return fitted(table, concurrencies, best, leader, width=width)[0]
+
+
+def fitted(table: list[TrialRow], concurrencies: Sequence[int], best: int | None,
            leader: int | None = None, *, width: int = 200) -> tuple[Any, int]:
-    """A rich Table for a terminal ``width`` wide, and the width to print it at; the best trial's
-    row is marked with ★, a leader that was never confirmed with ☆.
+    """``render``'s table, and the width to print it at.
 
     The roomy layout (flag names on one line, padded cells) where it fits, else the compact one;
     printed at least as wide as its narrowest form, because rich crops a table whose columns cannot
@@ -192,7 +198,7 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     compact = _table(table, concurrencies, best, leader, compact=True)
     if _fits(compact, width):
         return compact, width
-    # the least width that does not crop it (a table gets no narrower by printing it wider)
+    # the least width that holds it (a table gets no narrower by printing it wider)
     low, high = width, max(width, _natural_width(compact))
     while low < high:
         middle = (low + high) // 2
@@ -200,15 +206,49 @@ def render(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     return compact, high
 
 
+#: The narrowest a text column (status, what SGLang runs, the failure) may wrap to in the roomy
+#: layout, and in the compact one.
+ROOMY_TEXT_MIN = 16
+COMPACT_TEXT_MIN = 8
+
+
 def _fits(table: Any, width: int) -> bool:
-    """Whether rich prints ``table`` whole at ``width``: a table whose columns cannot shrink enough
-    is cropped on the right, its top-right corner among what is lost."""
+    """Whether rich prints ``table`` at ``width`` with every column at least its least width
+    (``_least_widths``). rich shrinks the widest columns alike and, out of room, every column
+    evenly — a flag's name below its width, a text column down to nothing — and crops what still
+    does not fit: read off the top border, which has one run of ━ per column."""
     from rich.console import Console
 
     buffer = io.StringIO()
     Console(file=buffer, width=width, color_system=None).print(table)
-    first = buffer.getvalue().split("\n", 1)[0]
-    return first.rstrip().endswith("┓")
+    first = buffer.getvalue().split("\n", 1)[0].rstrip()
+    if not first.endswith("┓"):
+        return False  # cropped
+    drawn = [len(run) for run in first[1:-1].split("┳")]
+    _, right, _, left = table.padding
+    least = _least_widths(table)
+    return len(drawn) == len(least) and all(
+        d >= n + left + right for d, n in zip(drawn, least, strict=True))
+
+
+def _least_widths(table: Any) -> list[int]:
+    """Each column's least acceptable width (without padding): a figure or flag column (right
+    justified), its widest line where it does not wrap, else its longest header word (figures
+    fold); a text column, that and a few words of its text."""
+    from rich.cells import cell_len
+
+    compact = table.padding == (0, 0, 0, 0)
+    out = []
+    for column in table.columns:
+        lines = [line for cell in (column.header, *column.cells)
+                 for line in str(cell).split("\n")]
+        widest = max((cell_len(line) for line in lines), default=1)
+        if column.justify == "right":
+            out.append(widest if column.no_wrap else column.min_width or 1)
+        else:
+            text_min = COMPACT_TEXT_MIN if compact else ROOMY_TEXT_MIN
+            out.append(max(column.min_width or 1, min(widest, text_min)))
+    return out
 
 
 def _natural_width(table: Any) -> int:
@@ -237,21 +277,24 @@ def _table(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     out = Table(show_lines=False, header_style="bold", caption="\n".join(captions) or None,
                 padding=(0, 0) if compact else (0, 1))
     add = _header_adder(out)
-    add("#", justify="right")
+    # Roomy: flags and figures stay on one line and only the text columns (status, what SGLang
+    # runs, the failure) wrap — rich shrinks the widest columns alike, and with every column
+    # wrapable it squeezed a flag's name below its width and cropped the table instead.
+    figure = {"justify": "right", "no_wrap": not compact}
+    add("#", **figure)
     add("status")
     flags = [f for f, _ in table[0].flags] if table else []
     for flag in flags:
         # Wide terminals show a flag's name on one line; narrow ones wrap it at its hyphens, never
         # mid-word.
-        add(short_flag(flag).replace("-", "-\n") if compact else short_flag(flag),
-            justify="right")
+        add(short_flag(flag).replace("-", "-\n") if compact else short_flag(flag), **figure)
     for c in concurrencies:
-        add(phase_label(c), justify="right")
-    add("accept", justify="right")
-    add("score ±95%", justify="right")
+        add(phase_label(c), **figure)
+    add("accept", **figure)
+    add("score ±95%", **figure)
     confirmed = any(r.confirmed for r in table)
     if confirmed:
-        add("confirmed ±95%", justify="right")
+        add("confirmed ±95%", **figure)
     changed = any(set(r.changes) - set(common) for r in table)
     # only when SGLang runs some trial differently from its command line (beyond what all share)
     if changed:
