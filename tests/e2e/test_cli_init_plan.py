@@ -4,6 +4,7 @@ target; ``${NAME}`` in the storage URL reads the environment and no password is 
 
 from __future__ import annotations
 
+import re
 import socket
 import tomllib
 from pathlib import Path
@@ -62,6 +63,17 @@ def test_init_systemd_uses_placeholders_and_lists_unset_keys_commented_out(tmp_p
     assert "# key_file = " in text and "# sudo = false" in text
     assert "# startup_timeout = \"15m00s\"" in text  # a duration's default as a user writes it
     assert as_comment(SystemdSshTargetSettings.model_fields["unit"].description or "") in text
+
+
+@pytest.mark.parametrize("args", [("--target", kind) for kind in TARGET_KINDS] + [
+    ("--target", "systemd-ssh", "--template", template) for template in ("eagle3", "mtp", "ngram")])
+def test_init_names_no_address_but_the_loopback(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """A written study names hosts by placeholders only: an address in it (even commented out) is
+    one a user may leave in, and a stray connection to it is a fault here."""
+    model = () if "simulated" in args else ("--model", "m/M")
+    text = init(tmp_path / "s.toml", *args, *model).read_text()
+    addresses = set(re.findall(r"\b\d{1,3}(?:\.\d{1,3}){3}\b", text))
+    assert addresses <= {"127.0.0.1", "0.0.0.0"}, addresses
 
 
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:

@@ -117,7 +117,7 @@ class SystemdSshTargetSettings(TargetSettings):
     def starter_examples(cls) -> dict[str, Any]:
         return {**super().starter_examples(), "hosts": ["gpu-1.example", "gpu-2.example"],
                 "key_file": "~/.ssh/id_ed25519", "known_hosts": "~/.ssh/known_hosts",
-                "server_host": "10.0.0.5"}
+                "server_host": "gpu-host-data.example"}
 
     def restored_message(self) -> str:
         return f"removed spectune's drop-in and restarted {self.unit} with its own configuration"
