@@ -197,7 +197,10 @@ def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(
                             r"\1mem-fraction-static = 0.98", text, flags=re.S))
     proc = tune(study, "--no-report")
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 7, err  # nothing measured: not a finished study to a script
+    assert err.rstrip().splitlines()[-1] == (
+        "error: nothing was measured: the baseline failed to start or to run, and the study "
+        f"stopped there (`spectune trials {study}` lists each trial's failure)")
     assert f"study {name}: 1 trial(s) used the server, none measured" in out \
            and "(stopped: baseline-failed)" in out
     assert "the baseline — what the server runs today, measured first — failed to start" in out

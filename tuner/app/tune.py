@@ -72,6 +72,11 @@ class TuneOutcome:
     # of ``measured``, how many ran the benchmark (not a failed start or run)
     benchmarked: int | None = None
 
+    @property
+    def nothing_measured(self) -> bool:
+        """No trial of the study ran its benchmark: every start or run failed."""
+        return (self.measured if self.benchmarked is None else self.benchmarked) == 0
+
     def counts_text(self) -> str:
         """``12 measured trials``, or what the trials that used the server came to when some did not
         measure."""

@@ -42,6 +42,14 @@ class StudyFileError(SpectuneError):
         super().__init__("\n".join(self.problems))
 
 
+class NothingMeasured(SpectuneError):
+    """A study ended without measuring anything: the baseline failed to start or to run (the study
+    stops rather than restart other configurations), or every configuration tried did. The summary
+    says which; a script must not read it as a finished study."""
+
+    exit_code = 7
+
+
 class UsageError(SpectuneError):
     """A command-line argument is wrong in a way click cannot see (e.g. a bad --weights string)."""
 

@@ -133,7 +133,7 @@ def keep_the_baseline(study: optuna.Study, spec: StudySpec) -> None:
 
 def baseline_runs_first(study: optuna.Study) -> None:
     """Until the baseline has a measurement, ``study``'s ``ask`` takes a queued baseline before
-    anything else queued.
+    anything else queued; then the re-runs of interrupted trials.
 
     A baseline interrupted mid-measurement is queued again behind the designed start (a kill between
     writing the references and the baseline's result, issue 12 item 6); taken in queue order, the
@@ -147,10 +147,13 @@ def baseline_runs_first(study: optuna.Study) -> None:
     def pop() -> int | None:
         trials = storage.get_all_trials(study_id_of(study), deepcopy=False)
         waiting = [t for t in trials if t.state == TrialState.WAITING]
-        if not any(t.state == TrialState.COMPLETE and t.user_attrs.get(Key.BASELINE)
-                   for t in trials):
-            # stable: oldest first otherwise
-            waiting.sort(key=lambda t: not t.user_attrs.get(Key.BASELINE))
+        baseline_measured = any(t.state == TrialState.COMPLETE and t.user_attrs.get(Key.BASELINE)
+                                for t in trials)
+        # stable sort, oldest first otherwise: the baseline until it is measured, then the re-runs
+        # of interrupted trials ("re-run on resume" — behind the rest of the queue, a study that
+        # reached n_trials first left them waiting for good)
+        waiting.sort(key=lambda t: (baseline_measured or not t.user_attrs.get(Key.BASELINE),
+                                    t.user_attrs.get(Key.RETRY_OF) is None))
         for trial in waiting:
             try:  # as Optuna: another worker may take or finish it first
                 if storage.set_trial_state_values(trial_id_of(trial), state=TrialState.RUNNING):

@@ -48,3 +48,16 @@ def test_an_interrupted_retry_is_asked_first_again(tmp_path: Path) -> None:
     study.tell(study.ask(), state=TrialState.FAIL)
     study.enqueue_trial({"x": 0}, user_attrs={Key.BASELINE: True, Key.RETRY_OF: 3})
     assert study.ask().number == 4
+
+
+def test_an_interrupted_trials_retry_is_asked_right_after_the_baseline(tmp_path: Path) -> None:
+    """"Re-run on resume": the retry of an interrupted trial goes before the rest of the queue — a
+    study that reached n_trials first left it waiting for good."""
+    study = _study(tmp_path)
+    baseline_runs_first(study)
+    study.tell(study.ask(), 1.0)  # the baseline's retry, measured
+    interrupted = study.ask()
+    assert interrupted.number == 1
+    study.tell(interrupted, state=TrialState.FAIL)
+    study.enqueue_trial({"x": 1}, user_attrs={Key.RETRY_OF: 1})
+    assert [study.ask().number for _ in range(2)] == [4, 2]  # the retry (4), then the queue
