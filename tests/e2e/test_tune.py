@@ -236,3 +236,10 @@ def test_a_port_in_use_stops_tune_before_any_trial_and_leaves_nothing_behind(
             waiting.append(len(trials))
         assert waiting[0] == waiting[1]  # the second run queued nothing more
     assert wait_gone(name) == []
+    # what waits in the queue shows the flags it will propose, not "none" and "–"
+    shown = subprocess.run([*spectune_command(), "trial", "0", str(study)], capture_output=True,
+                           text=True, timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr
+    baseline = load_study_file(study).baseline
+    assert "flags requested (the proposal):\n" in shown.stdout
+    assert all(f"{flag} {value}" in shown.stdout for flag, value in baseline.items())

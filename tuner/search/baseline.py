@@ -83,18 +83,31 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *
         return
     if not study.get_trials(deepcopy=False):
         baseline = space.encode(spec.baseline)
-        study.enqueue_trial(baseline, user_attrs={Key.BASELINE: True})
+        _queue(study, space, baseline, {Key.BASELINE: True})
         fault_point("after_baseline_enqueue")
         # (a kill here loses only the designed start: the sampler's own start-up points take its
         # place)
         at = space.locate(baseline)
         for params in designed_start(space, at) if designed else []:
-            study.enqueue_trial(params)
+            _queue(study, space, params, {})
         # branch starts and SGLang's own choices (``outside``: also those outside the space,
         # tuner/search/references.py)
         for params, attrs in comparison_points(space, spec, at, outside=outside):
-            study.enqueue_trial(params, user_attrs=attrs)
+            _queue(study, space, params, attrs)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
+
+
+def _queue(study: optuna.Study, space: SearchSpace, params: dict[str, Any],
+           attrs: Mapping[str, Any]) -> None:
+    """Queue ``params`` with the flag values they propose (what ``trials`` and ``trial N`` show of
+    a trial still waiting: it has not been proposed yet, and its parameters are the space's
+    encoding)."""
+    try:
+        values = dict(space.decode(params).values)
+    except (KeyError, ValueError):  # a reference outside the space: shown once it runs
+        values = {}
+    study.enqueue_trial(params, user_attrs={**attrs, **({Key.PARAMS_DECODED: values}
+                                                        if values else {})})
 
 
 class BaselineNotMeasured(SpectuneError):

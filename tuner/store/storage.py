@@ -293,10 +293,15 @@ MAX_RETRIES = 3
 
 
 def retry_attrs(trial: FrozenTrial) -> dict[str, Any]:
-    """What a trial's retry carries: where it comes from, and whether it is the baseline (1.0)."""
+    """What a trial's retry carries: where it comes from, whether it is the baseline (1.0), and the
+    flags it proposes."""
     attrs: dict[str, Any] = {Key.RETRY_OF: trial.number}
     if trial.user_attrs.get(Key.BASELINE):
         attrs[Key.BASELINE] = True
+    # shown while it waits: the flags the interrupted trial proposed (its parameters are the
+    # space's encoding)
+    if trial.user_attrs.get(Key.PARAMS_DECODED):
+        attrs[Key.PARAMS_DECODED] = trial.user_attrs[Key.PARAMS_DECODED]
     return attrs
 
 
