@@ -116,6 +116,13 @@ def fraction_for_draft(d: Dimension, draft: int, steps: int, topk: int) -> int |
     return found[len(found) // 2] if found else None  # the middle of the positions that give it
 
 
+def nearest_fraction_for_draft(d: Dimension, draft: int, steps: int, topk: int) -> int:
+    """The position whose draft tokens come nearest ``draft`` under this tree (the larger on a tie):
+    for a count the tree cannot verify, its cap — what the rule that refuses it names."""
+    return min(range(d.low, d.high + 1),
+               key=lambda p: (abs(draft_from_fraction(d, p, steps, topk) - draft), -p))
+
+
 def _decimals(step: float) -> int:
     text = repr(step)
     return len(text.split(".")[1]) if "." in text and "e" not in text else 6

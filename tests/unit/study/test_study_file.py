@@ -249,6 +249,13 @@ BROKEN = {
                        "must be a finite number, not nan"),
     "baseline-not-finite": (VALID + BASELINE.replace("0.86", "nan"),
                             "baseline.mem-fraction-static", "must be a finite number, not nan"),
+    # the change said of a draft count the tree cannot verify is the rule's cap (was: a
+    # proportional neighbour, "deployed as 2" beside "verifies at most 3")
+    "baseline-draft-above-cap": (
+        VALID + BASELINE.replace("num-steps = 3", "num-steps = 1").replace(
+            "eagle-topk = 1", "eagle-topk = 2\nspeculative-num-draft-tokens = 4"),
+        "baseline", "speculative-num-draft-tokens = 4 would be deployed as 3: a tree of "
+                    "num-steps 1 and eagle-topk 2 verifies at most"),
     "unknown-algorithm": (replace('speculative-algorithm = "EAGLE3"',
                                   'speculative-algorithm = "EAGLE9"'),
                           "server.flags.speculative-algorithm",
