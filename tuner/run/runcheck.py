@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from objectives.scoring import PhaseFigures, figure
 from tuner.core.net import probe
 from tuner.targets.base import FailureCause
-from tuner.targets.classify import ExitInfo, cause_of
+from tuner.targets.classify import ExitInfo, cause_of, telling_line
 
 #: A healthy server that failed this share of a phase's requests with server-side errors still
 #: failed the run.
@@ -151,9 +151,5 @@ def _listening(base_url: str) -> bool:
 def _last_line(log_tail: str) -> str:
     """``; log: <the most telling line>``: an out-of-memory or traceback line if there is one, else
     the last."""
-    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    telling = next((line for line in reversed(lines) if "Error" in line or "out of memory" in line),
-                   lines[-1])
-    return f"; log: {telling[:300]}"
+    telling = telling_line(log_tail)
+    return f"; log: {telling}" if telling else ""

@@ -152,3 +152,15 @@ def _first_match(lines: list[str], pattern: re.Pattern[str]) -> str | None:
 
 def _last_match(lines: list[str], pattern: re.Pattern[str]) -> str | None:
     return next((line.strip() for line in reversed(lines) if pattern.search(line)), None)
+
+
+def telling_line(text: str, limit: int = 300) -> str:
+    """The line of a program's output that says what went wrong: the last one naming an error or
+    running out of memory, else the last one ("" for none) — an error message stays one line
+    however much the program printed."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    telling = next((line for line in reversed(lines) if "Error" in line or "out of memory" in line),
+                   lines[-1])
+    return telling[:limit]

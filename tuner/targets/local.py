@@ -29,7 +29,7 @@ from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.sglang.versions import respelled
 from tuner.targets.base import DeployFailed, Deployment, DeployPlan, TargetUnavailable
-from tuner.targets.classify import ExitInfo, classify
+from tuner.targets.classify import ExitInfo, classify, telling_line
 from tuner.targets.plan import readiness_text
 from tuner.targets.preflight import check_flags
 from tuner.targets.process_group import (
@@ -134,7 +134,7 @@ class LocalTarget(AskingTarget):
         text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
         if done.returncode != 0:
             raise TargetUnavailable(
-                f"`{' '.join(argv)}` exited {done.returncode}: {text.strip()[-800:]}")
+                f"`{' '.join(argv)}` exited {done.returncode}: {telling_line(text)}")
         self._start_resolver()
         check_flags(flags, text, where="this machine")
         self._help = text

@@ -22,6 +22,7 @@ from pathlib import Path
 import paramiko
 
 from tuner.targets.base import TargetUnavailable
+from tuner.targets.classify import telling_line
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class RemoteCommandFailed(TargetUnavailable):
 
     def __init__(self, result: Result, where: str) -> None:
         self.result = result
-        detail = (result.stderr.strip() or result.stdout.strip())[-800:]
+        detail = telling_line(result.stderr) or telling_line(result.stdout)  # one line
         super().__init__(f"on {where}: `{result.command}` exited {result.exit_status}: {detail}")
 
 

@@ -24,7 +24,7 @@ from tuner.sglang.launch import LaunchCommand, ServerConfig, launch_command
 from tuner.sglang.options import OptionTable, load_option_table
 from tuner.sglang.versions import respelled
 from tuner.targets.base import DeployFailed, Deployment, DeployPlan, TargetUnavailable
-from tuner.targets.classify import ExitInfo, classify
+from tuner.targets.classify import ExitInfo, classify, telling_line
 from tuner.targets.plan import readiness_text
 from tuner.targets.preflight import check_flags
 from tuner.targets.readiness import NotReady, probe, wait_ready
@@ -131,7 +131,7 @@ class SystemdSshTarget(AskingTarget):
             text = result.stdout + result.stderr
             if not result.ok:
                 raise TargetUnavailable(f"`{result.command}` on {self.settings.ssh.host} exited "
-                                        f"{result.exit_status}: {text.strip()[-800:]}")
+                                        f"{result.exit_status}: {telling_line(text)}")
             self._start_resolver()
             self._help = text
         check_flags(flags, self._help, where=self.settings.ssh.host)

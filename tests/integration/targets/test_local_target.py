@@ -4,6 +4,7 @@ found."""
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +36,22 @@ def test_busy_port_fails_fast_with_a_clear_message(tmp_path: Path) -> None:
         with pytest.raises(TargetUnavailable, match="already in use"):
             target.deploy(ServerConfig.build(FLAGS))
         assert time.monotonic() - started < 1
+
+
+def test_a_server_command_that_fails_its_help_is_one_telling_line(tmp_path: Path) -> None:
+    """An SGLang that cannot import prints a traceback: the error is its telling line, one line
+    however much it printed (it was the whole output, one `error:` line per line)."""
+    script = ("import sys; print('Traceback (most recent call last):\\n  File x\\n'"
+              " + 'noise\\n' * 20 + \"ModuleNotFoundError: No module named 'sglang'\\n"
+              "(a last remark)\", file=sys.stderr); sys.exit(1)")
+    target = LocalTarget(LocalSettings(command=(sys.executable, "-c", script),
+                                       log_dir=tmp_path / "logs", port=free_port(),
+                                       study="local-tests"))
+    with pytest.raises(TargetUnavailable) as info:
+        target.preflight(["--model-path"])
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.endswith("exited 1: ModuleNotFoundError: No module named 'sglang'"), message
 
 
 def test_one_log_file_per_deploy_and_a_leftover_server_is_stopped(tmp_path: Path) -> None:
