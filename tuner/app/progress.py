@@ -25,6 +25,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.table import Column
 from rich.text import Text
 
 from objectives.confidence import Interval
@@ -51,17 +52,22 @@ class LiveView:
         self.current: int | None = None  # the trial the stage line is about
         self.flags = ""  # its flag values, shown from its deploy on
         self._optuna_level = optuna.logging.get_verbosity()
+        # The short, fixed-width parts first and the long one (best, stage, flags) last: a narrow
+        # terminal cuts the line's end, and the clocks and the ETA must not be what it loses.
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
-            BarColumn(bar_width=24),
+            BarColumn(bar_width=24 if console.width >= 120 else 8),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}", markup=False),
             TrialClock(self),
             TextColumn("study"),
             TimeElapsedColumn(),
             TextColumn("{task.fields[eta]}", markup=False),
+            # the rest of the line, cut with "…" where it ends
+            TextColumn("{task.fields[detail]}", markup=False,
+                       table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
             console=console,
             transient=True,
+            expand=True,
         )
         self.task: TaskID = self.progress.add_task("trials", total=total, completed=already,
                                                    detail="", eta="")
@@ -102,7 +108,8 @@ class LiveView:
             target = f"/{update.target_requests}" if update.target_requests else ""
             failed = f", {update.failed} failed" if update.failed else ""
             progress = f"{update.stage} {update.finished}{target}{failed}"
-        self.stage = f"{self.stage.split(' · ')[0]} · {update.label} {progress}"
+        # "trial 3: C=64 measure 12/128", not "trial 3: C=64 · C=64 measure …"
+        self.stage = f"{self.stage.split(': ')[0]}: {update.label} {progress}"
         self._refresh()
 
     def trial_elapsed_s(self) -> float | None:

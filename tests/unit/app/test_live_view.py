@@ -30,3 +30,19 @@ def test_the_live_line_shows_the_trials_flags_its_clock_and_warmup_without_measu
     assert "C=64 measure 12/128, 1 failed" in _line(view) and "num-steps=3" in _line(view)
     view.on_stage(8, "propose")  # the next trial: the last one's flags go
     assert "num-steps" not in _line(view)
+
+
+def test_a_narrow_terminal_keeps_the_clocks_and_the_eta_and_says_the_phase_once() -> None:
+    """At 80 columns the line's end is cut: the trial's clock, the study's and the ETA come before
+    the long part (best, stage, flags), so that is what goes."""
+    view = LiveView(Console(file=io.StringIO(), force_terminal=True, width=80), total=4,
+                    durations=[60.0])
+    view.on_deploy(2, {"--speculative-num-steps": 3, "--speculative-eagle-topk": 1,
+                       "--mem-fraction-static": 0.86, "--cuda-graph-max-bs-decode": 64})
+    view.on_stage(2, "C=64")
+    view.on_phase(PhaseProgress("C=64", "measure", 12, 0, 128, 3.0, None, 900))
+    assert "trial 2: C=64 measure 12/128" in _line(view) and _line(view).count("C=64") == 1
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(view.progress.get_renderable())
+    shown = out.getvalue()
+    assert "trial 0:0" in shown and "study" in shown and "ETA 4m00s" in shown, shown
