@@ -310,8 +310,10 @@ def failures(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
     if not counts:
         return None
     axes = failure_axes(ranking, tuned_flags)
+    # trials that ended: one still waiting in the queue (or running) has neither failed nor not
+    ended = [t for t in ranking.trials if t.state in ("COMPLETE", "FAIL")]
     title = (f"Failures: {', '.join(f'{k} {n}' for k, n in counts.most_common())} of "
-             f"{len(ranking.trials)} trials")
+             f"{len(ended)} trials")
     if axes is None:
         labels = sorted(counts, key=lambda k: (-counts[k], k))
         fig = go.Figure(go.Bar(x=[counts[k] for k in labels], y=labels, orientation="h",
@@ -319,13 +321,17 @@ def failures(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
         return _layout(fig, title, "trials", "")
     fx, fy = axes
     fig = go.Figure()
-    trials = [t for t in ranking.trials if t.outcome is not Outcome.DUPLICATE
+    trials = [t for t in ended if t.outcome is not Outcome.DUPLICATE
               and _value_of(t, fx) is not None and _value_of(t, fy) is not None]
     ok = [t for t in trials if t.failure is None]
-    _points(fig, ok, ranking, "feasible", [_value_of(t, fx) for t in ok],
-            [_value_of(t, fy) for t in ok], "no failure")
     symbols = ["triangle-down", "square", "diamond", "cross", "triangle-up", "x"]
     classes = sorted(counts, key=lambda k: (-counts[k], k))
+    # "no failure" takes a place of its own beside the classes: a trial that failed and its
+    # successful re-run at the same point must both show
+    slots = len(classes) + 1
+    every = [_value_of(t, fx) for t in trials]
+    _points(fig, ok, ranking, "feasible", [_dodge(_value_of(t, fx), 0, slots, every) for t in ok],
+            [_value_of(t, fy) for t in ok], "no failure")
     for index, cls in enumerate(classes):
         group = [t for t in trials if t.failure == cls]
         # Trials of one class at one point are one marker, sized and labelled by their count;
@@ -334,7 +340,7 @@ def failures(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
         spots: dict[tuple[Any, Any], list[TrialView]] = {}
         for t in group:
             spots.setdefault((_value_of(t, fx), _value_of(t, fy)), []).append(t)
-        xs = [_dodge(x, index, len(classes), [_value_of(t, fx) for t in trials]) for x, _ in spots]
+        xs = [_dodge(x, index + 1, slots, every) for x, _ in spots]
         fig.add_trace(go.Scatter(
             x=xs, y=[y for _, y in spots], mode="markers+text", name=f"{cls} ({counts[cls]})",
             text=[f"×{len(ts)}" if len(ts) > 1 else "" for ts in spots.values()],
