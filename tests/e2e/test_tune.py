@@ -20,6 +20,7 @@ import optuna
 import pytest
 
 from tests.helpers import STUDIES, spectune_command
+from tuner.run.loop import MAX_FAILED_STARTS
 from tuner.store.keys import Key
 from tuner.store.opening import open_existing_study
 from tuner.study.load import load_study_file
@@ -191,8 +192,11 @@ def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(
     end says how many trials used the server and that none was measured (not "N measured trials"),
     and no `deploy --best`."""
     name = f"e2e-basefail-{RUN}"
-    study = make_study(tmp_path, name, n_trials=4)
-    text = study.read_text().replace("max = 0.92, step = 0.02", "max = 0.98, step = 0.02")
+    study = make_study(tmp_path, name, n_trials=2 + 2 * MAX_FAILED_STARTS)
+    # one GPU for a four-GPU model: every configuration runs out of memory at start, the
+    # baseline's (0.98) included
+    text = study.read_text().replace("max = 0.92, step = 0.02", "max = 0.98, step = 0.02") \
+        .replace("tp-size = 4", "tp-size = 1")
     study.write_text(re.sub(r"(\[baseline\][^\[]*?)mem-fraction-static = 0\.86",
                             r"\1mem-fraction-static = 0.98", text, flags=re.S))
     proc = tune(study, "--no-report")
@@ -208,6 +212,16 @@ def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(
     assert "confirmation: the top" not in err  # nothing to confirm: not announced
     used = [t for t in load(study).trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(used) == 1 and used[0].user_attrs.get(Key.BASELINE)
+    assert wait_gone(name) == []
+    # Run again as it says: the other configurations are tried, and when they fail too (every
+    # start here runs out of memory at 0.98) the study stops after a few, not after n_trials.
+    done = subprocess.run([*spectune_command(), "tune", str(study), "--no-report"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 7, done.stderr
+    assert "(stopped: starts-failed)" in done.stdout
+    assert "the setup (model, GPUs, the server command) is what fails" in done.stderr
+    used = [t for t in load(study).trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(used) == 1 + MAX_FAILED_STARTS
     assert wait_gone(name) == []
 
 

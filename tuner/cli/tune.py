@@ -63,8 +63,12 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
     if outcome.nothing_measured:
         from tuner.core.errors import NothingMeasured
 
-        why = ("the baseline failed to start or to run, and the study stopped there"
-               if outcome.stopped_by == "baseline-failed" else "every start or run failed")
+        why = {"baseline-failed": "the baseline failed to start or to run, and the study stopped "
+                                  "there",
+               "starts-failed": "every configuration tried failed to start or run, and the "
+                                "study stopped: the setup (model, GPUs, the server command) is "
+                                "what fails"
+               }.get(outcome.stopped_by, "every start or run failed")
         raise NothingMeasured(f"nothing was measured: {why} (`spectune trials {spec.path}` lists "
                               "each trial's failure)")
 

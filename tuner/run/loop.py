@@ -54,6 +54,9 @@ MAX_FREE_PROPOSALS = 60
 #: (``StopReason.PHASE_FAILURES``): the host, not the configurations, is the problem then, and the
 #: tuner says so.
 MAX_PHASE_FAILURES = 3
+#: Configurations besides the baseline that failed to start or run, with nothing ever measured,
+#: before the study stops (``StopReason.STARTS_FAILED``).
+MAX_FAILED_STARTS = 3
 
 
 class StopReason(enum.StrEnum):
@@ -69,6 +72,10 @@ class StopReason(enum.StrEnum):
     #: target cannot start the configuration its operator runs, so restarting others only repeats
     #: the failure.
     BASELINE_FAILED = "baseline-failed"
+    #: MAX_FAILED_STARTS configurations besides the baseline failed to start or run and nothing
+    #: was ever measured: the setup (model, GPUs, the command) is what fails, not the
+    #: configurations.
+    STARTS_FAILED = "starts-failed"
 
 
 class Step(enum.Enum):
@@ -223,6 +230,8 @@ def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int, *, watch_ba
         return StopReason.EXHAUSTED
     if watch_baseline and baseline_failed(trials):
         return StopReason.BASELINE_FAILED
+    if starts_failed(trials):
+        return StopReason.STARTS_FAILED
     running = sum(t.state == TrialState.RUNNING for t in trials)
     if len(measured) + running >= limits.n_trials:
         return Step.WAIT  # the last trials are in flight; one may still fail or turn out free
@@ -236,6 +245,16 @@ def baseline_failed(trials: list[TrialRecord]) -> bool:
     the target cannot start what its operator runs)."""
     failed = any(t.baseline and t.outcome is Outcome.DEPLOY_FAILED for t in trials)
     return failed and not any(t.outcome is Outcome.MEASURED for t in trials)
+
+
+def starts_failed(trials: list[TrialRecord]) -> bool:
+    """More than MAX_FAILED_STARTS configurations failed to start or run, and none was ever
+    benchmarked (the baseline's own failure stops a first run sooner; a resumed one ends here)."""
+    if any(t.outcome is Outcome.MEASURED for t in trials):
+        return False
+    failed = [t for t in trials if t.outcome in (Outcome.DEPLOY_FAILED, Outcome.RUN_FAILED)
+              and not t.baseline]
+    return len(failed) >= MAX_FAILED_STARTS
 
 
 def out_of_time(measured: list[TrialRecord], started: float, timeout_s: float) -> bool:
