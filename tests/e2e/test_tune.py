@@ -192,7 +192,7 @@ def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(
     end says how many trials used the server and that none was measured (not "N measured trials"),
     and no `deploy --best`."""
     name = f"e2e-basefail-{RUN}"
-    study = make_study(tmp_path, name, n_trials=2 + 2 * MAX_FAILED_STARTS)
+    study = make_study(tmp_path, name, n_trials=2 + 3 * MAX_FAILED_STARTS)
     # one GPU for a four-GPU model: every configuration runs out of memory at start, the
     # baseline's (0.98) included
     text = study.read_text().replace("max = 0.92, step = 0.02", "max = 0.98, step = 0.02") \
@@ -222,6 +222,13 @@ def test_a_baseline_that_fails_to_start_stops_the_study_and_is_counted_as_such(
     assert "the setup (model, GPUs, the server command) is what fails" in done.stderr
     used = [t for t in load(study).trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(used) == 1 + MAX_FAILED_STARTS
+    # … and a third run (the operator may have fixed the target) tries again rather than stopping
+    # on the earlier failures
+    again = subprocess.run([*spectune_command(), "tune", str(study), "--no-report"],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 7 and "(stopped: starts-failed)" in again.stdout, again.stderr
+    used = [t for t in load(study).trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(used) == 1 + 2 * MAX_FAILED_STARTS
     assert wait_gone(name) == []
 
 

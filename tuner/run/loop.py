@@ -128,6 +128,9 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
     # A baseline that failed to start in an earlier run was reported then; a resumed study goes on
     # (the operator may have fixed the target) and scores against its first measured trial.
     watch_baseline = limits.stop_on_failed_baseline and not baseline_failed(records(study))
+    # failed starts before this run: a fixed target resumes, earlier failures are not held
+    # against it
+    failed_before = len(failed_starts(records(study)))
     free_in_a_row = 0
     failed_in_a_row = 0
     waiting = False
@@ -143,7 +146,8 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
                 if not stored_references(study):
                     # never let another configuration define 1.0 silently
                     keep_the_baseline(study, runner.spec)
-                decision = _decide(study, limits, free, watch_baseline=watch_baseline)
+                decision = _decide(study, limits, free, watch_baseline=watch_baseline,
+                                   failed_before=failed_before)
                 if decision is Step.RUN:
                     # the trial defers signals from its bookkeeping to after tell
                     with interrupts.deferrable():
@@ -218,8 +222,8 @@ def _after_the_trial(study: optuna.Study, runner: TrialRunner) -> Step:
     return Step.RUN
 
 
-def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int, *, watch_baseline: bool = True
-            ) -> Step | StopReason:
+def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int, *, watch_baseline: bool = True,
+            failed_before: int = 0) -> Step | StopReason:
     trials = records(study)
     measured = [t for t in trials if t.is_measured]
     if len(measured) >= limits.n_trials:
@@ -230,7 +234,7 @@ def _decide(study: optuna.Study, limits: Limits, free_in_a_row: int, *, watch_ba
         return StopReason.EXHAUSTED
     if watch_baseline and baseline_failed(trials):
         return StopReason.BASELINE_FAILED
-    if starts_failed(trials):
+    if limits.stop_on_failed_baseline and starts_failed(trials, failed_before):
         return StopReason.STARTS_FAILED
     running = sum(t.state == TrialState.RUNNING for t in trials)
     if len(measured) + running >= limits.n_trials:
@@ -247,14 +251,22 @@ def baseline_failed(trials: list[TrialRecord]) -> bool:
     return failed and not any(t.outcome is Outcome.MEASURED for t in trials)
 
 
-def starts_failed(trials: list[TrialRecord]) -> bool:
-    """More than MAX_FAILED_STARTS configurations failed to start or run, and none was ever
-    benchmarked (the baseline's own failure stops a first run sooner; a resumed one ends here)."""
-    if any(t.outcome is Outcome.MEASURED for t in trials):
+_FAILING = (Outcome.DEPLOY_FAILED, Outcome.RUN_FAILED)
+
+
+def failed_starts(trials: list[TrialRecord]) -> list[TrialRecord]:
+    """The configurations besides the baseline that failed to start or run."""
+    return [t for t in trials if t.outcome in _FAILING and not t.baseline]
+
+
+def starts_failed(trials: list[TrialRecord], failed_before: int) -> bool:
+    """The baseline failed to start or run, nothing was ever benchmarked, and MAX_FAILED_STARTS
+    other configurations failed in this run (beyond the ``failed_before`` it began with): the run
+    that resumed after the baseline's failure ends here instead of restarting until n_trials."""
+    if any(t.outcome is Outcome.MEASURED for t in trials) or not any(
+            t.baseline and t.outcome in _FAILING for t in trials):
         return False
-    failed = [t for t in trials if t.outcome in (Outcome.DEPLOY_FAILED, Outcome.RUN_FAILED)
-              and not t.baseline]
-    return len(failed) >= MAX_FAILED_STARTS
+    return len(failed_starts(trials)) - failed_before >= MAX_FAILED_STARTS
 
 
 def out_of_time(measured: list[TrialRecord], started: float, timeout_s: float) -> bool:
