@@ -28,6 +28,7 @@ from tuner.core.errors import SpectuneError
 from tuner.store.keys import Key
 from tuner.store.optuna_private import queued_params, retried_from
 from tuner.store.resilient import ResilientRDBStorage, backoff, refused_for_good
+from tuner.study.branches import OUTSIDE
 
 HEARTBEAT_INTERVAL_S = 60
 HEARTBEAT_GRACE_S = 300
@@ -292,16 +293,18 @@ def recover_interrupted(study: optuna.Study) -> list[int]:
 MAX_RETRIES = 3
 
 
+#: What a queued point is, kept by its retry: the baseline (1.0), a reference point (adaptive,
+#: off) and whether it lies outside the space (the space then asks for its parameters as
+#: queued), and the flags it proposes (shown while it waits).
+_KEPT_BY_A_RETRY = (Key.BASELINE, Key.REFERENCE, OUTSIDE, Key.PARAMS_DECODED)
+
+
 def retry_attrs(trial: FrozenTrial) -> dict[str, Any]:
-    """What a trial's retry carries: where it comes from, whether it is the baseline (1.0), and the
-    flags it proposes."""
+    """What a trial's retry carries: where it comes from, and what it was queued as."""
     attrs: dict[str, Any] = {Key.RETRY_OF: trial.number}
-    if trial.user_attrs.get(Key.BASELINE):
-        attrs[Key.BASELINE] = True
-    # shown while it waits: the flags the interrupted trial proposed (its parameters are the
-    # space's encoding)
-    if trial.user_attrs.get(Key.PARAMS_DECODED):
-        attrs[Key.PARAMS_DECODED] = trial.user_attrs[Key.PARAMS_DECODED]
+    for key in _KEPT_BY_A_RETRY:
+        if trial.user_attrs.get(key):
+            attrs[key] = trial.user_attrs[key]
     return attrs
 
 
