@@ -193,17 +193,42 @@ def fitted(table: list[TrialRow], concurrencies: Sequence[int], best: int | None
     printed at least as wide as its narrowest form, because rich crops a table whose columns cannot
     shrink to the width — whole columns lost — where lines longer than the terminal only wrap."""
     roomy = _table(table, concurrencies, best, leader, compact=False)
-    if _fits(roomy, width):
+    if _fits(_stand_in(roomy), width):
         return roomy, width
     compact = _table(table, concurrencies, best, leader, compact=True)
-    if _fits(compact, width):
+    probe = _stand_in(compact)
+    if _fits(probe, width):
         return compact, width
     # the least width that holds it (a table gets no narrower by printing it wider)
-    low, high = width, max(width, _natural_width(compact))
+    low, high = width, max(width, _natural_width(probe))
     while low < high:
         middle = (low + high) // 2
-        low, high = (low, middle) if _fits(compact, middle) else (middle + 1, high)
+        low, high = (low, middle) if _fits(probe, middle) else (middle + 1, high)
     return compact, high
+
+
+def _stand_in(table: Any) -> Any:
+    """``table`` with only the rows that set its column widths — in each column, the one with the
+    longest line and the one with the longest word (all rich measures a column by) — so that
+    fitting a study of hundreds of trials renders a few rows, not all of them, each time."""
+    from rich.cells import cell_len
+    from rich.table import Table
+
+    cells = [[str(cell) for cell in column.cells] for column in table.columns]
+    rows = len(cells[0]) if cells else 0
+
+    def widest(column: list[str], parts: Callable[[str], list[str]]) -> int:
+        return max(range(rows), key=lambda i: max(map(cell_len, parts(column[i])), default=0))
+
+    keep = {widest(column, parts) for column in cells if rows
+            for parts in (str.splitlines, str.split)}
+    out = Table(show_lines=False, header_style=table.header_style, padding=table.padding)
+    for column in table.columns:
+        out.add_column(column.header, justify=column.justify, no_wrap=column.no_wrap,
+                       min_width=column.min_width, overflow=column.overflow)
+    for i in sorted(keep):
+        out.add_row(*(column[i] for column in cells))
+    return out
 
 
 #: The narrowest a text column (status, what SGLang runs, the failure) may wrap to in the roomy
