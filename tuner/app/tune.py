@@ -72,10 +72,18 @@ class TuneOutcome:
     # of ``measured``, how many ran the benchmark (not a failed start or run)
     benchmarked: int | None = None
 
-    @property
-    def nothing_measured(self) -> bool:
-        """No trial of the study ran its benchmark: every start or run failed."""
-        return (self.measured if self.benchmarked is None else self.benchmarked) == 0
+    def why_nothing_measured(self) -> str | None:
+        """Why no trial of the study ran its benchmark (exit 7), or None when one did."""
+        if (self.measured if self.benchmarked is None else self.benchmarked) != 0:
+            return None
+        if self.stopped_by is StopReason.BASELINE_FAILED:
+            return "the baseline failed to start or to run, and the study stopped there"
+        if self.stopped_by is StopReason.STARTS_FAILED:
+            return ("every configuration tried failed to start or run, and the study stopped: the "
+                    "setup (model, GPUs, the server command) is what fails")
+        if self.measured:
+            return "every start or run failed"
+        return f"no configuration was deployed (stopped: {self.stopped_by})"
 
     def counts_text(self) -> str:
         """``12 measured trials``, or what the trials that used the server came to when some did not

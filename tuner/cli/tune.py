@@ -37,8 +37,9 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
     the result. At the end the best configuration is printed as a launch command and the target is
     left as [finish] says; then the per-phase change against the baseline, what was done to the
     target, and where the database, the server logs and the report (written at the end) are. Exit
-    codes: 0 done, 2 bad study file, 3 target unreachable, 4 storage failing, 5 study in use, 7
-    nothing measured (the baseline or every configuration failed to start or run),
+    codes: 0 done, 2 bad study file, 3 target unreachable, 4 storage failing, 5 study in use, 6
+    the baseline interrupted on every retry, 7 nothing measured (the baseline or every
+    configuration failed to start or run),
     130/143 interrupted (resume by running the same command).
     """
     from tuner.app.tune import run_study
@@ -60,15 +61,9 @@ def command(study: str, n_trials: int | None, timeout: str | None, confirm: int,
         outcome = run_study(spec, n_trials=n_trials, timeout_s=timeout_s,
                             console=make_console(stderr=True), confirm=confirm, repeats=repeats)
         _report(spec, outcome, report, no_report)
-    if outcome.nothing_measured:
+    if (why := outcome.why_nothing_measured()) is not None:
         from tuner.core.errors import NothingMeasured
 
-        why = {"baseline-failed": "the baseline failed to start or to run, and the study stopped "
-                                  "there",
-               "starts-failed": "every configuration tried failed to start or run, and the "
-                                "study stopped: the setup (model, GPUs, the server command) is "
-                                "what fails"
-               }.get(outcome.stopped_by, "every start or run failed")
         raise NothingMeasured(f"nothing was measured: {why} (`spectune trials {spec.path}` lists "
                               "each trial's failure)")
 
