@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 from typing import Any
 
 from tuner.sglang import versions
@@ -264,8 +265,10 @@ def _param(problems: Problems, where: str, spec: OptionSpec, value: SearchParam,
 
 
 def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
-             search: tuple[ParamSpec, ...]) -> dict[str, FlagValue]:
-    """``[baseline]``: the server's current value of every tuned flag."""
+             search: tuple[ParamSpec, ...], *,
+             named_in_search: Collection[str] = ()) -> dict[str, FlagValue]:
+    """``[baseline]``: the server's current value of every tuned flag (``named_in_search``: every
+    flag ``[search]`` names, normalised, those it refused among them)."""
     tuned = {p.flag: p for p in search}
     baseline: dict[str, FlagValue] = {}
     refused: set[str] = set()  # given, but refused: reported once, not again as missing
@@ -276,8 +279,9 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
             continue
         refused.add(spec.name)
         param = tuned.get(spec.name)
-        if param is None and any(f": search.{key}" in line for line in problems.lines):
-            continue  # its [search] entry was refused already
+        if param is None and (spec.name in named_in_search
+                              or normalize_flag(key) in named_in_search):
+            continue  # its [search] entry was refused already (under whatever spelling)
         if param is None:
             problems.add(where, f"{spec.name} is not tuned in [search]; fixed flags belong in "
                                 "[server.flags]")

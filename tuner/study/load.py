@@ -27,7 +27,7 @@ from tuner.core.errors import StudyFileError
 from tuner.core.fields import did_you_mean
 from tuner.sglang import versions
 from tuner.sglang.hardware import Hardware
-from tuner.sglang.options import OptionTable
+from tuner.sglang.options import OptionTable, normalize_flag
 from tuner.study import consistency, flags, precision
 from tuner.study.checks import CheckSection
 from tuner.study.models import (
@@ -115,6 +115,8 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     target = _target(problems, raw.get("target"), context)
     server = _section(problems, raw, "server", ServerSection, context)
     search = _search_section(problems, raw, context)
+    # every flag [search] names, read or refused (the baseline's check tells one from the other)
+    search_keys = list(raw["search"]) if isinstance(raw.get("search"), dict) else []
     baseline = _section(problems, raw, "baseline", dict[str, Any], context)
     benchmark = _section(problems, raw, "benchmark", BenchmarkSection, context)
     objective_section = _section(problems, raw, "objective", ObjectiveSection, context)
@@ -135,7 +137,8 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     # Checks across sections run only on sections that were read: on a refused one's defaults
     # they would report what is not there ("not tuned in [search]" for every baseline flag).
     if search is not None:
-        baseline_flags = flags.baseline(problems, baseline or {}, table, params)
+        baseline_flags = flags.baseline(problems, baseline or {}, table, params,
+                                        named_in_search={normalize_flag(k) for k in search_keys})
     else:
         baseline_flags = {}
     benchmark_problems = list(benchmark.check()) if benchmark is not None else []
@@ -143,8 +146,10 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
         problems.add(f"benchmark.{key}", problem)
     benchmark_spec = (benchmark or BenchmarkSection()).to_spec()
     # the phases the weights and constraints name exist only in a [benchmark] that was read
-    objective_spec = objective(problems, objective_section or ObjectiveSection(), benchmark_spec,
-                               phases_known=benchmark is not None and not benchmark_problems)
+    objective_spec = objective(
+        problems, objective_section or ObjectiveSection(), benchmark_spec,
+        phases_known=benchmark is not None and not any(
+            key.startswith("phases") for key, _ in benchmark_problems))
     if benchmark is not None and benchmark.ci_target is not None:
         stated = [p.requests for p in benchmark.phases] if benchmark.phases else [None] * len(
             benchmark_spec.phases)
@@ -153,7 +158,8 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     # SGLang's all-three-or-none rule reads the whole set of speculative flags: not with a part of
     # them refused already
     if server is not None and search is not None and not any(
-            f": {section}." in line for line in problems.lines for section in ("search", "server")):
+            problems.about(section, mentioning="speculative")
+            for section in ("search.", "server.flags.")):
         consistency.speculative_completeness(problems, server_flags, params)
     if target is not None and len(target.listed_hosts()) > 1 and settings.storage.startswith(
         "sqlite"):

@@ -12,9 +12,15 @@ class Problems:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lines: list[str] = []
+        self.keys: list[str] = []  # the key of each line, as written
 
     def add(self, key: str, problem: str) -> None:
+        self.keys.append(key)
         self.lines.append(f"{self.path}: {key}: {problem}")
+
+    def about(self, prefix: str, *, mentioning: str = "") -> bool:
+        """Whether a problem was found under ``prefix`` (a key naming ``mentioning``, if given)."""
+        return any(k.startswith(prefix) and mentioning in k for k in self.keys)
 
     def __bool__(self) -> bool:
         return bool(self.lines)
@@ -24,4 +30,5 @@ class Collect(Problems):
     """Problems without the file/key prefix, for text that did not come from a study file."""
 
     def add(self, key: str, problem: str) -> None:
+        self.keys.append(key)
         self.lines.append(problem)
