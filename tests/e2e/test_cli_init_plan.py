@@ -224,7 +224,8 @@ def test_init_never_writes_a_file_that_would_not_validate(tmp_path: Path) -> Non
     assert result.exit_code == 2
     assert result.stderr == (f"error: {path} (as written by init): server.flags.speculative-"
                              "algorithm: 'BOGUS' is not a speculative algorithm SGLang knows "
-                             "(EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK, UNO)\n")
+                             "(those of the releases spectune knows: EAGLE, EAGLE3, NEXTN, "
+                             "STANDALONE, NGRAM, DFLASH, DSPARK, UNO)\n")
     assert path.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
 
 

@@ -98,8 +98,8 @@ def _semantic_problem(spec: OptionSpec, value: Any) -> str | None:
             and value.upper() not in SPECULATIVE_ALGORITHMS:
         # SGLang's argparse takes any string and fails at start-up ("Unknown speculative
         # algorithm name"): every configuration would be refused, one by one
-        return (f"{value!r} is not a speculative algorithm SGLang knows "
-                f"({', '.join(SPECULATIVE_ALGORITHMS)})")
+        return (f"{value!r} is not a speculative algorithm SGLang knows (those of the releases "
+                f"spectune knows: {', '.join(SPECULATIVE_ALGORITHMS)})")
     # aliases and renames alike
     spellings = [s for opt in spec.opts for s in versions.same_setting(opt)]
     bounds = next((SEMANTIC_BOUNDS[s] for s in spellings if s in SEMANTIC_BOUNDS), None)

@@ -161,6 +161,10 @@ def telling_line(text: str, limit: int = 300) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
-    telling = next((line for line in reversed(lines) if "Error" in line or "out of memory" in line),
-                   lines[-1])
+    telling = next((line for line in reversed(lines) if _TELLING.search(line)), lines[-1])
     return telling[:limit]
+
+
+#: What a line that says what went wrong contains (``ModuleNotFoundError: …``, ``error: …``,
+#: ``Permission denied``, ``Unit sglang.service not found.``, ``CUDA out of memory``).
+_TELLING = re.compile(r"error|denied|not found|out of memory|no such|refused", re.IGNORECASE)
