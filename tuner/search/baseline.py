@@ -83,31 +83,35 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *
         return
     if not study.get_trials(deepcopy=False):
         baseline = space.encode(spec.baseline)
-        _queue(study, space, baseline, {Key.BASELINE: True})
+        at = space.locate(baseline)
+        # the designed start, then the branch starts and SGLang's own choices (``outside``: also
+        # those outside the space, tuner/search/references.py)
+        points: list[tuple[dict[str, Any], dict[str, Any]]] = [
+            (params, {}) for params in (designed_start(space, at) if designed else [])]
+        points += comparison_points(space, spec, at, outside=outside)
+        first, *rest = _with_proposed_flags(space, [(baseline, {Key.BASELINE: True}), *points])
+        study.enqueue_trial(first[0], user_attrs=first[1])
         fault_point("after_baseline_enqueue")
         # (a kill here loses only the designed start: the sampler's own start-up points take its
         # place)
-        at = space.locate(baseline)
-        for params in designed_start(space, at) if designed else []:
-            _queue(study, space, params, {})
-        # branch starts and SGLang's own choices (``outside``: also those outside the space,
-        # tuner/search/references.py)
-        for params, attrs in comparison_points(space, spec, at, outside=outside):
-            _queue(study, space, params, attrs)
+        for params, attrs in rest:
+            study.enqueue_trial(params, user_attrs=attrs)
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
 
 
-def _queue(study: optuna.Study, space: SearchSpace, params: dict[str, Any],
-           attrs: Mapping[str, Any]) -> None:
-    """Queue ``params`` with the flag values they propose (what ``trials`` and ``trial N`` show of
-    a trial still waiting: it has not been proposed yet, and its parameters are the space's
+def _with_proposed_flags(space: SearchSpace, points: list[tuple[dict[str, Any], dict[str, Any]]]
+                         ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each point's attributes with the flag values it proposes: what ``trials`` and ``trial N``
+    show of a trial still waiting (it has not been proposed yet, and its parameters are the space's
     encoding)."""
-    try:
-        values = dict(space.decode(params).values)
-    except (KeyError, ValueError):  # a reference outside the space: shown once it runs
-        values = {}
-    study.enqueue_trial(params, user_attrs={**attrs, **({Key.PARAMS_DECODED: values}
-                                                        if values else {})})
+    out = []
+    for params, attrs in points:
+        try:
+            values = dict(space.decode(params).values)
+        except (KeyError, ValueError):  # a reference outside the space: shown once it runs
+            values = {}
+        out.append((params, {**attrs, **({Key.PARAMS_DECODED: values} if values else {})}))
+    return out
 
 
 class BaselineNotMeasured(SpectuneError):
