@@ -41,6 +41,7 @@ def ask(base_url: str, path: str, timeout_s: float) -> int | str:
     deadline, which wakes whichever blocking read http.client is in.
     """
     deadline = time.monotonic() + timeout_s
+    late = f"no complete answer within {timeout_s:g} s"
     parts = urlsplit(base_url)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -80,12 +81,10 @@ def ask(base_url: str, path: str, timeout_s: float) -> int | str:
             received += len(piece)
         # the watchdog cut the body short: not a complete answer in time
         if time.monotonic() > deadline:
-            return f"no complete answer within {timeout_s:g} s"
+            return late
         return response.status
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        if time.monotonic() > deadline:
-            return f"no complete answer within {timeout_s:g} s"
-        return _reason(exc)
+        return late if time.monotonic() > deadline else _reason(exc)
     finally:
         watchdog.cancel()
         if conn is not None:

@@ -84,6 +84,11 @@ class TrialView:
         return self.record.skipped_phases
 
     @property
+    def ended(self) -> bool:
+        """Finished, one way or another (not waiting in the queue, not running)."""
+        return self.state in ("COMPLETE", "FAIL")
+
+    @property
     def feasible(self) -> bool:
         return self.record.complete and not self.violations
 

@@ -85,8 +85,9 @@ def _not_comparable(ranking: Ranking, kinds: list[str]) -> list[str]:
     breaks a constraint, or lacks a phase these weights need) — rather than leaving it out."""
     lines = []
     for kind in kinds:
+        # one still running is not yet a verdict
         tried = [t for t in ranking.trials if t.config is not None and kind_of(t) == kind
-                 and t.state in ("COMPLETE", "FAIL")]  # one still running is not yet a verdict
+                 and t.ended]
         if tried:
             view = tried[0]
             why = view.failure or view.status

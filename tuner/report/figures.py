@@ -311,7 +311,7 @@ def failures(ranking: Ranking, tuned_flags: Sequence[str]) -> go.Figure | None:
         return None
     axes = failure_axes(ranking, tuned_flags)
     # trials that ended: one still waiting in the queue (or running) has neither failed nor not
-    ended = [t for t in ranking.trials if t.state in ("COMPLETE", "FAIL")
+    ended = [t for t in ranking.trials if t.ended
              and t.outcome is not Outcome.TAKEN]  # taken: another worker's to measure
     title = (f"Failures: {', '.join(f'{k} {n}' for k, n in counts.most_common())} of "
              f"{len(ended)} trials")

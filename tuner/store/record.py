@@ -38,8 +38,8 @@ from optuna.trial import FrozenTrial, TrialState
 from objectives.confidence import Interval
 from objectives.scoring import PhaseMetrics
 from tuner.sglang.launch import ServerConfig
-from tuner.store.confirmed import Confirmed, stored_stage
-from tuner.store.keys import Key
+from tuner.store.confirmed import Confirmed, confirmations
+from tuner.store.keys import Key, StudyKey
 from tuner.store.phases import decode_phases, encode_phases, skip_bounds
 from tuner.targets.base import FailureCause
 from tuner.targets.classify import cause_of
@@ -327,8 +327,7 @@ def _rejected_by(outcome: Outcome | None, attrs: Mapping[str, Any]) -> RejectedB
 def records(study: optuna.Study, states: tuple[TrialState, ...] | None = None) -> list[TrialRecord]:
     """Every trial of ``study`` (or those in ``states``), by number, with its confirmation runs
     attached."""
-    stage = stored_stage(study)
-    confirmed = stage.confirmed() if stage is not None else {}
+    confirmed = confirmations(study.user_attrs.get(StudyKey.CONFIRMATION))
     out = [TrialRecord.from_stored(t) for t in study.get_trials(deepcopy=False, states=states)]
     return [dataclasses.replace(r, confirmed=confirmed[r.number]) if r.number in confirmed else r
             for r in out]

@@ -18,9 +18,10 @@ from tuner.study.spec import ParamSpec, StudySpec
 
 def speculative_completeness(problems: Problems, flags: dict[str, FlagValue],
                               search: tuple[ParamSpec, ...]) -> None:
-    """SGLang's all-three-or-none rule, checked on the study as a whole (fixed or tuned)."""
-    if any(".speculative-algorithm" in line for line in problems.lines):
-        # the algorithm was refused already: what follows from its absence would only repeat it
+    """SGLang's all-three-or-none rule, checked on the study as a whole (fixed or tuned) — not
+    with a speculative flag refused already: what follows from its absence would only repeat it."""
+    if any(problems.about(section, mentioning="speculative")
+           for section in ("search.", "server.flags.")):
         return
     present = set(flags) | {p.flag for p in search}
     tree = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")

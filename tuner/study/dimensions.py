@@ -108,19 +108,17 @@ def draft_from_fraction(d: Dimension, position: int, steps: int, topk: int) -> i
     return low + round(position * (cap - low) / d.high)
 
 
-def fraction_for_draft(d: Dimension, draft: int, steps: int, topk: int) -> int | None:
+def fraction_for_draft(d: Dimension, draft: int, steps: int, topk: int) -> int:
     """The position that decodes to ``draft`` draft tokens under this tree
-    (``draft_from_fraction``'s inverse); None when no position does (more than the tree verifies, or
-    outside the search range)."""
-    found = [p for p in range(d.low, d.high + 1) if draft_from_fraction(d, p, steps, topk) == draft]
-    return found[len(found) // 2] if found else None  # the middle of the positions that give it
-
-
-def nearest_fraction_for_draft(d: Dimension, draft: int, steps: int, topk: int) -> int:
-    """The position whose draft tokens come nearest ``draft`` under this tree (the larger on a tie):
-    for a count the tree cannot verify, its cap — what the rule that refuses it names."""
-    return min(range(d.low, d.high + 1),
-               key=lambda p: (abs(draft_from_fraction(d, p, steps, topk) - draft), -p))
+    (``draft_from_fraction``'s inverse; the middle of the positions that give it). A count the tree
+    cannot give (more than it verifies, or outside the search range) takes the last position of the
+    nearest count it can: for too many, its cap — what the rule that refuses it names — at the top
+    of the range, where a deeper tree verifies more."""
+    decoded = {p: draft_from_fraction(d, p, steps, topk) for p in range(d.low, d.high + 1)}
+    exact = [p for p, v in decoded.items() if v == draft]
+    if exact:
+        return exact[len(exact) // 2]
+    return max(decoded, key=lambda p: (-abs(decoded[p] - draft), p))
 
 
 def _decimals(step: float) -> int:

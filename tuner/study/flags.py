@@ -271,13 +271,13 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
     flag ``[search]`` names, normalised, those it refused among them)."""
     tuned = {p.flag: p for p in search}
     baseline: dict[str, FlagValue] = {}
-    refused: set[str] = set()  # given, but refused: reported once, not again as missing
+    given: set[str] = set()  # every flag named, refused or not: not reported again as missing
     for key, value in data.items():
         where = f"baseline.{key}"
         spec = _resolve_flag(problems, where, normalize_flag(key), table)
         if spec is None:
             continue
-        refused.add(spec.name)
+        given.add(spec.name)
         param = tuned.get(spec.name)
         if param is None and (spec.name in named_in_search
                               or normalize_flag(key) in named_in_search):
@@ -301,12 +301,11 @@ def baseline(problems: Problems, data: dict[str, Any], table: OptionTable,
               and not param.low <= value <= param.high):
             problems.add(where, f"{value} is outside the search range {param.low}..{param.high}")
             continue
-        refused.discard(spec.name)
         baseline[spec.name] = value
     algorithm = baseline.get("--speculative-algorithm", data.get("speculative-algorithm"))
     on_branch = [p for p in search if algorithm is None
                  or branches.applies(p.flag, branches.branch_of(algorithm))]
-    missing = [p.flag for p in on_branch if p.flag not in baseline and p.flag not in refused
+    missing = [p.flag for p in on_branch if p.flag not in given
                and p.flag not in _derived_when_topk1(baseline)]
     if baseline and missing:
         problems.add("baseline",

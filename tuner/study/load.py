@@ -155,11 +155,7 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
             benchmark_spec.phases)
         benchmark_spec = dataclasses.replace(benchmark_spec, phases=precision.with_target(
             benchmark_spec.phases, objective_spec.weights, benchmark.ci_target, stated))
-    # SGLang's all-three-or-none rule reads the whole set of speculative flags: not with a part of
-    # them refused already
-    if server is not None and search is not None and not any(
-            problems.about(section, mentioning="speculative")
-            for section in ("search.", "server.flags.")):
+    if server is not None and search is not None:
         consistency.speculative_completeness(problems, server_flags, params)
     if target is not None and len(target.listed_hosts()) > 1 and settings.storage.startswith(
         "sqlite"):

@@ -32,13 +32,7 @@ from tuner.sglang.options import OptionTable
 from tuner.sglang.parse import parse_server_args
 from tuner.study import branches
 from tuner.study.branches import Branch, BranchKind
-from tuner.study.dimensions import (
-    Dimension,
-    dimension_of,
-    draft_from_fraction,
-    fraction_for_draft,
-    nearest_fraction_for_draft,
-)
+from tuner.study.dimensions import Dimension, dimension_of, draft_from_fraction, fraction_for_draft
 from tuner.study.proposal import (
     ALGORITHM,
     DRAFT,
@@ -172,12 +166,10 @@ class SearchSpace:
         for d in dims:
             if (d.encoding == "draft-fraction" and d.flag in values and isinstance(steps, int)
                     and isinstance(topk, int)):
-                draft = int(values[d.flag])  # type: ignore[arg-type]
-                position = fraction_for_draft(d, draft, steps, topk)
-                # not under this tree (more than it verifies): the nearest it holds, so that the
-                # change said of it is the rule's cap, not a proportional neighbour
-                params[d.name] = (position if position is not None
-                                  else nearest_fraction_for_draft(d, draft, steps, topk))
+                # a count the tree cannot verify: its cap, so that the change said of it is the
+                # rule's, not a proportional neighbour's
+                params[d.name] = fraction_for_draft(
+                    d, int(values[d.flag]), steps, topk)  # type: ignore[arg-type]
         return params
 
     # ----- decoding -------------------------------------------------------------------------------
