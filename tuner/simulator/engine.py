@@ -93,6 +93,8 @@ class Engine:
         self.clock = clock or Clock(time_scale)
         # between a restart and going idle: arrivals are stamped as they come
         self._on_schedule = False
+        # the HTTP side's PrimedConnections.pending: a burst's sends are still to come (bursts.py)
+        self.burst_pending: Callable[[], bool] = lambda: False
         self._settle_s = (ARRIVAL_SETTLE_S
                           if time_scale > 1 and not isinstance(self.clock, VirtualClock) else 0.0)
         self.simulated_ms = 0.0  # the schedule's simulated time since start
@@ -284,7 +286,7 @@ class Engine:
         loop = asyncio.get_running_loop()
         give_up = loop.time() + ARRIVAL_SETTLE_MAX_S
         seen = -1
-        while seen != len(self._waiting) and loop.time() < give_up:
+        while (seen != len(self._waiting) or self.burst_pending()) and loop.time() < give_up:
             seen = len(self._waiting)
             await asyncio.sleep(self._settle_s)
 

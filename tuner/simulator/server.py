@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from tuner.simulator import faults, protocol
+from tuner.simulator.bursts import PrimedConnections
 from tuner.simulator.coalescing import EVENT_BUDGET_PER_S
 from tuner.simulator.config import ServerConfig
 from tuner.simulator.engine import (
@@ -62,6 +63,8 @@ class ServerState:
 class SimulatorApp:
     def __init__(self, state: ServerState) -> None:
         self.state = state
+        self.primed = PrimedConnections()
+        state.engine.burst_pending = self.primed.pending
 
     @property
     def engine(self) -> Engine:
@@ -72,7 +75,7 @@ class SimulatorApp:
         return self.state.config.served_model_name
 
     def build(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._connections])
         r = app.router
         r.add_get("/health", self.health)
         r.add_get("/health_generate", self.health)
@@ -90,6 +93,16 @@ class SimulatorApp:
         if self.state.config.args.get("enable_metrics"):
             r.add_get("/metrics", self.metrics)
         return app
+
+    @web.middleware
+    async def _connections(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """A GET leaves its connection primed for a burst, a generation uses it (bursts.py)."""
+        if request.method != "GET":
+            self.primed.used(request.transport)
+            return await handler(request)
+        response = await handler(request)
+        self.primed.prime(request.transport)
+        return response
 
     # ----- readiness ------------------------------------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:

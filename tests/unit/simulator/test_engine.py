@@ -14,7 +14,13 @@ from collections.abc import Sequence
 import pytest
 
 from tuner.simulator import ground_truth, model, text
-from tuner.simulator.clock import Clock, ScheduleStats, VirtualClock
+from tuner.simulator.clock import (
+    ARRIVAL_SETTLE_MAX_S,
+    ARRIVAL_SETTLE_S,
+    Clock,
+    ScheduleStats,
+    VirtualClock,
+)
 from tuner.simulator.config import ServerConfig, resolve
 from tuner.simulator.engine import Chunk, Engine, GenerationFailed, GenerationRequest
 from tuner.simulator.profile import Profile, load_profile
@@ -391,6 +397,36 @@ def test_a_burst_of_arrivals_settles_before_the_schedule_starts(profile: Profile
 
     (arrival_1, first_1), (arrival_2, first_2) = asyncio.run(run())
     assert arrival_1 == arrival_2 and first_1 == first_2
+
+
+@pytest.mark.parametrize("primed", [True, False])
+def test_a_burst_on_primed_connections_settles_across_a_stall_of_the_client(
+        profile: Profile, primed: bool) -> None:
+    """A client stalled between two sends of one burst for longer than ARRIVAL_SETTLE_S (a busy
+    host): while connections it opened for the burst are still unused (``burst_pending``) the
+    engine keeps waiting, so both requests are prefilled together; without them it starts with the
+    first alone."""
+    config = configure(profile)
+
+    async def run() -> list[tuple[float | None, float]]:
+        engine = Engine(profile, config, time_scale=10.0, seed=1)
+        sent: list[RequestHandle] = []
+        engine.burst_pending = lambda: primed and len(sent) < 2
+        engine.start()
+        await asyncio.sleep(0.01)  # the engine idles
+        sent.append(engine.submit(GenerationRequest(PROMPT, 16, ignore_eos=True)))
+        await asyncio.sleep(10 * ARRIVAL_SETTLE_S)  # the client is descheduled
+        sent.append(engine.submit(GenerationRequest(PROMPT, 16, ignore_eos=True)))
+        firsts = []
+        for handle in sent:
+            chunk = await anext(handle.chunks())
+            firsts.append((handle.arrival_s, chunk.at_s))
+        await engine.stop()
+        return firsts
+
+    (arrival_1, first_1), (arrival_2, first_2) = asyncio.run(run())
+    assert (arrival_1 == arrival_2 and first_1 == first_2) is primed
+    assert 10 * ARRIVAL_SETTLE_S < ARRIVAL_SETTLE_MAX_S  # the stall stays inside the bound
 
 
 class _HostClock(VirtualClock):
