@@ -34,6 +34,7 @@ class PrimedConnections:
 
     def prime(self, transport: asyncio.BaseTransport | None) -> None:
         if transport is not None:
+            self._prune()  # a server polled on new connections keeps no closed ones
             self._since[transport] = asyncio.get_running_loop().time()
 
     def used(self, transport: asyncio.BaseTransport | None) -> None:
@@ -43,7 +44,14 @@ class PrimedConnections:
 
     def pending(self) -> bool:
         """Is some connection still primed (open, GET less than PRIMED_FOR_S ago)?"""
+        self._prune()
+        return bool(self._since)
+
+    def __len__(self) -> int:
+        """Connections tracked (primed when last pruned)."""
+        return len(self._since)
+
+    def _prune(self) -> None:
         now = asyncio.get_running_loop().time()
         self._since = {t: at for t, at in self._since.items()
                        if now - at < PRIMED_FOR_S and not t.is_closing()}
-        return bool(self._since)
