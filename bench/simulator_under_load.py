@@ -63,6 +63,12 @@ class Live:
     max_lag_s: float
     mean_lag_s: float  # how late chunks left the simulator on average (caught-up lag included)
     wall_s: float
+    # (phase label, figure) -> modelled ms: the latency figures each phase reports
+    latency: tuple[tuple[tuple[str, str], float], ...] = ()
+
+
+#: The latency figures compared idle against loaded (modelled ms, on the schedule's stamps).
+LATENCY = ("ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "itl_mean_ms", "e2e_mean_ms")
 
 
 def _burn() -> None:
@@ -120,10 +126,14 @@ def live_run(argv: list[str], profile: str | None, scale: float, bench: Benchmar
     dropped = after["dropped_s"] - before["dropped_s"]
     phases = after["phases"] - before["phases"]
     failures = tuple(f"{p.label} {p.failure}" for p in result.phases if p.failure)
+    scaled = [p.at_time_scale(scale) for p in result.phases]
+    latency = tuple(((p.label, name), value) for p in scaled
+                    for name in LATENCY if (value := p.metric(name)) is not None)
     return Live(first.per_request_tok_s_mean or 0.0, last.aggregate_tok_s or 0.0,
                 last.client_aggregate_tok_s or last.aggregate_tok_s or 0.0, last.timebase, failures,
                 dropped / busy if busy else 0.0, after["max_lag_s"],
-                (after["lag_sum_s"] - before["lag_sum_s"]) / phases if phases else 0.0, wall)
+                (after["lag_sum_s"] - before["lag_sum_s"]) / phases if phases else 0.0, wall,
+                latency)
 
 
 def main() -> None:
@@ -185,6 +195,19 @@ def main() -> None:
               + (f"   runs: idle {[round(v, 1) for v in idle]} loaded "
                  f"{[round(v, 1) for v in loaded]}"
                  if args.repeat > 1 else ""))
+    print(f"\n{'latency (modelled ms)':26}{'idle':>9}{'loaded':>9}{'loaded/idle':>13}"
+          "   (means over the runs)")
+    for key in (k for k, _ in runs["idle"][0].latency):
+        idle = [dict(r.latency).get(key) for r in runs["idle"]]
+        loaded = [dict(r.latency).get(key) for r in runs["loaded"]]
+        if None in idle or None in loaded:
+            continue
+        mi = sum(v for v in idle if v is not None) / len(idle)
+        ml = sum(v for v in loaded if v is not None) / len(loaded)
+        ratio = ml / mi if mi else float("nan")
+        print(f"  {key[0] + ' ' + key[1]:24}{mi:9.1f}{ml:9.1f}{ratio:13.3f}"
+              + (f"   runs: idle {[round(v or 0.0, 1) for v in idle]} loaded "
+                 f"{[round(v or 0.0, 1) for v in loaded]}" if args.repeat > 1 else ""))
     for name, items in runs.items():
         for r in items:
             print(f"  {name}: C=64 {r.c64:.1f} on the {r.timebase}'s clock, {r.c64_arrival:.1f} by "
