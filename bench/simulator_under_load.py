@@ -42,11 +42,11 @@ from typing import Any
 from objectives.prompts import load_source
 from objectives.runner import PHASE_INDEX_STRIDE, run_benchmark
 from objectives.spec import BenchmarkSpec
-from tuner.sglang.launch import ServerConfig
 from tuner.simulator import ground_truth, replay, text
 from tuner.simulator.process import running_simulator
 from tuner.simulator.profile import load_profile
 from tuner.study.load import load_study_file
+from tuner.study.space import SearchSpace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,7 +148,12 @@ def main() -> None:
 
     spec = load_study_file(args.study)
     table = spec.option_table
-    argv = ServerConfig.build({**spec.server_flags, **spec.baseline}).argv(table)
+    # what `tune` deploys as the baseline, repairs included (a running-request cap of C, ...)
+    space = SearchSpace(spec, table)
+    deployed = space.decode(space.encode(spec.baseline)).config
+    if deployed is None:
+        raise SystemExit(f"{args.study}: the baseline is not deployable")
+    argv = deployed.argv(table)
     profile_name = getattr(spec.target.settings, "profile", None)
     scale = args.time_scale or float(getattr(spec.target.settings, "time_scale", 1.0))
     bench, workload = spec.benchmark, spec.benchmark.workload
