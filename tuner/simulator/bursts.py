@@ -8,7 +8,7 @@ moment without arrivals (``clock.ARRIVAL_SETTLE_S``). On a busy host the client 
 for longer than that between two sends of one burst — after its very first send, at worst — and
 the first prefill then holds one request instead of C: its TTFT drops from the whole burst's
 prefill to one request's, and a TTFT percentile that sits between the burst and the replacements
-(the p50 of a C=64 phase of 128 requests) moved by 40 % with the host's load.
+(the p50 of a C=64 phase of 128 requests) moved by up to 60 % with the host's load.
 
 A connection is *primed* from a GET until it carries a generation, is closed or ``PRIMED_FOR_S``
 passed; while any is, the settle keeps waiting (still bounded by ``ARRIVAL_SETTLE_MAX_S``). A

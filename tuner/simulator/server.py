@@ -96,12 +96,12 @@ class SimulatorApp:
 
     @web.middleware
     async def _connections(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """A GET leaves its connection primed for a burst, a generation uses it (bursts.py)."""
-        if request.method != "GET":
-            self.primed.used(request.transport)
-            return await handler(request)
+        """A GET leaves its connection primed for a burst once answered, and any request uses it (a
+        health check's own generation does not wait for its connection; bursts.py)."""
+        self.primed.used(request.transport)
         response = await handler(request)
-        self.primed.prime(request.transport)
+        if request.method == "GET":
+            self.primed.prime(request.transport)
         return response
 
     # ----- readiness ------------------------------------------------------------------------------
