@@ -1,12 +1,12 @@
 """Do the simulator's latency figures, as spectune measures them, agree with SGLang's own
 bench_serving?
 
-Starts the built-in simulator (the demo's baseline command line), measures a C=1 and a C=64 phase
-with spectune's load generator (``run_benchmark``: on the simulator's stamped schedule) and then the
-same prompts, in the same order, at the same concurrency with SGLang's bench_serving request
-function and ``calculate_metrics`` (bench/latency/bench_serving_driver.py, run under a real SGLang
-release's Python: see bench/sglang_versions/env.py), and prints TTFT, ITL and E2E (mean, p50, p90,
-p99) side by side with the difference.
+Starts the built-in simulator (the demo's model and flags with SGLang's default tree), measures a
+C=1 and a C=64 phase with spectune's load generator (``run_benchmark``: on the simulator's stamped
+schedule) and then the same prompts, in the same order, at the same concurrency with SGLang's
+bench_serving request function and ``calculate_metrics`` (bench/latency/bench_serving_driver.py, run
+under a real SGLang release's Python: see bench/sglang_versions/env.py), and prints TTFT, ITL and
+E2E (mean, p50, p90, p99) side by side with the difference.
 
 Run it on a quiet machine at time scale 1 (the default): bench_serving times on the client's clock,
 so at a time scale X every real millisecond the client itself spends counts X simulated ones in its
@@ -33,7 +33,8 @@ from objectives.spec import BenchmarkSpec, PhaseSpec, WorkloadSpec
 from tuner.simulator.process import running_simulator
 
 HERE = Path(__file__).resolve().parent
-#: The demo's baseline (studies/simulated.toml) as a command line.
+#: The demo's model and fixed flags (studies/simulated.toml) with SGLang's default tree for it
+#: (3/1/4), the running-request cap of C=64 as `tune` repairs it, graphs to 64, static 0.86.
 SIMULATOR_ARGS = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4",
                   "--speculative-algorithm", "EAGLE3",
                   "--speculative-draft-model-path", "Qwen/Qwen3.5-122B-A10B-EAGLE3",
