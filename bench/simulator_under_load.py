@@ -35,7 +35,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ class Live:
     mean_lag_s: float  # how late chunks left the simulator on average (caught-up lag included)
     wall_s: float
     # (phase label, figure) -> modelled ms: the latency figures each phase reports
-    latency: tuple[tuple[tuple[str, str], float], ...] = ()
+    latency: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 #: The latency figures compared idle against loaded (modelled ms, on the schedule's stamps).
@@ -127,8 +127,8 @@ def live_run(argv: list[str], profile: str | None, scale: float, bench: Benchmar
     phases = after["phases"] - before["phases"]
     failures = tuple(f"{p.label} {p.failure}" for p in result.phases if p.failure)
     scaled = [p.at_time_scale(scale) for p in result.phases]
-    latency = tuple(((p.label, name), value) for p in scaled
-                    for name in LATENCY if (value := p.metric(name)) is not None)
+    latency = {(p.label, name): value for p in scaled
+               for name in LATENCY if (value := p.metric(name)) is not None}
     return Live(first.per_request_tok_s_mean or 0.0, last.aggregate_tok_s or 0.0,
                 last.client_aggregate_tok_s or last.aggregate_tok_s or 0.0, last.timebase, failures,
                 dropped / busy if busy else 0.0, after["max_lag_s"],
@@ -202,17 +202,15 @@ def main() -> None:
                  if args.repeat > 1 else ""))
     print(f"\n{'latency (modelled ms)':26}{'idle':>9}{'loaded':>9}{'loaded/idle':>13}"
           "   (means over the runs)")
-    for key in (k for k, _ in runs["idle"][0].latency):
-        idle = [dict(r.latency).get(key) for r in runs["idle"]]
-        loaded = [dict(r.latency).get(key) for r in runs["loaded"]]
-        if None in idle or None in loaded:
-            continue
-        mi = sum(v for v in idle if v is not None) / len(idle)
-        ml = sum(v for v in loaded if v is not None) / len(loaded)
+    every_run = runs["idle"] + runs["loaded"]
+    for key in (k for k in runs["idle"][0].latency if all(k in r.latency for r in every_run)):
+        idle = [r.latency[key] for r in runs["idle"]]
+        loaded = [r.latency[key] for r in runs["loaded"]]
+        mi, ml = sum(idle) / len(idle), sum(loaded) / len(loaded)
         ratio = ml / mi if mi else float("nan")
         print(f"  {key[0] + ' ' + key[1]:24}{mi:9.1f}{ml:9.1f}{ratio:13.3f}"
-              + (f"   runs: idle {[round(v or 0.0, 1) for v in idle]} loaded "
-                 f"{[round(v or 0.0, 1) for v in loaded]}" if args.repeat > 1 else ""))
+              + (f"   runs: idle {[round(v, 1) for v in idle]} loaded "
+                 f"{[round(v, 1) for v in loaded]}" if args.repeat > 1 else ""))
     for name, items in runs.items():
         for r in items:
             print(f"  {name}: C=64 {r.c64:.1f} on the {r.timebase}'s clock, {r.c64_arrival:.1f} by "

@@ -10,10 +10,10 @@ the first prefill then holds one request instead of C: its TTFT drops from the w
 prefill to one request's, and a TTFT percentile that sits between the burst and the replacements
 (the p50 of a C=64 phase of 128 requests) moved by up to 60 % with the host's load.
 
-A connection is *primed* from a GET until it carries a generation, is closed or ``PRIMED_FOR_S``
-passed; while any is, the settle keeps waiting (still bounded by ``ARRIVAL_SETTLE_MAX_S``). A
-client that opens a connection per request (SGLang's bench_serving) primes none and sees the
-settle as before.
+A connection is *primed* from an answered GET until it carries another request, is closed or
+``PRIMED_FOR_S`` passed; while any is, the settle keeps waiting (still bounded by
+``ARRIVAL_SETTLE_MAX_S``). A client that opens a connection per request (SGLang's bench_serving)
+primes none and sees the settle as before.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ PRIMED_FOR_S = 0.5
 
 
 class PrimedConnections:
-    """Connections (their transports) whose last request was a GET, with when it came."""
+    """Connections (their transports) whose last request was an answered GET, with when."""
 
     def __init__(self) -> None:
         self._since: dict[asyncio.BaseTransport, float] = {}
@@ -38,7 +38,8 @@ class PrimedConnections:
             self._since[transport] = asyncio.get_running_loop().time()
 
     def used(self, transport: asyncio.BaseTransport | None) -> None:
-        """A generation arrived on this connection: its burst's send came."""
+        """A request arrived on this connection: it is busy (a burst's send came, or a GET that
+        primes it again once answered)."""
         if transport is not None:
             self._since.pop(transport, None)
 

@@ -116,7 +116,8 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     server = _section(problems, raw, "server", ServerSection, context)
     search = _search_section(problems, raw, context)
     # every flag [search] names, read or refused (the baseline's check tells one from the other)
-    search_keys = list(raw["search"]) if isinstance(raw.get("search"), dict) else []
+    named_in_search = ({normalize_flag(k) for k in raw["search"]}
+                       if isinstance(raw.get("search"), dict) else set())
     baseline = _section(problems, raw, "baseline", dict[str, Any], context)
     benchmark = _section(problems, raw, "benchmark", BenchmarkSection, context)
     objective_section = _section(problems, raw, "objective", ObjectiveSection, context)
@@ -138,7 +139,7 @@ def load_study_file(path: str | Path, table: OptionTable | None = None) -> Study
     # they would report what is not there ("not tuned in [search]" for every baseline flag).
     if search is not None:
         baseline_flags = flags.baseline(problems, baseline or {}, table, params,
-                                        named_in_search={normalize_flag(k) for k in search_keys})
+                                        named_in_search=named_in_search)
     else:
         baseline_flags = {}
     benchmark_problems = list(benchmark.check()) if benchmark is not None else []
