@@ -112,13 +112,7 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
                     and Key.CONFIG_KEY in t.user_attrs]
             # sim-b's worker has proposed its configuration and is deploying or measuring it
             if busy:
-                procs["sim-b"].send_signal(signal.SIGKILL)
-                procs["sim-b"].communicate(timeout=10)
-                # Read again after the kill: the trial seen running may have ended in the moment
-                # between that read and the signal, and the worker then died in its next trial.
-                victim_trial = [t.number for t in load(study).get_trials(deepcopy=False)
-                                if t.state == TrialState.RUNNING
-                                and t.user_attrs.get(Key.HOST) == "sim-b"]
+                victim_trial = _kill_if_mid_trial(procs["sim-b"], study, "sim-b")
         assert victim_trial, "no moment to kill a worker mid-trial"
         # its simulator outlives it, as a GPU server would
         orphan = server_pid(study, name, "sim-b")
@@ -171,6 +165,23 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str) -> None
     assert not orphan_left
     assert wait_gone(name) == []
     print(f"3 workers, {TRIALS} trials, one killed: {elapsed:.1f} s")
+
+
+def _kill_if_mid_trial(proc: Worker, study: Path, host: str) -> list[int] | None:
+    """SIGKILL the worker if, frozen, it holds a running trial; else let it go on (None).
+
+    The trial seen running a moment ago may have ended since. A worker frozen by SIGSTOP writes
+    nothing more, so what is read while it is stopped is what its death leaves behind: the kill
+    lands mid-trial, or not at all, whatever the machine's load."""
+    proc.send_signal(signal.SIGSTOP)
+    running = [t.number for t in load(study).get_trials(deepcopy=False)
+               if t.state == TrialState.RUNNING and t.user_attrs.get(Key.HOST) == host]
+    if not running:
+        proc.send_signal(signal.SIGCONT)
+        return None
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=10)
+    return running
 
 
 def _alive(pid: int) -> bool:
