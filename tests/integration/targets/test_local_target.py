@@ -35,7 +35,8 @@ def test_busy_port_fails_fast_with_a_clear_message(tmp_path: Path) -> None:
         started = time.monotonic()
         with pytest.raises(TargetUnavailable, match="already in use"):
             target.deploy(ServerConfig.build(FLAGS))
-        assert time.monotonic() - started < 1
+        # far below the 30 s start-up timeout (with room for a busy machine)
+        assert time.monotonic() - started < 10
 
 
 def test_a_server_command_that_fails_its_help_is_one_telling_line(tmp_path: Path) -> None:

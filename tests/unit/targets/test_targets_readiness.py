@@ -88,7 +88,7 @@ def test_an_exit_ends_the_wait_at_once(server: tuple[str, _State]) -> None:
                    else None)
     assert info.value.exit == ExitInfo(code=2)
     assert info.value.connected  # it had answered 503
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 10  # not the 30 s timeout (a busy machine is slow)
 
 
 def test_timeout_when_nothing_listens() -> None:
@@ -97,7 +97,8 @@ def test_timeout_when_nothing_listens() -> None:
         wait_ready("http://127.0.0.1:9", timeout_s=0.8, watch=alive,
                    policy=ReadinessPolicy(max_interval_s=0.2))
     assert info.value.exit is None and not info.value.connected
-    assert 0.8 <= time.monotonic() - started < 1.5
+    # the 0.8 s timeout, plus a margin for a busy machine: nothing keeps polling past it
+    assert 0.8 <= time.monotonic() - started < 5
 
 
 class Trickler:
