@@ -14,7 +14,7 @@ figures; spectune's figures come from the simulator's schedule and do not have t
 (docs/scoring.md, "Latency").
 
     .venv/bin/python bench/latency/vs_bench_serving.py [--time-scale 1] [--release 0.5.23]
-    [--c64-requests 128]
+    [--c64-requests 128] [--input-tokens 1024]
 """
 
 from __future__ import annotations
@@ -74,9 +74,14 @@ def main() -> None:
     parser.add_argument("--c1-requests", type=int, default=8)
     parser.add_argument("--c64-requests", type=int, default=128)
     parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--input-tokens", type=int, default=None,
+                        help="synthetic prompts of this many tokens (bench_serving's random "
+                             "dataset: 1024) instead of the built-in set (tens of tokens)")
     args = parser.parse_args()
-    workload = WorkloadSpec(api="generate", dataset="builtin", max_tokens=args.max_tokens,
-                            temperature=0.0, ignore_eos=True)
+    workload = WorkloadSpec(api="generate", max_tokens=args.max_tokens, temperature=0.0,
+                            ignore_eos=True,
+                            **({"dataset": "synthetic", "input_tokens": args.input_tokens}
+                               if args.input_tokens else {"dataset": "builtin"}))
     phases = (PhaseSpec(concurrency=1, requests=args.c1_requests, warmup=1),
               PhaseSpec(concurrency=64, requests=args.c64_requests, warmup=8))
     source = load_source(workload)
