@@ -231,7 +231,7 @@ class Engine:
                 self._on_schedule = False
                 self._wake.clear()
                 await self._wake.wait()
-                if self._settle_s:
+                if self._settle_s or self.burst_pending():
                     await self._settle()
                 self._restart()
             if self.faults.stuck(None, self.served):
@@ -283,12 +283,18 @@ class Engine:
                 r.handle.arrival_s = self.clock.timeline_s
 
     async def _settle(self) -> None:
+        # The quiet window only above time scale 1 (the real server sees real sends as they come);
+        # a burst announced by primed connections is waited for at every scale, so that a host
+        # stalling the client does not split it (bursts.py).
         loop = asyncio.get_running_loop()
         give_up = loop.time() + ARRIVAL_SETTLE_MAX_S
         seen = -1
-        while (seen != len(self._waiting) or self.burst_pending()) and loop.time() < give_up:
+        while loop.time() < give_up:
+            arriving = self._settle_s > 0 and seen != len(self._waiting)
+            if not arriving and not self.burst_pending():
+                break
             seen = len(self._waiting)
-            await asyncio.sleep(self._settle_s)
+            await asyncio.sleep(self._settle_s or ARRIVAL_SETTLE_S)
 
     async def _advance(self, cost_ms: float) -> None:
         self.simulated_ms += cost_ms

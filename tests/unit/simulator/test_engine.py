@@ -400,16 +400,17 @@ def test_a_burst_of_arrivals_settles_before_the_schedule_starts(profile: Profile
 
 
 @pytest.mark.parametrize("primed", [True, False])
+@pytest.mark.parametrize("time_scale", [1.0, 10.0])
 def test_a_burst_on_primed_connections_settles_across_a_stall_of_the_client(
-        profile: Profile, primed: bool) -> None:
+        profile: Profile, primed: bool, time_scale: float) -> None:
     """A client stalled between two sends of one burst for longer than ARRIVAL_SETTLE_S (a busy
     host): while connections it opened for the burst are still unused (``burst_pending``) the
     engine keeps waiting, so both requests are prefilled together; without them it starts with the
-    first alone."""
+    first alone. At every time scale: at 1 too, where there is no quiet window to wait for."""
     config = configure(profile)
 
     async def run() -> list[tuple[float | None, float]]:
-        engine = Engine(profile, config, time_scale=10.0, seed=1)
+        engine = Engine(profile, config, time_scale=time_scale, seed=1)
         sent: list[RequestHandle] = []
         engine.burst_pending = lambda: primed and len(sent) < 2
         engine.start()
