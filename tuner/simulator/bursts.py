@@ -12,8 +12,9 @@ prefill to one request's, and a TTFT percentile that sits between the burst and 
 
 A connection is *primed* from an answered GET until it carries another request, is closed or
 ``PRIMED_FOR_S`` passed; while any is, the settle keeps waiting (still bounded by
-``ARRIVAL_SETTLE_MAX_S``). A client that opens a connection per request (SGLang's bench_serving)
-primes none and sees the settle as before.
+``ARRIVAL_SETTLE_MAX_S``), at every time scale: at 1, where there is no quiet window, a stalled
+client split the first wave as well. A client that opens a connection per request (SGLang's
+bench_serving) primes none and sees the settle as before (none at all at time scale 1).
 """
 
 from __future__ import annotations
