@@ -149,8 +149,7 @@ def main() -> None:
     spec = load_study_file(args.study)
     table = spec.option_table
     # what `tune` deploys as the baseline, repairs included (a running-request cap of C, ...)
-    space = SearchSpace(spec, table)
-    deployed = space.decode(space.encode(spec.baseline)).config
+    deployed = SearchSpace(spec, table).baseline().config
     if deployed is None:
         raise SystemExit(f"{args.study}: the baseline is not deployable")
     argv = deployed.argv(table)

@@ -222,7 +222,7 @@ def true_scores(space: SearchSpace, measurer: Measurer, *,
     study's constraints, normalised by the baseline's truth exactly as a study normalises by its
     measured baseline. ``progress``: a progress bar on stderr over the space's raw points (rich)."""
     spec = space.spec
-    baseline = space.decode(space.encode(spec.baseline)).config if spec.baseline else None
+    baseline = space.baseline().config if spec.baseline else None
     metrics_by_key: dict[str, dict[int, dict[str, Any]]] = {}
     points: Iterable[dict[str, Any]] = space.points()
     if progress:

@@ -202,7 +202,7 @@ def _answers(landscape: object, spec: StudySpec) -> str:
         return "none"
     configs = [proposal.config for _, proposal in space.distinct_valid(ANSWERS_SAMPLE, seed=0)]
     if spec.baseline:
-        configs.insert(0, space.decode(space.encode(spec.baseline)).config)
+        configs.insert(0, space.baseline().config)
     digest = hashlib.sha256()
     for config in configs:
         score = true_score(config) if config is not None else None

@@ -25,7 +25,7 @@ def original_config(spec: StudySpec) -> ServerConfig:
         return plain
     space = SearchSpace(spec, spec.option_table)
     try:
-        proposal = space.decode(space.encode(spec.baseline))
+        proposal = space.baseline()
     except (KeyError, ValueError):  # a baseline value outside the search range: nothing to decode
         return plain
     return proposal.config if proposal.config is not None else plain

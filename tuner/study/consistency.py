@@ -103,7 +103,7 @@ def check_space_is_feasible(problems: Problems, spec: StudySpec, table: OptionTa
         reasons = "; ".join(f"{reason} ({n}×)" for reason, n in top)
         problems.add("search", f"no valid configuration in the search space: {reasons}")
     if spec.baseline:
-        proposal = space.decode(space.encode(spec.baseline))
+        proposal = space.baseline()
         if proposal.rejected:
             # refused for the reason every configuration is: said once, above
             if proposal.reason not in every_rejection:

@@ -224,6 +224,12 @@ class SearchSpace:
         start, the references) asks once."""
         return [self.decode(params) for params in points]
 
+    def baseline(self) -> Proposal:
+        """The study's ``[baseline]`` as a trial deploys it: through the space and back, so that the
+        same repairs apply (a running-request cap of C, a draft count the tree caps). Raises
+        ``KeyError``/``ValueError`` where a value lies outside the space, as ``encode`` does."""
+        return self.decode(self.encode(self.spec.baseline))
+
     def first_proposal(self, values: Mapping[str, FlagValue]) -> Proposal:
         """What a study deploys first: the configuration ``values`` (its baseline) when they cover
         the space and are valid, else the first valid point."""
