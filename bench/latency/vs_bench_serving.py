@@ -72,7 +72,8 @@ def main() -> None:
     parser.add_argument("--release", default="0.5.23",
                         help="the SGLang release whose bench_serving to run")
     parser.add_argument("--c1-requests", type=int, default=8)
-    parser.add_argument("--c64-requests", type=int, default=128)
+    parser.add_argument("--c64-requests", type=int, default=128,
+                        help="0 measures C=1 alone")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--input-tokens", type=int, default=None,
                         help="synthetic prompts of this many tokens (bench_serving's random "
@@ -83,7 +84,8 @@ def main() -> None:
                             **({"dataset": "synthetic", "input_tokens": args.input_tokens}
                                if args.input_tokens else {"dataset": "builtin"}))
     phases = (PhaseSpec(concurrency=1, requests=args.c1_requests, warmup=1),
-              PhaseSpec(concurrency=64, requests=args.c64_requests, warmup=8))
+              *([PhaseSpec(concurrency=64, requests=args.c64_requests, warmup=8)]
+                if args.c64_requests else []))
     source = load_source(workload)
     with tempfile.TemporaryDirectory() as tmp, running_simulator(
             SIMULATOR_ARGS, time_scale=args.time_scale, log_path=Path(tmp) / "sim.log",

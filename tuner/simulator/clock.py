@@ -29,7 +29,9 @@ previous phase produced): tests run the engine without any dependence on the hos
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 #: Catch up at most this much lag (real seconds); beyond it the schedule is given up and counted.
@@ -56,10 +58,27 @@ ARRIVAL_SETTLE_MAX_S = 0.1
 #: ``ground_truth`` assumes and as a real server sees a client whose reaction is short next to an
 #: iteration. A hold that times out (the client stopped sending: a phase's tail, an open loop) turns
 #: holding off until the next arrival, so a phase's tail costs one timeout, not one per iteration.
-#: 100 ms, not 50: beside 8 busy processes on 2 cores a client took longer than 50 ms to send its
-#: replacements in 1 C=64 phase of 8, and that phase's TTFT p50 read 8 % high; a timeout costs one
-#: phase's tail ~0.05 s more (bench/simulator_under_load.py).
-REPLACEMENT_HOLD_MAX_S = 0.1
+#: 250 ms, not 50 or 100: beside 8 busy processes on 2 cores a client took longer than 50 ms to
+#: send its replacements in 1 C=64 phase of 8 at time scale 25, and longer than 100 ms in 7 of 14
+#: C=64 phases run back to back at time scale 1 (0 of 10 with 250 ms); each such phase's TTFT p50
+#: read 4–19 % high. A timeout costs one phase's tail ~0.15 s more (bench/simulator_under_load.py).
+REPLACEMENT_HOLD_MAX_S = 0.25
+#: At time scale 1 or below, where a client timing on its own clock (bench_serving) can be compared
+#: with the stamps, a phase's chunks leave WALL_CLOCK_LEAD_S (real) before the phase ends on the
+#: schedule: what such a client spends on loopback HTTP — connecting, sending, the server reading
+#: the request, writing and the client parsing the chunk — measured 2.0–2.6 ms with bench_serving's
+#: client (a new connection per request) on a quiet 2-core host. It then measures the model's TTFT
+#: and E2E from its own send; without the lead it read ~2 ms more than the stamps, a quarter of a
+#: C=1 TTFT of the built-in prompts (~6 ms). The stamps, and so spectune's figures, do not move.
+#: A closed-loop client's next request then arrives at about the phase's end, as in the model.
+WALL_CLOCK_LEAD_S = 0.002
+#: ... and the last PRECISE_WAKE_S of each sleep is slept by a thread of the clock's own, which
+#: wakes the loop when it is done: asyncio on Linux sleeps in whole milliseconds (epoll), which
+#: woke the engine 0–1 ms late, 0.55 ms on average — jitter a wall-clock client saw on every chunk.
+#: A thread's sleep is precise to tens of microseconds and, unlike yielding to the loop until the
+#: moment comes, keeps no core busy meanwhile. Above time scale 1 a phase is shorter than this and
+#: a wall-clock client is not comparable anyway: the plain sleep stays.
+PRECISE_WAKE_S = 0.001
 #: Yields a virtual clock grants before each jump: enough for a client task to take a chunk from its
 #: queue, record it and send its next request.
 _VIRTUAL_YIELDS = 4
@@ -85,11 +104,15 @@ class Clock:
     """Real loop time. ``restart()`` when the engine wakes from idle, ``advance(cost_ms)`` per
     phase."""
 
-    def __init__(self, time_scale: float, tolerance_s: float = DEFAULT_TOLERANCE_S) -> None:
+    def __init__(self, time_scale: float, tolerance_s: float = DEFAULT_TOLERANCE_S,
+                 lead_s: float | None = None) -> None:
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
         self.time_scale = time_scale
         self.tolerance_s = tolerance_s
+        # A wall-clock client is comparable with the stamps at time scale 1 or below only.
+        self.wall_clock = time_scale <= 1.0
+        self.lead_s = (WALL_CLOCK_LEAD_S if self.wall_clock else 0.0) if lead_s is None else lead_s
         self.stats = ScheduleStats()
         self.deadline = 0.0
         # at ``deadline``: the end of the phase being slept through (or the last one)
@@ -97,9 +120,15 @@ class Clock:
         self._phase_start_s = 0.0  # the timeline where that phase began
         self._in_phase = False  # sleeping through a phase (arrivals wait for its end)
         self._started = False
+        self._precise: ThreadPoolExecutor | None = None  # made on the first precise sleep
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
+
+    def _waker(self) -> ThreadPoolExecutor:
+        if self._precise is None:
+            self._precise = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clock-waker")
+        return self._precise
 
     def restart(self) -> None:
         """The engine woke from idle: the schedule starts again now; the idle gap counts in the
@@ -160,14 +189,21 @@ class Clock:
         self.deadline = target
         self._in_phase = True
         try:
-            await self._sleep_until(target, now)
+            await self._sleep_until(target - self.lead_s, now)
         finally:
             self._in_phase = False
         return dropped
 
     async def _sleep_until(self, target: float, now: float) -> None:
         if target > now:
-            await asyncio.sleep(target - now)
+            if not self.wall_clock:
+                await asyncio.sleep(target - now)
+                return
+            if target - now > PRECISE_WAKE_S:
+                await asyncio.sleep(target - now - PRECISE_WAKE_S)
+            left = target - self.now()
+            if left > 0:  # the loop keeps serving I/O meanwhile
+                await asyncio.get_running_loop().run_in_executor(self._waker(), time.sleep, left)
         else:
             await asyncio.sleep(0)  # let the handlers write what the previous phase produced
 
@@ -189,7 +225,9 @@ class Clock:
             except TimeoutError:
                 break
         held = self.now() - start
-        self.deadline += held
+        # Only the time held past the deadline moves it: a hold that began early (the phase's
+        # chunks left ``lead_s`` ahead) spends its first part inside the schedule.
+        self.deadline += max(0.0, held - max(0.0, self.deadline - start))
         self.stats.held_s += held
         done = ready()
         if not done:
@@ -202,7 +240,7 @@ class VirtualClock(Clock):
     the host."""
 
     def __init__(self, time_scale: float = 1.0) -> None:
-        super().__init__(time_scale, tolerance_s=float("inf"))
+        super().__init__(time_scale, tolerance_s=float("inf"), lead_s=0.0)
         self._now = 0.0
 
     def now(self) -> float:
