@@ -71,7 +71,7 @@ REPLACEMENT_HOLD_MAX_S = 0.25
 #: and E2E from its own send; without the lead it read ~2 ms more than the stamps, a quarter of a
 #: C=1 TTFT of the built-in prompts (~6 ms). The stamps, and so spectune's figures, do not move.
 #: A closed-loop client's next request then arrives at about the phase's end, as in the model.
-WALL_CLOCK_LEAD_S = 0.002
+WALL_CLOCK_LEAD_S = 0.0023
 #: ... and the last PRECISE_WAKE_S of each sleep is slept by a thread of the clock's own, which
 #: wakes the loop when it is done: asyncio on Linux sleeps in whole milliseconds (epoll), which
 #: woke the engine 0–1 ms late, 0.55 ms on average — jitter a wall-clock client saw on every chunk.
