@@ -63,6 +63,8 @@ class Live:
     max_lag_s: float
     mean_lag_s: float  # how late chunks left the simulator on average (caught-up lag included)
     wall_s: float
+    # replacement holds that timed out (a phase's tail gives one or two; more: the client was late)
+    holds_timed_out: int
     # (phase label, figure) -> modelled ms: the latency figures each phase reports
     latency: dict[tuple[str, str], float] = field(default_factory=dict)
 
@@ -133,7 +135,7 @@ def live_run(argv: list[str], profile: str | None, scale: float, bench: Benchmar
                 last.client_aggregate_tok_s or last.aggregate_tok_s or 0.0, last.timebase, failures,
                 dropped / busy if busy else 0.0, after["max_lag_s"],
                 (after["lag_sum_s"] - before["lag_sum_s"]) / phases if phases else 0.0, wall,
-                latency)
+                after["holds_timed_out"] - before["holds_timed_out"], latency)
 
 
 def main() -> None:
@@ -215,7 +217,8 @@ def main() -> None:
             print(f"  {name}: C=64 {r.c64:.1f} on the {r.timebase}'s clock, {r.c64_arrival:.1f} by "
                   f"arrival; schedule given up {r.dropped_share:.1%} of busy time, largest lag "
                   f"{r.max_lag_s * 1000:.0f} ms, mean lag {r.mean_lag_s * 1000:.1f} ms, "
-                  f"benchmark wall {r.wall_s:.1f} s; failed: {', '.join(r.failures) or 'none'}")
+                  f"holds timed out {r.holds_timed_out}, benchmark wall {r.wall_s:.1f} s; "
+                  f"failed: {', '.join(r.failures) or 'none'}")
 
 
 if __name__ == "__main__":
