@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 #: Catch up at most this much lag (real seconds); beyond it the schedule is given up and counted.
@@ -72,9 +71,9 @@ REPLACEMENT_HOLD_MAX_S = 0.25
 #: C=1 TTFT of the built-in prompts (~6 ms). The stamps, and so spectune's figures, do not move.
 #: A closed-loop client's next request then arrives at about the phase's end, as in the model.
 WALL_CLOCK_LEAD_S = 0.0023
-#: ... and the last PRECISE_WAKE_S of each sleep is slept by a thread of the clock's own, which
-#: wakes the loop when it is done: asyncio on Linux sleeps in whole milliseconds (epoll), which
-#: woke the engine 0–1 ms late, 0.55 ms on average — jitter a wall-clock client saw on every chunk.
+#: ... and the last PRECISE_WAKE_S of each sleep is slept by a worker thread, which wakes the loop
+#: when it is done: asyncio on Linux sleeps in whole milliseconds (epoll), which woke the engine
+#: 0–1 ms late, 0.55 ms on average — jitter a wall-clock client saw on every chunk.
 #: A thread's sleep is precise to tens of microseconds and, unlike yielding to the loop until the
 #: moment comes, keeps no core busy meanwhile. Above time scale 1 a phase is shorter than this and
 #: a wall-clock client is not comparable anyway: the plain sleep stays.
@@ -120,15 +119,9 @@ class Clock:
         self._phase_start_s = 0.0  # the timeline where that phase began
         self._in_phase = False  # sleeping through a phase (arrivals wait for its end)
         self._started = False
-        self._precise: ThreadPoolExecutor | None = None  # made on the first precise sleep
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
-
-    def _waker(self) -> ThreadPoolExecutor:
-        if self._precise is None:
-            self._precise = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clock-waker")
-        return self._precise
 
     def restart(self) -> None:
         """The engine woke from idle: the schedule starts again now; the idle gap counts in the
@@ -203,7 +196,7 @@ class Clock:
                 await asyncio.sleep(target - now - PRECISE_WAKE_S)
             left = target - self.now()
             if left > 0:  # the loop keeps serving I/O meanwhile
-                await asyncio.get_running_loop().run_in_executor(self._waker(), time.sleep, left)
+                await asyncio.to_thread(time.sleep, left)
         else:
             await asyncio.sleep(0)  # let the handlers write what the previous phase produced
 

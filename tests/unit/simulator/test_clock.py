@@ -117,7 +117,7 @@ def test_the_last_millisecond_is_slept_by_a_thread_at_time_scale_1(
         monkeypatch: pytest.MonkeyPatch, time_scale: float, coarse: float,
         precise: float | None) -> None:
     """asyncio's timers wake in whole milliseconds on Linux; at time scale 1 no timer is asked to
-    reach into the sleep's last millisecond, which the clock's own thread sleeps; above it a single
+    reach into the sleep's last millisecond, which a worker thread sleeps; above it a single
     plain sleep stays (a phase is shorter than a millisecond there)."""
     timers: list[float] = []
     threads: list[float] = []
