@@ -182,13 +182,11 @@ def baseline_runs_first(study: optuna.Study) -> None:
     replace_waiting_pop(study, pop)
 
 
-def designed_start(space: SearchSpace, baseline: Mapping[str, Any] | Located
-                   ) -> list[dict[str, Any]]:
+def designed_start(space: SearchSpace, at: Located) -> list[dict[str, Any]]:
     """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes (and to the headroom
     flags), the baseline's values elsewhere (or a tree branch's start, ``shape_bases``); shapes that
     decode to the baseline or to each other, or are rejected, are left out. Empty without a tuned
-    tree. ``baseline``: its parameters, or where ``SearchSpace.locate`` found them."""
-    at = baseline if isinstance(baseline, Located) else space.locate(baseline)
+    tree. ``at``: the baseline, as ``SearchSpace.locate`` found it."""
     bases = [(dims, params) for dims, params in shape_bases(space, at)
              if any(d.name.split(".")[0] in _TREE for d in dims)]
     if not bases:

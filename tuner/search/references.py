@@ -21,7 +21,6 @@ count towards ``n_trials`` like every trial that uses the server:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from tuner.store.keys import Key
@@ -44,13 +43,11 @@ def reference_kind(branch: Branch | None) -> str | None:
     return None
 
 
-def comparison_points(space: SearchSpace, spec: StudySpec, baseline: Mapping[str, Any] | Located,
-                      *, outside: bool = True
+def comparison_points(space: SearchSpace, spec: StudySpec, at: Located, *, outside: bool = True
                       ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(parameters, user attributes) of the branch starts and references to queue, in order
     (``outside=False``: none outside the space — a bench landscape models the space's configurations
-    only). ``baseline``: its parameters, or where ``SearchSpace.locate`` found them."""
-    at = baseline if isinstance(baseline, Located) else space.locate(baseline)
+    only). ``at``: the baseline, as ``SearchSpace.locate`` found it."""
     reference = at.reference_algorithm
     wanted = [k for k in spec.study.compare if reference is not None]
     covered: set[str] = set()

@@ -21,9 +21,11 @@ Flags that are not speculative (memory, graphs, scheduling) apply on every branc
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tuner.study.dimensions import Dimension
 from tuner.study.spec import SPECULATION_OFF
 
 ALGORITHM = "--speculative-algorithm"
@@ -124,3 +126,44 @@ def applies(flag: str, branch: Branch) -> bool:
             return flag == DRAFT_TOKENS
         return branch.kind is BranchKind.STATIC and algorithm in TREE_ALGORITHMS
     return branch.kind is not BranchKind.NGRAM
+
+
+@dataclass(frozen=True)
+class BranchTable:
+    """A space's branches as its points ask for them, worked out once per space."""
+
+    #: Each ``speculative-algorithm`` choice's branch, in the study file's order (empty: the
+    #: algorithm is not tuned among choices).
+    branches: tuple[Branch, ...]
+    by_choice: Mapping[str, Branch]
+    #: The EAGLE-family algorithm SGLang's adaptive steps would run for this study (fixed, or the
+    #: first such choice), or None: the study has no EAGLE-family draft, and no reference trials.
+    reference_algorithm: str | None
+    #: The branch of each of SGLang's own choices by kind ("adaptive", "off"), with a reference
+    #: algorithm only.
+    references: Mapping[str, Branch]
+    #: Of the flags the space can set, those that apply on each branch above (choices and
+    #: references).
+    flags_on: Mapping[Branch, frozenset[str]]
+    #: The dimensions proposed on each branch above, the algorithm first.
+    dims_on: Mapping[Branch, tuple[Dimension, ...]]
+
+
+def branch_table(algorithm: Dimension | None, dimensions: Sequence[Dimension],
+                 fixed_algorithm: object | None, fixed_flags: Collection[str]) -> BranchTable:
+    """The branches of a space's ``dimensions``: one per choice of ``algorithm`` (none where it is
+    not tuned among choices), with ``fixed_algorithm`` the ``[server.flags]`` algorithm, if any,
+    and ``fixed_flags`` the flags ``[server.flags]`` sets."""
+    own = tuple(branch_of(c) for c in algorithm.choices) if algorithm is not None else ()
+    candidates = ([fixed_algorithm] if fixed_algorithm is not None
+                  else [b.algorithm for b in own if b.kind is BranchKind.STATIC])
+    reference = next((str(c) for c in candidates if str(c).upper() in ADAPTIVE_ALGORITHMS), None)
+    references = {kind: reference_branch(kind, reference)
+                  for kind in REFERENCE_KINDS} if reference is not None else {}
+    flags = {*fixed_flags, *(d.flag for d in dimensions), DRAFT_TOKENS}
+    flags_on = {b: frozenset(f for f in flags if applies(f, b))
+                for b in (*own, *references.values())}
+    lead = (algorithm,) if algorithm is not None else ()
+    dims_on = {b: (*lead, *(d for d in dimensions if d is not algorithm and d.flag in on))
+               for b, on in flags_on.items()}
+    return BranchTable(own, {b.choice: b for b in own}, reference, references, flags_on, dims_on)

@@ -66,25 +66,29 @@ class SearchSpace:
         self.algorithm = next(
             (d for d in self.dimensions if d.flag == ALGORITHM and d.encoding == "categorical"),
             None)
-        self.branches: tuple[Branch, ...] = tuple(
-            branches.branch_of(c)
-            for c in self.algorithm.choices) if self.algorithm is not None else ()
-        fixed = spec.server_flags.get(ALGORITHM)
-        choices = [fixed] if fixed is not None else [b.algorithm for b in self.branches
-                                                     if b.kind is BranchKind.STATIC]
-        self._reference = next(
-            (str(c) for c in choices if str(c).upper() in branches.ADAPTIVE_ALGORITHMS), None)
+        # What every point asks of its branch, worked out once here rather than per decode (a
+        # feasibility check decodes up to 10⁵ points).
+        self._branching = branches.branch_table(self.algorithm, self.dimensions,
+                                                spec.server_flags.get(ALGORITHM), spec.server_flags)
+        self.branches: tuple[Branch, ...] = self._branching.branches
+        self._reference = self._branching.reference_algorithm
 
     # ----- branches -------------------------------------------------------------------------------
     def branch(self, params: Mapping[str, Any]) -> Branch | None:
         """The branch a point is on (None: a space without branches, and not a reference trial)."""
-        reference = params.get(branches.REFERENCE)
-        algorithm = self.reference_algorithm()
-        if reference in branches.REFERENCE_KINDS and algorithm is not None:
-            return branches.reference_branch(str(reference), algorithm)
+        reference = self._branching.references.get(str(params.get(branches.REFERENCE)))
+        if reference is not None:
+            return reference
         if self.algorithm is None:
             return None
-        return branches.branch_of(params[self.algorithm.name])
+        return self._branch_named(params[self.algorithm.name])
+
+    def _branch_named(self, choice: object) -> Branch:
+        """The branch of one ``speculative-algorithm`` choice (``KeyError``: not a choice)."""
+        branch = self._branching.by_choice.get(str(choice))
+        if branch is None:
+            raise KeyError(f"{choice!r} is not a choice of {ALGORITHM.removeprefix('--')}")
+        return branch
 
     def reference_algorithm(self) -> str | None:
         """The EAGLE-family algorithm SGLang's adaptive steps would run for this study (fixed, or
@@ -95,11 +99,7 @@ class SearchSpace:
     def active(self, branch: Branch | None) -> tuple[Dimension, ...]:
         """The dimensions proposed on ``branch`` (all of them without branches), the algorithm
         first."""
-        if branch is None:
-            return self.dimensions
-        dims = tuple(d for d in self.dimensions if d is not self.algorithm
-                     and branches.applies(d.flag, branch))
-        return (self.algorithm, *dims) if self.algorithm is not None else dims
+        return self.dimensions if branch is None else self._branching.dims_on[branch]
 
     def covers(self, params: Mapping[str, Any]) -> bool:
         """Whether ``params`` give every dimension of their branch (of the space, without
@@ -118,8 +118,7 @@ class SearchSpace:
         return Located(
             dict(params), covers, branch, self.active(branch) if covers else self.dimensions,
             {b: self.active(b) for b in self.branches},
-            {kind: self.active(branches.reference_branch(kind, reference))
-             for kind in branches.REFERENCE_KINDS} if reference is not None else {}, reference)
+            {kind: self.active(b) for kind, b in self._branching.references.items()}, reference)
 
     def branch_sizes(self) -> dict[str, int]:
         return {b.choice: math.prod(d.size() for d in self.active(b)[1:]) for b in self.branches}
@@ -153,7 +152,7 @@ class SearchSpace:
         branches than the values' own, are left out."""
         dims = self.dimensions
         if self.algorithm is not None and ALGORITHM in values:
-            dims = self.active(branches.branch_of(values[ALGORITHM]))
+            dims = self.active(self._branch_named(values[ALGORITHM]))
         params = {d.name: d.encode(values[d.flag]) for d in dims if d.flag in values}
         # A draft-token count is a position in the range its tree allows: found under that tree, so
         # that a given value (the baseline's) decodes back to itself rather than to its proportional
@@ -161,7 +160,7 @@ class SearchSpace:
         steps = values.get(STEPS, self.spec.server_flags.get(STEPS))
         topk = values.get(TOPK, self.spec.server_flags.get(TOPK))
         if self.algorithm is not None and ALGORITHM in values and \
-                branches.branch_of(values[ALGORITHM]).kind is not BranchKind.STATIC:
+                self._branch_named(values[ALGORITHM]).kind is not BranchKind.STATIC:
             return params  # NGRAM's draft tokens are its own, not a tree's
         for d in dims:
             if (d.encoding == "draft-fraction" and d.flag in values and isinstance(steps, int)
@@ -190,7 +189,8 @@ class SearchSpace:
         flags: dict[str, FlagValue] = {**self.spec.server_flags, **values}
         repairs: list[str] = []
         if branch is not None:
-            flags = {k: v for k, v in flags.items() if branches.applies(k, branch)}
+            applicable = self._branching.flags_on[branch]
+            flags = {k: v for k, v in flags.items() if k in applicable}
             if branch.kind is BranchKind.ADAPTIVE:
                 flags[ALGORITHM] = str(branch.algorithm)
                 flags[branches.ADAPTIVE] = True
@@ -298,18 +298,13 @@ class SearchSpace:
             names |= {STEPS, TOPK, DRAFT, MAX_RUNNING}
         if any(b.kind is BranchKind.ADAPTIVE for b in self.branches):
             names.add(branches.ADAPTIVE)
-        own = self._options(names)
-        adaptive = self._options({branches.ADAPTIVE}) if self._reference is not None else []
-        return own, sorted(set(adaptive) - set(own))
-
-    def _options(self, names: set[str]) -> list[str]:
-        options: set[str] = set()
-        for name in names:
-            spec = self.table.lookup(name)
-            options.add(spec.name)
-            if spec.negation is not None:
-                options.add(spec.negation)
-        return sorted(options)
+        extra = {branches.ADAPTIVE} - names if self._reference is not None else set()
+        # one pass over the option table for both lists
+        specs = {name: self.table.lookup(name) for name in names | extra}
+        spelled = {name: {o.name, *([o.negation] if o.negation is not None else [])}
+                   for name, o in specs.items()}
+        own = set().union(*(spelled[n] for n in names))
+        return sorted(own), sorted(set().union(*(spelled[n] for n in extra)) - own)
 
     # ----- size and enumeration -------------------------------------------------------------------
     def raw_size(self) -> int:

@@ -95,7 +95,7 @@ def test_the_box_doubles_after_each_stall_and_only_the_samplers_own_trials_count
     spec = load_study_file(DEMO)
     space = SearchSpace(spec, load_option_table(spec.study.sglang_version))
     table = candidates(space)
-    start = 1 + len(designed_start(space, space.encode(spec.baseline)))
+    start = 1 + len(designed_start(space, space.locate(space.encode(spec.baseline))))
     queued_only = evaluate_search(spec, simulator_landscape(spec), n_trials=start, seed=0,
                                   sampler="greybox")
     # however the designed shapes scored
