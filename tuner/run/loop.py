@@ -127,10 +127,11 @@ def run_trials(study: optuna.Study, runner: TrialRunner, limits: Limits, storage
     baseline_runs_first(study)  # an interrupted baseline's retry runs before the designed start
     # A baseline that failed to start in an earlier run was reported then; a resumed study goes on
     # (the operator may have fixed the target) and scores against its first measured trial.
-    watch_baseline = limits.stop_on_failed_baseline and not baseline_failed(records(study))
+    trials = records(study)
+    watch_baseline = limits.stop_on_failed_baseline and not baseline_failed(trials)
     # failed starts before this run: a fixed target resumes, earlier failures are not held
     # against it
-    failed_before = len(failed_starts(records(study)))
+    failed_before = len(failed_starts(trials))
     free_in_a_row = 0
     failed_in_a_row = 0
     waiting = False
