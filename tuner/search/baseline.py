@@ -82,36 +82,26 @@ def enqueue_baseline(study: optuna.Study, space: SearchSpace, spec: StudySpec, *
     if not spec.baseline or study.user_attrs.get(StudyKey.BASELINE_ENQUEUED):
         return
     if not study.get_trials(deepcopy=False):
-        baseline = space.encode(spec.baseline)
-        at = space.locate(baseline)
+        at = space.locate(space.encode(spec.baseline))
         # the designed start, then the branch starts and SGLang's own choices (``outside``: also
         # those outside the space, tuner/search/references.py)
-        points: list[tuple[dict[str, Any], dict[str, Any]]] = [
-            (params, {}) for params in (designed_start(space, at) if designed else [])]
+        points: list[tuple[Proposal, dict[str, Any]]] = [
+            (p, {}) for p in (designed_start(space, at) if designed else [])]
         points += comparison_points(space, spec, at, outside=outside)
-        first, *rest = _with_proposed_flags(space, [(baseline, {Key.BASELINE: True}), *points])
-        study.enqueue_trial(first[0], user_attrs=first[1])
+        study.enqueue_trial(at.params, user_attrs={Key.BASELINE: True, **_proposed(at.proposal)})
         fault_point("after_baseline_enqueue")
         # (a kill here loses only the designed start: the sampler's own start-up points take its
         # place)
-        for params, attrs in rest:
-            study.enqueue_trial(params, user_attrs=attrs)
+        for proposal, attrs in points:
+            study.enqueue_trial(proposal.params, user_attrs={**attrs, **_proposed(proposal)})
     study.set_user_attr(StudyKey.BASELINE_ENQUEUED, True)
 
 
-def _with_proposed_flags(space: SearchSpace, points: list[tuple[dict[str, Any], dict[str, Any]]]
-                         ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each point's attributes with the flag values it proposes: what ``trials`` and ``trial N``
+def _proposed(proposal: Proposal | None) -> dict[str, Any]:
+    """The flag values a queued point proposes, as an attribute: what ``trials`` and ``trial N``
     show of a trial still waiting (it has not been proposed yet, and its parameters are the space's
     encoding)."""
-    out = []
-    for params, attrs in points:
-        try:
-            values = dict(space.decode(params).values)
-        except (KeyError, ValueError):  # a reference outside the space: shown once it runs
-            values = {}
-        out.append((params, {**attrs, **({Key.PARAMS_DECODED: values} if values else {})}))
-    return out
+    return {Key.PARAMS_DECODED: dict(proposal.values)} if proposal and proposal.values else {}
 
 
 class BaselineNotMeasured(SpectuneError):
@@ -182,7 +172,7 @@ def baseline_runs_first(study: optuna.Study) -> None:
     replace_waiting_pop(study, pop)
 
 
-def designed_start(space: SearchSpace, at: Located) -> list[dict[str, Any]]:
+def designed_start(space: SearchSpace, at: Located) -> list[Proposal]:
     """``DESIGNED_SHAPES`` applied to the tree dimensions the space tunes (and to the headroom
     flags), the baseline's values elsewhere (or a tree branch's start, ``shape_bases``); shapes that
     decode to the baseline or to each other, or are rejected, are left out. Empty without a tuned
@@ -196,14 +186,13 @@ def designed_start(space: SearchSpace, at: Located) -> list[dict[str, Any]]:
     if pool is not None:
         shapes[POOL_SHAPE] = pool
     # one question to the space for all of them; a shape is kept when it is valid and new
-    proposals = space.decode_all([at.params, *shapes])
-    seen = {_key(proposals[0])}
+    seen = {_key(at.proposal) if at.proposal is not None else None}
     out = []
-    for params, proposal in zip(shapes, proposals[1:], strict=True):
+    for proposal in space.decode_all(shapes):
         key = _key(proposal)
         if key is not None and key not in seen:
             seen.add(key)
-            out.append(params)
+            out.append(proposal)
     return out
 
 

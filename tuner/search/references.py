@@ -27,7 +27,7 @@ from tuner.store.keys import Key
 from tuner.study import branches
 from tuner.study.branches import Branch, BranchKind
 from tuner.study.dimensions import Dimension
-from tuner.study.proposal import Located
+from tuner.study.proposal import Located, Proposal
 from tuner.study.space import SearchSpace
 from tuner.study.spec import StudySpec
 
@@ -44,8 +44,8 @@ def reference_kind(branch: Branch | None) -> str | None:
 
 
 def comparison_points(space: SearchSpace, spec: StudySpec, at: Located, *, outside: bool = True
-                      ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(parameters, user attributes) of the branch starts and references to queue, in order
+                      ) -> list[tuple[Proposal, dict[str, Any]]]:
+    """(proposal, user attributes) of the branch starts and references to queue, in order
     (``outside=False``: none outside the space — a bench landscape models the space's configurations
     only). ``at``: the baseline, as ``SearchSpace.locate`` found it."""
     reference = at.reference_algorithm
@@ -73,7 +73,7 @@ def comparison_points(space: SearchSpace, spec: StudySpec, at: Located, *, outsi
         points.append((params, {Key.REFERENCE: kind, branches.OUTSIDE: True}))
     # one question to the space for all of them: which are valid
     valid = space.decode_all(params for params, _ in points)
-    return [point for point, proposal in zip(points, valid, strict=True)
+    return [(proposal, attrs) for (_, attrs), proposal in zip(points, valid, strict=True)
             if proposal.config is not None]
 
 

@@ -78,22 +78,23 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
                  raise_unreachable: bool = False) -> optuna.storages.BaseStorage:
     """An RDB storage with the settings an overnight study needs. ``raise_unreachable``: let a
     connection failure through as is, for a caller that retries it (``with_storage_retries``)."""
+    describe, label, sqlite_file = _outage(url), redact(url), sqlite_path(url)
     if url.startswith("sqlite"):
         try:
             # A generous busy timeout: a dashboard reading the same file must not crash the tuner.
-            return ResilientRDBStorage(url, describe=_outage(url), label=redact(url),
-                                       sqlite_file=sqlite_path(url),
+            return ResilientRDBStorage(url, describe=describe, label=label,
+                                       sqlite_file=sqlite_file,
                                        engine_kwargs={"connect_args": {"timeout": 30}})
         except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
             raise StorageUnavailable(
-                f"cannot open storage {redact(url)}: {first_line(exc)}") from None
+                f"cannot open storage {label}: {first_line(exc)}") from None
     for attempt in range(3):
         try:
             # the heartbeat is "experimental" since 2.8; a warning per worker is noise
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return ResilientRDBStorage(
-                    url, describe=_outage(url), label=redact(url),
+                    url, describe=describe, label=label,
                     engine_kwargs={"pool_pre_ping": True,
                                    "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}},
                     heartbeat_interval=heartbeat_interval_s,
@@ -109,7 +110,7 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
             # look finds them made.
             if attempt == 2:
                 raise StorageUnavailable(
-                    f"cannot open storage {redact(url)}: {first_line(exc)}") from None
+                    f"cannot open storage {label}: {first_line(exc)}") from None
             time.sleep(0.3 * (attempt + 1))
         except _sqlalchemy_error():
             if raise_unreachable:
@@ -117,7 +118,7 @@ def make_storage(url: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
             raise_unavailable(url)
         except Exception as exc:  # sqlalchemy raises many types; all mean "cannot open"
             raise StorageUnavailable(
-                f"cannot open storage {redact(url)}: {first_line(exc)}") from None
+                f"cannot open storage {label}: {first_line(exc)}") from None
     raise AssertionError("unreachable")
 
 

@@ -102,6 +102,8 @@ class Located:
     reference_dims: Mapping[str, tuple[Dimension, ...]]
     #: The EAGLE-family algorithm SGLang's adaptive steps would run (None: no reference trials).
     reference_algorithm: str | None
+    #: The point decoded (None: it does not give every dimension of its branch).
+    proposal: Proposal | None
 
 
 def effective_key(config: ServerConfig, effective: dict[str, Any]) -> str:

@@ -110,15 +110,16 @@ class SearchSpace:
 
     def locate(self, params: Mapping[str, Any]) -> Located:
         """Where the point ``params`` stands, and the dimensions of every branch it could be
-        carried to (SGLang's own choices among them): all a designed start asks of the space."""
+        carried to (SGLang's own choices among them), with the point decoded where it covers its
+        branch: all a designed start asks of the space."""
         covers = self.covers(params)
         named = self.algorithm is not None and self.algorithm.name in params
         branch = self.branch(params) if named else None
-        reference = self._reference
         return Located(
             dict(params), covers, branch, self.active(branch) if covers else self.dimensions,
             {b: self.active(b) for b in self.branches},
-            {kind: self.active(b) for kind, b in self._branching.references.items()}, reference)
+            {kind: self.active(b) for kind, b in self._branching.references.items()},
+            self._reference, self.decode(params) if covers else None)
 
     def branch_sizes(self) -> dict[str, int]:
         return {b.choice: math.prod(d.size() for d in self.active(b)[1:]) for b in self.branches}

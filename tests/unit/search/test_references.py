@@ -17,7 +17,7 @@ def test_one_start_per_other_branch_and_the_adaptive_and_off_ones_are_the_refere
     spec = load_study_file(STUDIES / "speculation-branches.toml")
     space = SearchSpace(spec, load_option_table())
     baseline = space.encode(spec.baseline)
-    points = comparison_points(space, spec, space.locate(baseline))
+    points = [(p.params, a) for p, a in comparison_points(space, spec, space.locate(baseline))]
     chosen = [p["speculative-algorithm"] for p, _ in points]
     # the baseline's branch (EAGLE3) is the baseline
     assert chosen == ["EAGLE3-adaptive", "NGRAM", "off"]
@@ -35,7 +35,7 @@ def test_a_space_without_branches_gets_both_references_outside_it_unless_told_no
     spec = load_study_file(STUDIES / "simulated.toml")
     space = SearchSpace(spec, load_option_table())
     baseline = space.encode(spec.baseline)
-    points = comparison_points(space, spec, space.locate(baseline))
+    points = [(p.params, a) for p, a in comparison_points(space, spec, space.locate(baseline))]
     assert [(p[branches.REFERENCE], a[Key.REFERENCE], a[branches.OUTSIDE]) for p, a in points] == [
         ("adaptive", "adaptive", True), ("off", "off", True)]
     # a bench landscape's study

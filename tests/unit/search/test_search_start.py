@@ -45,7 +45,7 @@ def _start_values(spec: StudySpec) -> list[dict[str, Any]]:
     """The flag values of ``spec``'s designed start, shape by shape."""
     space = _space(spec)
     at = space.locate(space.encode(spec.baseline))
-    return [space.decode(p).values for p in designed_start(space, at)]
+    return [p.values for p in designed_start(space, at)]
 
 
 def _after_the_start(landscape: Callable[[StudySpec], MeasuredLandscape], seed: int,
@@ -55,7 +55,8 @@ def _after_the_start(landscape: Callable[[StudySpec], MeasuredLandscape], seed: 
     ran the baseline and the start."""
     spec = spec or load_study_file(SEED_SPACE)
     space = _space(spec)
-    designed = designed_start(space, space.locate(space.encode(spec.baseline)))
+    at = space.locate(space.encode(spec.baseline))
+    designed = [p.params for p in designed_start(space, at)]
     return space, designed, evaluate_search(spec, landscape(spec), n_trials=len(designed) + 1,
                                             seed=seed, sampler="tpe")
 
@@ -142,7 +143,7 @@ def test_a_baseline_without_a_tree_gets_the_designed_shapes_on_the_tree_branch(
     spec = replace(spec, baseline=baseline)
     space = SearchSpace(spec, load_option_table())
     at = space.locate(space.encode(baseline))
-    shapes = [space.decode(p).values for p in designed_start(space, at)]
+    shapes = [p.values for p in designed_start(space, at)]
     assert shapes and all(s["--speculative-algorithm"] == "EAGLE3" for s in shapes)
     trees = {(s["--speculative-num-steps"], s["--speculative-eagle-topk"]) for s in shapes}
     assert len(trees) >= 2  # a wide tree and a short chain
