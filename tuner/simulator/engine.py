@@ -49,6 +49,7 @@ from tuner.simulator.coalescing import (
     MIN_CHUNKS,
 )
 from tuner.simulator.config import ServerConfig
+from tuner.simulator.prefill import PrefillBatch, PrefillLimits, form_batch
 from tuner.simulator.profile import Profile
 from tuner.simulator.requests import (
     Chunk,
@@ -62,7 +63,6 @@ from tuner.simulator.running import Running, first_uniform, survival
 
 __all__ = ["Chunk", "Counters", "Engine", "GenerationFailed", "GenerationRequest", "RequestHandle",
            "SpecStats"]
-
 
 
 class Engine:
@@ -103,7 +103,9 @@ class Engine:
         self.iterations = 0  # decode iterations since start
         self._rng = random.Random(text.stable_hash("engine", seed))
         self._waiting: deque[Running] = deque()
-        self._running: list[Running] = []
+        self._running: list[Running] = []  # admitted: the chunked request, and those decoding
+        self._chunked: Running | None = None  # partly prefilled: the next prefill continues it
+        self._prefill_limits = PrefillLimits.of(config)
         self._kv_used = 0
         self._arrivals = 0
         self._internal_arrivals = 0
@@ -178,6 +180,7 @@ class Engine:
             writer=text.TokenWriter(self.seed, request.prompt,
                                     self.faults.faults.diverge_after_tokens),
             reserved=prompt_tokens + max(request.max_new_tokens, 1) + self.config.draft_tokens,
+            prefill_left=max(prompt_tokens, 1),
         ))
         self._wake.set()
         return handle
@@ -204,24 +207,20 @@ class Engine:
             self._survival_cache[key] = survival(self.profile, self.config, temperature, multiplier)
         return self._survival_cache[key]
 
-    def _admit(self) -> list[Running]:
-        admitted = []
-        capacity = self.config.max_total_num_tokens
-        while self._waiting:
-            head = self._waiting[0]
-            if head.cancelled:
-                self._waiting.popleft()
-                continue
-            if len(self._running) >= self.config.max_running_requests:
-                break
-            # A request larger than the whole pool still runs alone rather than wait forever.
-            if self._kv_used + head.reserved > capacity and self._running:
-                break
-            self._waiting.popleft()
-            self._running.append(head)
-            self._kv_used += head.reserved
-            admitted.append(head)
-        return admitted
+    def _prefill_batch(self) -> PrefillBatch:
+        batch = form_batch(self._prefill_limits, self._chunked, self._waiting, self._fits,
+                           self._start_running)
+        self._chunked = batch.chunked
+        return batch
+
+    def _fits(self, head: Running) -> bool:
+        # A request larger than the whole pool still runs alone rather than wait forever.
+        return len(self._running) < self.config.max_running_requests and (
+            self._kv_used + head.reserved <= self.config.max_total_num_tokens or not self._running)
+
+    def _start_running(self, r: Running) -> None:
+        self._running.append(r)
+        self._kv_used += r.reserved
 
     async def _loop(self) -> None:
         self._restart()
@@ -237,11 +236,10 @@ class Engine:
             if self.faults.stuck(None, self.served):
                 # requests and health checks go unanswered until stop()
                 await asyncio.Event().wait()
-            admitted = self._admit()
-            if admitted:
-                prompt = sum(r.handle.prompt_tokens for r in admitted)
-                await self._advance(model.prefill_ms(self.profile, prompt))
-                for r in admitted:
+            prefill = self._prefill_batch()
+            if prefill.tokens:
+                await self._advance(model.prefill_ms(self.profile, prefill.tokens))
+                for r in prefill.done:
                     if not r.cancelled:
                         self._emit(r, 1, stream=True)
                 if self._first_chunk_pause_s and not isinstance(self.clock, VirtualClock):
@@ -250,13 +248,16 @@ class Engine:
                     # and its decode speed would be undefined. The pause is lag the clock then
                     # catches up (docs/simulator.md).
                     await asyncio.sleep(self._first_chunk_pause_s)
+                if prefill.more:
+                    continue  # SGLang runs a prefill batch whenever it can form one (prefill.py)
             self._drop_cancelled()
-            if not self._running:
+            decoding = [r for r in self._running if not r.prefill_left]
+            if not decoding:
                 continue
-            batch = len(self._running)
+            batch = len(decoding)
             if self.faults.stuck(batch, self.served):
                 await asyncio.Event().wait()
-            context = sum(r.handle.prompt_tokens + r.generated for r in self._running)
+            context = sum(r.handle.prompt_tokens + r.generated for r in decoding)
             noise = self.profile.timing.noise
             self._steps = self.adaptive.steps_for(batch) if self.adaptive is not None else None
             ms = model.decode_iteration_ms(self.profile, self.config, batch, context,
@@ -326,9 +327,10 @@ class Engine:
         self.iterations += 1
         self._finished_in_iteration = 0
         error = self.config.runtime_error
-        batch = len(self._running)
+        decoding = [r for r in self._running if not r.prefill_left]
+        batch = len(decoding)
         corrects: list[float] = []
-        for r in list(self._running):
+        for r in decoding:
             if r.cancelled:
                 self._release(r)
                 continue
@@ -348,7 +350,7 @@ class Engine:
             # Coalescing never leaves a request with fewer than about MIN_CHUNKS chunks: with only
             # its first and last, a short request at a high time scale is over within a millisecond
             # and both chunks may reach the client in one read, leaving its decode speed undefined.
-            gap_ms = self._gap_ms_per_request * len(self._running)
+            gap_ms = self._gap_ms_per_request * batch
             due = (self.simulated_ms - r.chunk_at_ms >= gap_ms
                    or r.pending + n >= max(1, r.handle.output_length // MIN_CHUNKS))
             stream = r.since_chunk >= self.stream_interval and due

@@ -32,6 +32,8 @@ class Running:
     u: float  # the request's position in its Weyl sequence of uniforms
     writer: text.TokenWriter
     reserved: int
+    #: Prompt tokens still to prefill (a chunked request's rest; 0 once it decodes).
+    prefill_left: int = 0
     generated: int = 0
     pending: int = 0  # tokens generated but not streamed yet (coalescing, --stream-interval)
     since_chunk: int = 0  # decode iterations since the last chunk
