@@ -79,6 +79,8 @@ def main() -> None:
                         help="synthetic prompts of this many tokens (bench_serving's random "
                              "dataset: 1024) instead of the built-in set (tens of tokens)")
     args = parser.parse_args()
+    if args.c1_requests < 1:
+        parser.error("--c1-requests must be at least 1 (a phase of no requests never ends)")
     workload = WorkloadSpec(api="generate", max_tokens=args.max_tokens, temperature=0.0,
                             ignore_eos=True,
                             **({"dataset": "synthetic", "input_tokens": args.input_tokens}
