@@ -248,7 +248,7 @@ class Engine:
                     # and its decode speed would be undefined. The pause is lag the clock then
                     # catches up (docs/simulator.md).
                     await asyncio.sleep(self._first_chunk_pause_s)
-                if prefill.more:
+                if prefill.more or (self._waiting and self._fits(self._waiting[0])):
                     continue  # SGLang runs a prefill batch whenever it can form one (prefill.py)
             self._drop_cancelled()
             decoding = [r for r in self._running if not r.prefill_left]

@@ -52,7 +52,8 @@ class PrefillBatch:
 
     @property
     def more(self) -> bool:
-        """Whether the scheduler forms another prefill batch before it decodes."""
+        """Whether a budget or a chunk calls for another prefill batch before the next decode (so
+        does a request that arrived during this one and can be admitted: the engine checks that)."""
         return self.chunked is not None or self.cut
 
 

@@ -118,3 +118,31 @@ def test_a_wave_of_short_prompts_is_still_prefilled_in_one_batch(profile: Profil
     ttft = _first_tokens_ms(profile, 30)
     assert len(set(ttft)) == 1
     assert ttft[0] == round(model.prefill_ms(profile, 64 * 30), 3)
+
+
+def test_a_request_that_arrives_during_a_prefill_is_prefilled_before_the_next_decode(
+        profile: Profile) -> None:
+    # SGLang forms a prefill batch whenever a waiting request can be admitted, and decodes only
+    # when none can: a request that arrives while another is prefilled gets its first token before
+    # the first one's second.
+    config = configure(profile)
+    first = GenerationRequest(prompt="first", max_new_tokens=8, ignore_eos=True, prompt_tokens=500)
+    late = GenerationRequest(prompt="late", max_new_tokens=8, ignore_eos=True, prompt_tokens=300)
+
+    async def scenario() -> tuple[list[float], list[float]]:
+        engine = virtual(profile, config, seed=0)
+        engine.start()
+        try:
+            a = engine.submit(first)
+            while engine.num_running == 0:  # the first one's prefill is under way
+                await asyncio.sleep(0)
+            b = engine.submit(late)
+            chunks_a = [c async for c in a.chunks()]
+            chunks_b = [c async for c in b.chunks()]
+            return [c.at_s for c in chunks_a], [c.at_s for c in chunks_b]
+        finally:
+            await engine.stop()
+
+    a, b = asyncio.run(scenario())
+    assert b[0] == pytest.approx(a[0] + model.prefill_ms(profile, 300) / 1000.0)
+    assert b[0] < a[1]
