@@ -103,7 +103,7 @@ class Engine:
         self.iterations = 0  # decode iterations since start
         self._rng = random.Random(text.stable_hash("engine", seed))
         self._waiting: deque[Running] = deque()
-        self._running: list[Running] = []  # admitted: the chunked request, and those decoding
+        self._running: list[Running] = []  # admitted (a chunked one too: it decodes once prefilled)
         self._chunked: Running | None = None  # partly prefilled: the next prefill continues it
         self._prefill_limits = PrefillLimits.of(config)
         self._kv_used = 0
@@ -248,16 +248,17 @@ class Engine:
                     # and its decode speed would be undefined. The pause is lag the clock then
                     # catches up (docs/simulator.md).
                     await asyncio.sleep(self._first_chunk_pause_s)
-                if prefill.more or (self._waiting and self._fits(self._waiting[0])):
-                    continue  # SGLang runs a prefill batch whenever it can form one (prefill.py)
+                # SGLang runs a prefill batch whenever it can form one (prefill.py): a chunk to
+                # continue, or a request waiting that may run; so no request decodes half-prefilled
+                if self._chunked is not None or (self._waiting and self._fits(self._waiting[0])):
+                    continue
             self._drop_cancelled()
-            decoding = [r for r in self._running if not r.prefill_left]
-            if not decoding:
+            if not self._running:
                 continue
-            batch = len(decoding)
+            batch = len(self._running)
             if self.faults.stuck(batch, self.served):
                 await asyncio.Event().wait()
-            context = sum(r.handle.prompt_tokens + r.generated for r in decoding)
+            context = sum(r.handle.prompt_tokens + r.generated for r in self._running)
             noise = self.profile.timing.noise
             self._steps = self.adaptive.steps_for(batch) if self.adaptive is not None else None
             ms = model.decode_iteration_ms(self.profile, self.config, batch, context,
@@ -327,10 +328,9 @@ class Engine:
         self.iterations += 1
         self._finished_in_iteration = 0
         error = self.config.runtime_error
-        decoding = [r for r in self._running if not r.prefill_left]
-        batch = len(decoding)
+        batch = len(self._running)
         corrects: list[float] = []
-        for r in decoding:
+        for r in list(self._running):
             if r.cancelled:
                 self._release(r)
                 continue
@@ -350,7 +350,7 @@ class Engine:
             # Coalescing never leaves a request with fewer than about MIN_CHUNKS chunks: with only
             # its first and last, a short request at a high time scale is over within a millisecond
             # and both chunks may reach the client in one read, leaving its decode speed undefined.
-            gap_ms = self._gap_ms_per_request * batch
+            gap_ms = self._gap_ms_per_request * len(self._running)
             due = (self.simulated_ms - r.chunk_at_ms >= gap_ms
                    or r.pending + n >= max(1, r.handle.output_length // MIN_CHUNKS))
             stream = r.since_chunk >= self.stream_interval and due

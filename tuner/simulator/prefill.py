@@ -47,14 +47,6 @@ class PrefillBatch:
     done: list[Running] = field(default_factory=list)
     #: The request it leaves partly prefilled (the next batch continues it first).
     chunked: Running | None = None
-    #: A waiting request was left for a token budget: another batch is due at once.
-    cut: bool = False
-
-    @property
-    def more(self) -> bool:
-        """Whether a budget or a chunk calls for another prefill batch before the next decode (so
-        does a request that arrived during this one and can be admitted: the engine checks that)."""
-        return self.chunked is not None or self.cut
 
 
 def form_batch(limits: PrefillLimits, chunked: Running | None, waiting: deque[Running],
@@ -86,14 +78,10 @@ def form_batch(limits: PrefillLimits, chunked: Running | None, waiting: deque[Ru
         if head.cancelled:  # the client went away while it waited
             waiting.popleft()
             continue
-        if input_left <= 0 or (chunk_left is not None and chunk_left <= 0):
-            batch.cut = True
-            break
-        if not fits(head):
+        if input_left <= 0 or (chunk_left is not None and chunk_left <= 0) or not fits(head):
             break
         if chunk_left is None and batch.tokens and head.prefill_left >= input_left:
-            batch.cut = True  # "without chunking, allow the first request even above the cap"
-            break
+            break  # "without chunking, allow the first request even above the cap"
         waiting.popleft()
         admit(head)
         take(head)

@@ -71,7 +71,6 @@ class SearchSpace:
         self._branching = branches.branch_table(self.algorithm, self.dimensions,
                                                 spec.server_flags.get(ALGORITHM), spec.server_flags)
         self.branches: tuple[Branch, ...] = self._branching.branches
-        self._reference = self._branching.reference_algorithm
 
     # ----- branches -------------------------------------------------------------------------------
     def branch(self, params: Mapping[str, Any]) -> Branch | None:
@@ -94,7 +93,7 @@ class SearchSpace:
         """The EAGLE-family algorithm SGLang's adaptive steps would run for this study (fixed, or
         the first such choice), or None: the study has no EAGLE-family draft, and no reference
         trials."""
-        return self._reference
+        return self._branching.reference_algorithm
 
     def active(self, branch: Branch | None) -> tuple[Dimension, ...]:
         """The dimensions proposed on ``branch`` (all of them without branches), the algorithm
@@ -119,7 +118,7 @@ class SearchSpace:
             dict(params), covers, branch, self.active(branch) if covers else self.dimensions,
             {b: self.active(b) for b in self.branches},
             {kind: self.active(b) for kind, b in self._branching.references.items()},
-            self._reference, self.decode(params) if covers else None)
+            self.reference_algorithm(), self.decode(params) if covers else None)
 
     def branch_sizes(self) -> dict[str, int]:
         return {b.choice: math.prod(d.size() for d in self.active(b)[1:]) for b in self.branches}
@@ -299,7 +298,7 @@ class SearchSpace:
             names |= {STEPS, TOPK, DRAFT, MAX_RUNNING}
         if any(b.kind is BranchKind.ADAPTIVE for b in self.branches):
             names.add(branches.ADAPTIVE)
-        extra = {branches.ADAPTIVE} - names if self._reference is not None else set()
+        extra = {branches.ADAPTIVE} - names if self.reference_algorithm() is not None else set()
         # one pass over the option table for both lists
         specs = {name: self.table.lookup(name) for name in names | extra}
         spelled = {name: {o.name, *([o.negation] if o.negation is not None else [])}

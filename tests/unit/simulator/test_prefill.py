@@ -36,7 +36,7 @@ def _form(limits: PrefillLimits, waiting: deque[Running], chunked: Running | Non
     admitted: list[Running] = []
     batch = form_batch(limits, chunked, waiting, lambda _r: len(admitted) < fits,
                        admitted.append)
-    return [batch.tokens, len(batch.done), batch.chunked is not None, batch.cut], admitted
+    return [batch.tokens, len(batch.done), batch.chunked is not None], admitted
 
 
 def test_a_prompt_past_the_chunk_budget_is_cut_to_fill_it_and_continued_first() -> None:
@@ -44,33 +44,34 @@ def test_a_prompt_past_the_chunk_budget_is_cut_to_fill_it_and_continued_first() 
     waiting = deque(_request(3000) for _ in range(4))
     figures, admitted = _form(limits, waiting)
     # 3000 + 3000 + 2192 of the third: two done, the third chunked, the fourth left waiting
-    assert figures == [8192, 2, True, False] and len(admitted) == 3 and len(waiting) == 1
+    assert figures == [8192, 2, True] and len(admitted) == 3 and len(waiting) == 1
     assert admitted[2].prefill_left == 808
     # the next batch finishes the chunked one before it takes the fourth
     figures, admitted_next = _form(limits, waiting, chunked=admitted[2])
-    assert figures == [3808, 2, False, False] and admitted[2].prefill_left == 0
+    assert figures == [3808, 2, False] and admitted[2].prefill_left == 0
     assert len(admitted_next) == 1 and not waiting
 
 
-def test_a_budget_that_runs_out_with_requests_waiting_calls_for_another_batch_at_once() -> None:
+def test_a_budget_that_runs_out_leaves_the_rest_waiting_for_the_next_batch() -> None:
+    # (that the next batch comes before any decode is the engine's: the wave test below)
     limits = PrefillLimits(max_prefill_tokens=16384, chunk=8192)
     waiting = deque(_request(4096) for _ in range(3))
     figures, _ = _form(limits, waiting)
-    assert figures == [8192, 2, False, True] and len(waiting) == 1
-    # a full pool or the running-request cap is no reason to prefill again before decoding
+    assert figures == [8192, 2, False] and len(waiting) == 1
+    # a full pool or the running-request cap stops the batch too
     waiting = deque(_request(100) for _ in range(3))
     figures, _ = _form(limits, waiting, fits=1)
-    assert figures == [100, 1, False, False] and len(waiting) == 2
+    assert figures == [100, 1, False] and len(waiting) == 2
 
 
 def test_without_chunked_prefill_the_input_budget_holds_back_all_but_a_batchs_first() -> None:
     limits = PrefillLimits(max_prefill_tokens=1000, chunk=None)
     waiting = deque([_request(5000), _request(10)])
     figures, _ = _form(limits, waiting)
-    assert figures == [5000, 1, False, True]  # the first runs whole, above the budget
+    assert figures == [5000, 1, False] and len(waiting) == 1  # the first runs whole, above it
     waiting = deque([_request(600), _request(400), _request(10)])
     figures, _ = _form(limits, waiting)
-    assert figures == [600, 1, False, True] and len(waiting) == 2
+    assert figures == [600, 1, False] and len(waiting) == 2
 
 
 def test_cancelled_requests_are_dropped_from_the_queue_and_a_cancelled_chunk_is_not_continued(
@@ -80,11 +81,11 @@ def test_cancelled_requests_are_dropped_from_the_queue_and_a_cancelled_chunk_is_
     gone.cancelled = True
     waiting = deque([gone, kept])
     figures, admitted = _form(limits, waiting)
-    assert figures == [70, 1, False, False] and admitted == [kept]
+    assert figures == [70, 1, False] and admitted == [kept]
     chunk = _request(9000)
     chunk.prefill_left, chunk.cancelled = 500, True
     figures, _ = _form(limits, deque(), chunked=chunk)
-    assert figures == [0, 0, False, False] and chunk.prefill_left == 500
+    assert figures == [0, 0, False] and chunk.prefill_left == 500
 
 
 def _first_tokens_ms(profile: Profile, prompt_tokens: int, n: int = 64) -> list[float]:
@@ -95,11 +96,11 @@ def _first_tokens_ms(profile: Profile, prompt_tokens: int, n: int = 64) -> list[
     return [round(c[0].at_s * 1000.0, 3) for c in chunks]
 
 
+@pytest.mark.parametrize("tokens", [1259, 4096])  # a prompt cut at each chunk's end; none cut
 def test_a_wave_of_long_prompts_gets_its_first_tokens_in_chunk_sized_steps(
-        profile: Profile) -> None:
+        profile: Profile, tokens: int) -> None:
     config = configure(profile)
     chunk = config.chunked_prefill_size
-    tokens = 1259
     ttft = _first_tokens_ms(profile, tokens)
     steps = sorted(Counter(ttft).items())
     # one step per chunk of the wave's 64 × 1259 tokens, in arrival order
