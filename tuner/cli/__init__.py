@@ -1,7 +1,9 @@
 """The ``spectune`` command line: one small module per command, errors become messages here only.
 
-Each command module parses its options and calls one function elsewhere in the package; heavy
-imports happen inside the command so ``spectune --help`` stays instant.
+Each command module parses its options and calls one function elsewhere in the package. A
+command's module is imported only when that command runs (or ``--help`` lists them all):
+``spectune simulate``, started once per trial of a simulated study, does not import SSH, the
+targets and Optuna first.
 
 Whatever goes wrong ends in one ``error:`` line and an exit code, never a traceback: a
 ``SpectuneError`` with its own code, a signal with 130 / 143 (from the first line of start-up on),
@@ -19,6 +21,7 @@ from tuner.core.interrupts import exit_while_starting
 exit_while_starting(program="spectune", module="tuner.cli")
 
 import errno  # noqa: E402
+import importlib  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
@@ -35,8 +38,25 @@ from tuner.core.interrupts import interruptible  # noqa: E402
 DEBUG_VARIABLE = "SPECTUNE_DEBUG"
 
 
+#: The commands, in the order ``spectune --help`` lists them; each is ``command`` in the module
+#: ``tuner.cli.<name>``.
+COMMANDS = ("init", "validate", "schema", "tune", "worker", "confirm", "deploy", "simulate",
+            "bench", "best", "trials", "trial", "report", "dashboard")
+
+
 class SpectuneGroup(click.Group):
-    """A click group that turns every error into one ``error:`` line and its exit code."""
+    """A click group that turns every error into one ``error:`` line and its exit code, and
+    imports a command's module when the command is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        command = importlib.import_module(f"tuner.cli.{cmd_name}").command
+        assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
+        return command
 
     def invoke(self, ctx: click.Context) -> object:
         previous_hook = threading.excepthook
@@ -125,28 +145,5 @@ def main() -> None:
     """Tune SGLang speculative-decoding servers with Bayesian optimization."""
 
 
-def _register() -> None:
-    from tuner.cli import (
-        bench,
-        best,
-        confirm,
-        dashboard,
-        deploy,
-        init,
-        report,
-        schema,
-        simulate,
-        trial,
-        trials,
-        tune,
-        validate,
-        worker,
-    )
-
-    for module in (init, validate, schema, tune, worker, confirm, deploy, simulate, bench, best,
-                   trials, trial, report, dashboard):
-        main.add_command(module.command)
-
-
-fault_point("importing")  # the commands' modules about to be imported: the start-up window
-_register()
+# the commands' modules are imported from here on, each when asked for: the start-up window
+fault_point("importing")

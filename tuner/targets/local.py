@@ -40,7 +40,7 @@ from tuner.targets.process_group import (
     stop_group,
     tail_file,
 )
-from tuner.targets.readiness import NotReady, wait_ready
+from tuner.targets.readiness import NotReady, ReadinessPolicy, wait_ready
 from tuner.targets.resolver import (
     RESOLVER_SCRIPT,
     AskingTarget,
@@ -85,6 +85,8 @@ class LocalSettings:
 
 class LocalTarget(AskingTarget):
     kind = "local"
+    #: How often readiness is polled while the server starts.
+    readiness = ReadinessPolicy()
 
     def __init__(self, settings: LocalSettings, table: OptionTable | None = None) -> None:
         self.settings = settings
@@ -178,7 +180,7 @@ class LocalTarget(AskingTarget):
         deploy_s = time.monotonic() - started
         try:
             ready = wait_ready(self.base_url, timeout_s=self.settings.startup_timeout_s,
-                               watch=self._exit_info)
+                               watch=self._exit_info, policy=self.readiness)
         except NotReady as exc:
             raise self._failure(exc) from None
         return Deployment(config=config, launch=launch, base_url=self.base_url, deploy_s=deploy_s,

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -227,3 +228,17 @@ def test_remote_words_are_quoted_one_by_one() -> None:
     conn = Connection(SSHSettings(host="127.0.0.1"))
     assert shlex.split(conn.command_line(argv)) == argv
     assert shlex.split(conn.command_line(argv, sudo=True)) == ["sudo", "-n", "--", *argv]
+
+
+@pytest.mark.parametrize(("time_scale", "cap_s"), [(1.0, 0.5), (2.0, 0.25), (25.0, 0.05)])
+def test_the_simulator_is_polled_as_often_as_its_time_scale_shrinks_its_start(
+        tmp_path: Path, time_scale: float, cap_s: float) -> None:
+    """A simulated start-up lasts its modelled time ÷ the time scale: the poll cap shrinks with it,
+    not below the first poll's interval; a local server keeps the 0.5 s cap."""
+    from tuner.targets.local import LocalTarget
+    from tuner.targets.simulated import SimulatedSettings, SimulatedTarget
+
+    target = SimulatedTarget(SimulatedSettings(tmp_path, time_scale=time_scale, port=1))
+    assert target.readiness.max_interval_s == pytest.approx(cap_s)
+    assert target.readiness.first_interval_s == ReadinessPolicy().first_interval_s
+    assert LocalTarget.readiness.max_interval_s == ReadinessPolicy().max_interval_s
