@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from tuner.core.interrupts import exit_while_starting
 
-# First of all: a Ctrl-C or SIGTERM while the rest imports (about a second: every command's module)
+# First of all: a Ctrl-C or SIGTERM while the rest imports (click, then the command's own module)
 # ends the program with one line and 130 / 143 — not a KeyboardInterrupt traceback, not a death by
 # the signal.
 exit_while_starting(program="spectune", module="tuner.cli")
