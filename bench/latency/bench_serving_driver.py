@@ -3,7 +3,11 @@ spectune's): SGLang's own bench_serving request function (``async_request_sglang
 default ``--backend sglang``) and its ``calculate_metrics``, in a closed loop of C clients over the
 prompts given — exactly as ``bench_serving --max-concurrency C --request-rate inf`` sends them.
 Prints bench_serving's latency figures as JSON (ms, on the client's clock; the caller rescales a
-time-scaled simulator's).
+time-scaled simulator's), and the send lag of the measured phase's first wave: for each of its
+first C requests, from the moment its clock started (bench_serving's ``st``, taken just before
+``session.post``) to the moment its request's headers went out on the connection opened for it —
+time inside that request's TTFT and E2E during which the server has not seen it (aiohttp's
+request tracing, added to the sessions bench_serving creates; nothing else of them changes).
 
     python bench_serving_driver.py URL PROMPTS.json CONCURRENCY WARMUP MAX_TOKENS STUBS_DIR
 """
@@ -28,6 +32,8 @@ def main() -> None:
     datasets.load_dataset = None  # type: ignore[attr-defined]
     sys.modules.setdefault("datasets", datasets)
     import sglang.benchmark.serving as serving
+
+    lags = _trace_send_lags()
 
     # The module-level ``args`` bench_serving's request functions read: its command-line defaults,
     # greedy, generating to max_tokens (``--disable-ignore-eos`` not given), streaming.
@@ -59,6 +65,7 @@ def main() -> None:
 
     async def run() -> tuple[list[object], float]:
         await closed_loop(prompts[:w], min(c, w) or 1)  # bench_serving's warmup
+        lags.clear()
         start = time.perf_counter()
         outputs = await closed_loop(prompts[w:], c)
         return outputs, time.perf_counter() - start
@@ -72,8 +79,38 @@ def main() -> None:
     metrics, _ = serving.calculate_metrics(None, outputs, duration, Tokenizer(), "sglang")
     names = [f"{stat}_{m}_ms" for m in ("ttft", "itl", "e2e_latency")
              for stat in ("mean", "median", "p90", "p99")]
+    wave = sorted(lags[:c])
     print(json.dumps({name: getattr(metrics, name) for name in names} | {
-        "completed": metrics.completed, "output_throughput": metrics.output_throughput}))
+        "completed": metrics.completed, "output_throughput": metrics.output_throughput,
+        "wave_send_lag_ms": [1000 * wave[len(wave) // 2], 1000 * wave[-1]] if wave else None}))
+
+
+def _trace_send_lags() -> list[float]:
+    """Seconds from each request's start to its headers being sent, in the order the requests
+    started, for every session bench_serving creates from now on."""
+    import aiohttp
+
+    lags: list[float] = []
+    trace = aiohttp.TraceConfig()
+
+    async def started(_session: object, ctx: types.SimpleNamespace, _params: object) -> None:
+        ctx.started = time.perf_counter()
+
+    async def sent(_session: object, ctx: types.SimpleNamespace, _params: object) -> None:
+        if not hasattr(ctx, "sent"):
+            ctx.sent = time.perf_counter()
+            lags.append(ctx.sent - ctx.started)
+
+    trace.on_request_start.append(started)
+    trace.on_request_headers_sent.append(sent)
+    original = aiohttp.ClientSession.__init__
+
+    def with_trace(self: aiohttp.ClientSession, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("trace_configs", [trace])
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    aiohttp.ClientSession.__init__ = with_trace  # type: ignore[method-assign]
+    return lags
 
 
 if __name__ == "__main__":

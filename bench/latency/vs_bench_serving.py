@@ -6,7 +6,9 @@ C=1 and a C=64 phase with spectune's load generator (``run_benchmark``: on the s
 schedule) and then the same prompts, in the same order, at the same concurrency with SGLang's
 bench_serving request function and ``calculate_metrics`` (bench/latency/bench_serving_driver.py, run
 under a real SGLang release's Python: see bench/sglang_versions/env.py), and prints TTFT, ITL and
-E2E (mean, p50, p90, p99) side by side with the difference.
+E2E (mean, p50, p90, p99) side by side with the difference, and how long bench_serving's first
+wave of each phase took from a request's clock starting to the request going out (its new
+connection: time in its TTFT that the server never sees).
 
 Run it on a quiet machine at time scale 1 (the default): bench_serving times on the client's clock,
 so at a time scale X every real millisecond the client itself spends counts X simulated ones in its
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from objectives.prompts import load_source
 from objectives.runner import PHASE_INDEX_STRIDE, run_benchmark
@@ -48,7 +51,7 @@ FIGURES = [(f"{m}_{s}_ms", f"{stat}_{bm}_ms") for m,
 
 
 def bench_serving(url: str, prompts: list[str], phase: PhaseSpec, max_tokens: int,
-                  release: str) -> dict[str, float]:
+                  release: str) -> dict[str, Any]:
     root = Path(os.environ.get("SPECTUNE_SGLANG_CACHE", "/work/.cache/sglang"))
     pythonpath = (root / "releases" / release / ".pythonpath").read_text(encoding="utf-8").strip()
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -62,7 +65,7 @@ def bench_serving(url: str, prompts: list[str], phase: PhaseSpec, max_tokens: in
     Path(f.name).unlink()
     if done.returncode != 0:
         sys.exit(f"bench_serving driver failed:\n{done.stderr[-3000:]}")
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
 
 
@@ -112,6 +115,11 @@ def main() -> None:
             diff = (mine - other) / other if mine is not None and other else float("nan")
             worst = max(worst, abs(diff))
             print(f"  {ours_name:<14} {mine or float('nan'):>10.1f} {other:>14.1f} {diff:>+10.1%}")
+        lag = theirs[k].get("wave_send_lag_ms")
+        if lag:
+            print(f"  bench_serving's first wave: its request's clock started, the server not yet "
+                  f"reached — median {lag[0] * args.time_scale:.1f} ms, last "
+                  f"{lag[1] * args.time_scale:.1f} ms (its new connection; spectune's are open)")
     print(f"\nlargest difference: {worst:.1%}")
 
 
