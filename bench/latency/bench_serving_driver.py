@@ -86,8 +86,8 @@ def main() -> None:
 
 
 def _trace_send_lags() -> list[float]:
-    """Seconds from each request's start to its headers being sent, in the order the requests
-    started, for every session bench_serving creates from now on."""
+    """Seconds from each request's start to its headers being sent, in the order they were sent,
+    for every session bench_serving creates from now on."""
     import aiohttp
 
     lags: list[float] = []
