@@ -299,12 +299,17 @@ class SearchSpace:
         if any(b.kind is BranchKind.ADAPTIVE for b in self.branches):
             names.add(branches.ADAPTIVE)
         extra = {branches.ADAPTIVE} - names if self.reference_algorithm() is not None else set()
-        # one pass over the option table for both lists
-        specs = {name: self.table.lookup(name) for name in names | extra}
-        spelled = {name: {o.name, *([o.negation] if o.negation is not None else [])}
-                   for name, o in specs.items()}
-        own = set().union(*(spelled[n] for n in names))
-        return sorted(own), sorted(set().union(*(spelled[n] for n in extra)) - own)
+        own = self._options(names)
+        return own, sorted(set(self._options(extra)) - set(own))
+
+    def _options(self, names: set[str]) -> list[str]:
+        options: set[str] = set()
+        for name in names:
+            spec = self.table.lookup(name)
+            options.add(spec.name)
+            if spec.negation is not None:
+                options.add(spec.negation)
+        return sorted(options)
 
     # ----- size and enumeration -------------------------------------------------------------------
     def raw_size(self) -> int:
